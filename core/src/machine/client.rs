@@ -1,0 +1,499 @@
+//! The client (host) protocol machine: MRSP initiator and RPC caller (spec §2, §3, §4.2).
+
+use core::time::Duration;
+
+use heapless::{Deque, Vec};
+
+use super::{
+    Action, Error, Input, Phase, QUEUE_LEN, RecvBuffer, RpcResult, WrId, WrKind, Write, expired,
+};
+use crate::config::MAX_REGIONS;
+use crate::region::{ClientRegions, RegionId};
+use crate::time::Instant;
+use crate::wire::imm::{self, CLIENT_ERROR_VALUE};
+use crate::wire::mrsp::{self, AdvertRecord, Repr};
+use crate::wire::{FunctionCode, ReturnCode};
+
+/// Client settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ClientConfig {
+    /// Function code of every RPC on this connection.
+    pub fncode: FunctionCode,
+    /// How long the MRSP may take.
+    pub mrsp_timeout: Duration,
+    /// Default per-RPC deadline (writes, kernel and reply).
+    pub rpc_timeout: Duration,
+    /// Most MRSP records to send: 32, or [`crate::config::MAX_RECORDS_C_PEER`] (31) when the
+    /// NAA is the C software NAA (spec §2.8).
+    pub max_records: u8,
+}
+
+impl ClientConfig {
+    /// Defaults: MRSP timeout 10 s, RPC timeout 60 s, 32 records.
+    pub const fn new(fncode: FunctionCode) -> Self {
+        Self {
+            fncode,
+            mrsp_timeout: Duration::from_secs(10),
+            rpc_timeout: Duration::from_secs(60),
+            max_records: MAX_REGIONS as u8,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pending {
+    Recv(WrId, RecvBuffer),
+    SendRequest,
+    Writes,
+    MrspComplete,
+    RpcComplete(RpcResult),
+    Failed(Error),
+}
+
+/// Which writes the current RPC still has to hand out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Plan {
+    /// Input regions from `next` up to and including `last`.
+    Inputs { next: u8, last: u8 },
+    /// One zero-length WRITE WITH IMM to `target` (no input is sent; spec D-08).
+    Empty { target: u8 },
+    /// The error write of spec §3.5: zero length, immediate 0, to region 0.
+    ClientError,
+}
+
+/// The client protocol machine. See the [module docs](super) for the calling contract.
+///
+/// Typical use: fill [`Client::regions_mut`], feed [`Input::Established`], call
+/// [`Client::start_mrsp`], drain actions until [`Action::MrspComplete`]; then per RPC
+/// [`Client::start_rpc`] and drain until [`Action::RpcComplete`].
+#[derive(Debug)]
+pub struct Client {
+    config: ClientConfig,
+    phase: Phase,
+    regions: ClientRegions,
+    remote: Vec<AdvertRecord, MAX_REGIONS>,
+    user: [u8; 3],
+    rpcs: u32,
+    queue: Deque<Pending, QUEUE_LEN>,
+    plan: Option<Plan>,
+    imm: u32,
+    deadline: Option<Instant>,
+    /// MRSP: our SEND completed.
+    mrsp_sent: bool,
+    /// MRSP: a valid Advertisement arrived.
+    mrsp_answered: bool,
+    /// RPC: write completions still expected.
+    writes_left: u8,
+    /// RPC: the NAA's reply, if it arrived.
+    reply: Option<(ReturnCode, u32)>,
+}
+
+impl Client {
+    /// A machine in [`Phase::Init`] with the given regions.
+    pub fn new(config: ClientConfig, regions: ClientRegions) -> Self {
+        Self {
+            config,
+            phase: Phase::Init,
+            regions,
+            remote: Vec::new(),
+            user: [0; 3],
+            rpcs: 0,
+            queue: Deque::new(),
+            plan: None,
+            imm: 0,
+            deadline: None,
+            mrsp_sent: false,
+            mrsp_answered: false,
+            writes_left: 0,
+            reply: None,
+        }
+    }
+
+    /// The current phase.
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    /// The region table.
+    pub fn regions(&self) -> &ClientRegions {
+        &self.regions
+    }
+
+    /// The region table, for changes; only before the MRSP starts.
+    pub fn regions_mut(&mut self) -> Result<&mut ClientRegions, Error> {
+        if self.phase > Phase::Connected {
+            return Err(Error::WrongPhase { phase: self.phase });
+        }
+        Ok(&mut self.regions)
+    }
+
+    /// The NAA regions learned from the MRSP (index = parameter index).
+    pub fn remote_regions(&self) -> &[AdvertRecord] {
+        &self.remote
+    }
+
+    /// RPCs started on this connection.
+    pub fn rpc_count(&self) -> u32 {
+        self.rpcs
+    }
+
+    /// True while an MRSP or RPC is in flight.
+    pub fn is_busy(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::MrspSending | Phase::MrspReceiving | Phase::DataSending | Phase::DataReceiving
+        )
+    }
+
+    /// Sets the three user bytes of the immediate (spec §3.2); not during an RPC.
+    pub fn set_user_bytes(&mut self, user: [u8; 3]) -> Result<(), Error> {
+        if self.is_busy() || self.phase == Phase::Error {
+            return Err(Error::WrongPhase { phase: self.phase });
+        }
+        self.user = user;
+        Ok(())
+    }
+
+    /// Sets the bytes a region sends per RPC (`None` = full size); not during an RPC. After
+    /// the MRSP the length must also fit the NAA's region.
+    pub fn set_bytes_to_send(&mut self, id: RegionId, len: Option<u32>) -> Result<(), Error> {
+        if self.is_busy() || self.phase == Phase::Error {
+            return Err(Error::WrongPhase { phase: self.phase });
+        }
+        self.regions.set_bytes_to_send(id, len)?;
+        Ok(())
+    }
+
+    /// The instant at which [`Client::handle_timeout`] must be called, if any.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Checks the deadline of the operation in flight.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if expired(self.deadline, now) {
+            self.fail(Error::Timeout { phase: self.phase });
+        }
+    }
+
+    /// Starts the MRSP: posts the MRSP receive and sends the Advertisement+Request.
+    pub fn start_mrsp(&mut self, now: Instant) -> Result<(), Error> {
+        if self.phase != Phase::Connected {
+            return Err(Error::WrongPhase { phase: self.phase });
+        }
+        let count = self.regions.record_count();
+        if self.regions.params().is_empty() {
+            return Err(Error::NoParameterRegions);
+        }
+        if count > usize::from(self.config.max_records) {
+            return Err(Error::TooManyRegions {
+                count: count as u8,
+                max: self.config.max_records,
+            });
+        }
+        self.regions.requested_addrs()?;
+        self.push(Pending::Recv(WrId::new(WrKind::MrspRecv, 0), RecvBuffer::Message));
+        self.push(Pending::SendRequest);
+        self.phase = Phase::MrspSending;
+        self.deadline = Some(now + self.config.mrsp_timeout);
+        Ok(())
+    }
+
+    /// Starts an RPC with the configured timeout.
+    pub fn start_rpc(&mut self, now: Instant) -> Result<(), Error> {
+        self.start_rpc_with_timeout(now, self.config.rpc_timeout)
+    }
+
+    /// Starts an RPC (spec §3.1): posts the reply receive, then the input writes, the last one
+    /// WITH IMMEDIATE carrying the function code. Single-send inputs are skipped from the
+    /// second RPC on; with no input to send, one zero-length WRITE WITH IMM goes out.
+    pub fn start_rpc_with_timeout(&mut self, now: Instant, timeout: Duration) -> Result<(), Error> {
+        if !matches!(self.phase, Phase::MrspDone | Phase::Finished) {
+            return Err(Error::WrongPhase { phase: self.phase });
+        }
+        if self.rpcs > 0 {
+            self.regions.retire_single_send();
+        }
+        // Every write must fit the NAA's region (checked here: bytes-to-send may have changed).
+        for (i, (p, r)) in self.regions.params().iter().zip(&self.remote).enumerate() {
+            if p.is_sent() && p.send_len() > r.size {
+                return Err(Error::AdvertTooSmall {
+                    region: i as u8,
+                    advertised: r.size,
+                    needed: p.send_len(),
+                });
+            }
+        }
+        let params = self.regions.params();
+        let sent = || params.iter().enumerate().filter(|(_, p)| p.is_sent());
+        let plan = match (sent().next(), sent().next_back()) {
+            (Some((first, _)), Some((last, _))) => {
+                Plan::Inputs { next: first as u8, last: last as u8 }
+            }
+            _ => {
+                let target = params
+                    .iter()
+                    .position(|p| p.flags.contains(crate::region::RegionFlags::INPUT))
+                    .unwrap_or(0);
+                Plan::Empty { target: target as u8 }
+            }
+        };
+        self.writes_left = match plan {
+            Plan::Inputs { .. } => sent().count() as u8,
+            _ => 1,
+        };
+        self.rpcs = self.rpcs.saturating_add(1);
+        self.imm = imm::encode_request(self.config.fncode, self.user);
+        self.plan = Some(plan);
+        self.reply = None;
+        self.push(Pending::Recv(WrId::new(WrKind::DataRecv, self.rpcs), RecvBuffer::Empty));
+        self.push(Pending::Writes);
+        self.phase = Phase::DataSending;
+        self.deadline = Some(now + timeout);
+        Ok(())
+    }
+
+    /// Feeds an event or completion.
+    pub fn handle_input(&mut self, now: Instant, input: Input<'_>) {
+        let _ = now;
+        if self.phase == Phase::Error {
+            return;
+        }
+        match input {
+            Input::AddressResolved if self.phase == Phase::Init => self.phase = Phase::Ready,
+            Input::Established if self.phase <= Phase::Ready => self.phase = Phase::Connected,
+            Input::AddressResolved | Input::Established => {
+                self.fail(Error::Unexpected { phase: self.phase });
+            }
+            Input::Disconnected => {
+                if self.is_busy() {
+                    self.fail(Error::PeerDisconnected { phase: self.phase });
+                } else {
+                    self.deadline = None;
+                    self.phase = Phase::Disconnected;
+                }
+            }
+            Input::SendCompleted(id) => self.on_send_completed(id),
+            Input::WriteCompleted(id) => self.on_write_completed(id),
+            Input::Received { wr_id, data } => self.on_received(wr_id, data),
+            Input::WriteImmReceived { wr_id, imm, len } => self.on_reply(wr_id, imm, len),
+            Input::WorkFailed { wr_id, error } => self.fail(Error::WorkFailed { wr_id, error }),
+            Input::PostFailed(id) => self.on_post_failed(id),
+        }
+    }
+
+    fn on_send_completed(&mut self, id: WrId) {
+        if id.kind() != Some(WrKind::MrspSend) {
+            return self.fail(Error::UnknownWorkRequest(id));
+        }
+        if self.phase != Phase::MrspSending || self.mrsp_sent {
+            return self.fail(Error::Unexpected { phase: self.phase });
+        }
+        self.mrsp_sent = true;
+        self.phase = Phase::MrspReceiving;
+        self.finish_mrsp_if_done();
+    }
+
+    fn on_received(&mut self, id: WrId, data: &[u8]) {
+        if id.kind() != Some(WrKind::MrspRecv) {
+            return self.fail(Error::Unexpected { phase: self.phase });
+        }
+        if !matches!(self.phase, Phase::MrspSending | Phase::MrspReceiving) || self.mrsp_answered {
+            return self.fail(Error::Unexpected { phase: self.phase });
+        }
+        match Repr::parse(data) {
+            Err(e) => self.fail(Error::Malformed(e)),
+            Ok(Repr::Error(code)) => self.fail(Error::MrspRejected(code)),
+            Ok(Repr::AdvertiseRequest(_)) => {
+                self.fail(Error::UnexpectedMessage(mrsp::MsgType::AdvertiseRequest));
+            }
+            Ok(Repr::Advertise(records)) => match self.check_advert(&records) {
+                Err(e) => self.fail(e),
+                Ok(()) => {
+                    self.remote = records;
+                    self.mrsp_answered = true;
+                    self.finish_mrsp_if_done();
+                }
+            },
+        }
+    }
+
+    /// Spec §11.4: as many records as parameters, each at least as large as the client region.
+    fn check_advert(&self, records: &[AdvertRecord]) -> Result<(), Error> {
+        let params = self.regions.params();
+        if records.len() != params.len() {
+            return Err(Error::AdvertCountMismatch {
+                expected: params.len() as u8,
+                got: records.len() as u8,
+            });
+        }
+        for (i, (p, r)) in params.iter().zip(records).enumerate() {
+            if r.size < p.size {
+                return Err(Error::AdvertTooSmall {
+                    region: i as u8,
+                    advertised: r.size,
+                    needed: p.size,
+                });
+            }
+            if r.addr.checked_add(u64::from(r.size)).is_none() {
+                return Err(Error::AdvertAddressOverflow { region: i as u8 });
+            }
+        }
+        Ok(())
+    }
+
+    fn finish_mrsp_if_done(&mut self) {
+        if self.mrsp_sent && self.mrsp_answered {
+            self.phase = Phase::MrspDone;
+            self.deadline = None;
+            self.push(Pending::MrspComplete);
+        }
+    }
+
+    fn on_write_completed(&mut self, id: WrId) {
+        if !matches!(id.kind(), Some(WrKind::Write | WrKind::ErrorWrite)) {
+            return self.fail(Error::UnknownWorkRequest(id));
+        }
+        if self.phase != Phase::DataSending || self.writes_left == 0 {
+            return self.fail(Error::Unexpected { phase: self.phase });
+        }
+        self.writes_left -= 1;
+        if self.writes_left == 0 {
+            self.phase = Phase::DataReceiving;
+            self.finish_rpc_if_done();
+        }
+    }
+
+    /// The NAA's final WRITE WITH IMM. It may overtake our own write completions (D-20).
+    fn on_reply(&mut self, id: WrId, imm: u32, len: u32) {
+        if id.kind() != Some(WrKind::DataRecv) {
+            return self.fail(Error::Unexpected { phase: self.phase });
+        }
+        if !matches!(self.phase, Phase::DataSending | Phase::DataReceiving) || self.reply.is_some() {
+            return self.fail(Error::Unexpected { phase: self.phase });
+        }
+        self.reply = Some((ReturnCode::from_imm(imm), len));
+        self.finish_rpc_if_done();
+    }
+
+    fn finish_rpc_if_done(&mut self) {
+        if let (Phase::DataReceiving, Some((status, bytes_received))) = (self.phase, self.reply) {
+            self.phase = Phase::Finished;
+            self.deadline = None;
+            let result = RpcResult { status, bytes_received, rpc: self.rpcs };
+            self.push(Pending::RpcComplete(result));
+        }
+    }
+
+    /// Posting the reply receive failed: tell the NAA with the error write (spec §3.5).
+    fn on_post_failed(&mut self, id: WrId) {
+        if id.kind() == Some(WrKind::DataRecv) && self.phase == Phase::DataSending {
+            self.queue.clear();
+            self.plan = Some(Plan::ClientError);
+            self.push(Pending::Writes);
+            self.push(Pending::Failed(Error::PostFailed(id)));
+            self.phase = Phase::Error;
+            self.deadline = None;
+        } else {
+            self.fail(Error::PostFailed(id));
+        }
+    }
+
+    fn fail(&mut self, error: Error) {
+        self.queue.clear();
+        self.plan = None;
+        self.deadline = None;
+        self.phase = Phase::Error;
+        // The queue was just cleared, so this push cannot fail.
+        let _ = self.queue.push_back(Pending::Failed(error));
+    }
+
+    fn push(&mut self, p: Pending) {
+        if self.queue.push_back(p).is_err() {
+            self.fail(Error::QueueOverflow);
+        }
+    }
+
+    /// The next action, if any. `buf` receives the message of an [`Action::Send`].
+    #[must_use]
+    pub fn poll_action(&mut self, buf: &mut [u8]) -> Option<Action> {
+        loop {
+            let front = *self.queue.front()?;
+            let action = match front {
+                Pending::Recv(wr_id, buffer) => Action::PostRecv { wr_id, buffer },
+                Pending::SendRequest => match self.emit_request(buf) {
+                    Ok(len) => Action::Send { wr_id: WrId::new(WrKind::MrspSend, 0), len },
+                    Err(e) => {
+                        self.fail(e);
+                        continue;
+                    }
+                },
+                Pending::Writes => match self.next_write() {
+                    Some(w) => return Some(Action::Write(w)),
+                    None => {
+                        self.queue.pop_front();
+                        continue;
+                    }
+                },
+                Pending::MrspComplete => Action::MrspComplete,
+                Pending::RpcComplete(r) => Action::RpcComplete(r),
+                Pending::Failed(e) => Action::Failed(e),
+            };
+            self.queue.pop_front();
+            return Some(action);
+        }
+    }
+
+    fn emit_request(&self, buf: &mut [u8]) -> Result<usize, Error> {
+        let records = self.regions.records()?;
+        let needed = mrsp::HEADER_LEN + mrsp::REQUEST_RECORD_LEN * records.len();
+        if buf.len() < needed {
+            return Err(Error::BufferTooSmall { needed, len: buf.len() });
+        }
+        mrsp::emit_advertise_request(buf, records).map_err(Error::Malformed)
+    }
+
+    fn next_write(&mut self) -> Option<Write> {
+        let params = self.regions.params();
+        let (write, rest) = match self.plan? {
+            Plan::Inputs { next, last } => {
+                let (i, p) = params
+                    .iter()
+                    .enumerate()
+                    .skip(usize::from(next))
+                    .find(|(_, p)| p.is_sent())?;
+                let is_last = i >= usize::from(last);
+                let w = self.write_to(i, p.send_len(), is_last.then_some(self.imm));
+                let rest = (!is_last).then_some(Plan::Inputs { next: i as u8 + 1, last });
+                (w, rest)
+            }
+            Plan::Empty { target } => (self.write_to(usize::from(target), 0, Some(self.imm)), None),
+            Plan::ClientError => {
+                let mut w = self.write_to(0, 0, Some(CLIENT_ERROR_VALUE));
+                w.wr_id = WrId::new(WrKind::ErrorWrite, 0);
+                (w, None)
+            }
+        };
+        self.plan = rest;
+        Some(write)
+    }
+
+    fn write_to(&self, index: usize, len: u32, imm: Option<u32>) -> Write {
+        let remote = self.remote.get(index).copied().unwrap_or(AdvertRecord { addr: 0, rkey: 0, size: 0 });
+        Write {
+            wr_id: WrId::new(WrKind::Write, index as u32),
+            region: RegionId::new(index as u8),
+            len,
+            remote_addr: remote.addr,
+            rkey: remote.rkey,
+            imm,
+            solicited: imm.is_some(),
+        }
+    }
+}

@@ -1,0 +1,430 @@
+//! The protocol state machines, sans-IO: [`Client`] (host role) and [`Server`] (NAA role).
+//!
+//! Both follow the same contract (after quinn-proto):
+//! * **inputs**: [`Client::handle_input`] / [`Server::handle_input`] with the caller's current
+//!   [`Instant`] and an [`Input`] (connection events and work completions), and
+//!   `handle_timeout(now)` when the instant from `poll_timeout()` has passed;
+//! * **commands**: start the MRSP, start an RPC, report allocations or a finished kernel;
+//! * **outputs**: `poll_action(buf)` until it returns `None`, executing every [`Action`] in
+//!   order. A [`Action::Send`] has written its message into `buf`, which must be the
+//!   registered send buffer (at least [`crate::config::MRSP_RECV_LEN`] bytes). Consecutive
+//!   [`Action::Write`]s form one RPC's write list and may be posted as one linked list.
+//!
+//! The machines never read a clock, never allocate and never panic; every peer value is
+//! validated and a violation ends in [`Action::Failed`] (and [`Phase::Error`]).
+
+mod client;
+mod server;
+
+pub use client::{Client, ClientConfig};
+pub use server::{KernelSet, Placement, Server, ServerConfig};
+
+use crate::region::{RegionError, RegionId};
+use crate::time::Instant;
+use crate::wire::{self, MrspErrorCode, ReturnCode};
+use crate::wire::mrsp::MsgType;
+
+/// Connection phases, with the numeric values of the C reference (spec §4.1). The order is
+/// meaningful: the C code compares phases numerically.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[repr(u8)]
+pub enum Phase {
+    /// 0: created.
+    Init = 0,
+    /// 1: address resolved (client).
+    Ready = 1,
+    /// 2: connection established.
+    Connected = 2,
+    /// 3: the peer disconnected.
+    Disconnected = 3,
+    /// 10: MRSP message posted, waiting for its send completion.
+    MrspSending = 10,
+    /// 11: waiting for the peer's MRSP message.
+    MrspReceiving = 11,
+    /// 12: MRSP done, ready for RPCs.
+    MrspDone = 12,
+    /// 20: RPC writes posted, waiting for their completions.
+    DataSending = 20,
+    /// 21: the NAA runs the kernel (server only).
+    Calculating = 21,
+    /// 22: waiting for the peer's final WRITE WITH IMMEDIATE.
+    DataReceiving = 22,
+    /// 30: client: an RPC finished; server: the client disconnected.
+    Finished = 30,
+    /// 40: failed; the connection is unusable.
+    Error = 40,
+}
+
+impl Phase {
+    /// The numeric state value of the C API (`naa_status.state`).
+    pub const fn value(self) -> u8 {
+        self as u8
+    }
+}
+
+impl core::fmt::Display for Phase {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Self::Init => "INIT",
+            Self::Ready => "READY",
+            Self::Connected => "CONNECTED",
+            Self::Disconnected => "DISCONNECTED",
+            Self::MrspSending => "MRSP_SENDING",
+            Self::MrspReceiving => "MRSP_RECEIVING",
+            Self::MrspDone => "MRSP_DONE",
+            Self::DataSending => "DATA_SENDING",
+            Self::Calculating => "CALCULATING",
+            Self::DataReceiving => "DATA_RECEIVING",
+            Self::Finished => "FINISHED",
+            Self::Error => "ERROR",
+        })
+    }
+}
+
+/// Identifies a work request: the caller posts it with this value and passes it back in the
+/// completion. Opaque apart from [`WrId::raw`]/[`WrId::from_raw`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct WrId(u64);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum WrKind {
+    MrspRecv = 1,
+    MrspSend = 2,
+    DataRecv = 3,
+    Write = 4,
+    ErrorWrite = 5,
+}
+
+impl WrId {
+    /// The value to hand to the transport (`wr_id` of verbs).
+    pub const fn raw(self) -> u64 {
+        self.0
+    }
+
+    /// Rebuilds an id from a completion's `wr_id`.
+    pub const fn from_raw(raw: u64) -> Self {
+        Self(raw)
+    }
+
+    pub(crate) const fn new(kind: WrKind, index: u32) -> Self {
+        Self(((kind as u64) << 32) | index as u64)
+    }
+
+    pub(crate) fn kind(self) -> Option<WrKind> {
+        match self.0 >> 32 {
+            1 => Some(WrKind::MrspRecv),
+            2 => Some(WrKind::MrspSend),
+            3 => Some(WrKind::DataRecv),
+            4 => Some(WrKind::Write),
+            5 => Some(WrKind::ErrorWrite),
+            _ => None,
+        }
+    }
+}
+
+/// Why a work request failed (after `ibv_wc_status`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum WorkError {
+    /// Incoming message longer than the receive buffer.
+    LocalLength,
+    /// Local buffer outside its registration or inaccessible.
+    LocalProtection,
+    /// Flushed: the connection had already failed.
+    Flushed,
+    /// The peer refused the access (rkey, bounds).
+    RemoteAccess,
+    /// The peer found the request invalid.
+    RemoteInvalidRequest,
+    /// The peer had no receive posted.
+    RnrRetryExceeded,
+    /// The peer did not answer (retries exhausted).
+    RetryExceeded,
+    /// Anything else.
+    Other,
+}
+
+/// Everything the caller reports to a machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Input<'a> {
+    /// rdma_cm resolved the address (client; INIT → READY).
+    AddressResolved,
+    /// The connection is established.
+    Established,
+    /// The peer disconnected or the connection broke.
+    Disconnected,
+    /// A SEND completed successfully.
+    SendCompleted(WrId),
+    /// An RDMA WRITE (with or without immediate) completed successfully.
+    WriteCompleted(WrId),
+    /// A receive was consumed by a SEND carrying `data` (`byte_len` bytes of the buffer).
+    Received {
+        /// The receive's id.
+        wr_id: WrId,
+        /// The received bytes.
+        data: &'a [u8],
+    },
+    /// A receive was consumed by a WRITE WITH IMMEDIATE.
+    WriteImmReceived {
+        /// The receive's id.
+        wr_id: WrId,
+        /// The immediate value in host order.
+        imm: u32,
+        /// `byte_len`: the length of that one write.
+        len: u32,
+    },
+    /// A work request completed with an error status.
+    WorkFailed {
+        /// The work request.
+        wr_id: WrId,
+        /// The status.
+        error: WorkError,
+    },
+    /// Posting the work request failed locally (it will never complete).
+    PostFailed(WrId),
+}
+
+/// Which buffer a receive uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum RecvBuffer {
+    /// The MRSP message buffer, at least [`crate::config::MRSP_RECV_LEN`] bytes.
+    Message,
+    /// No buffer: a zero-length receive, consumed by a WRITE WITH IMMEDIATE.
+    Empty,
+}
+
+/// One RDMA WRITE (or WRITE WITH IMMEDIATE) to post.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Write {
+    /// Work request id.
+    pub wr_id: WrId,
+    /// Local region the data comes from, starting at offset 0.
+    pub region: RegionId,
+    /// Bytes to write (0 = no scatter/gather element).
+    pub len: u32,
+    /// Remote address.
+    pub remote_addr: u64,
+    /// Remote key.
+    pub rkey: u32,
+    /// Immediate value (host order) for a WRITE WITH IMMEDIATE.
+    pub imm: Option<u32>,
+    /// Set the Solicited Event bit.
+    pub solicited: bool,
+}
+
+/// A kernel the NAA must run (server).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct KernelCall {
+    /// Function code (1..=127, one of the configured kernels).
+    pub fncode: u8,
+    /// The immediate's three user bytes.
+    pub user: [u8; 3],
+    /// 1-based RPC counter of the connection.
+    pub rpc: u32,
+}
+
+/// The outcome of one RPC (client).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct RpcResult {
+    /// The NAA's return code.
+    pub status: ReturnCode,
+    /// Length of the NAA's final write (spec §3.8).
+    pub bytes_received: u32,
+    /// 1-based RPC counter of the connection.
+    pub rpc: u32,
+}
+
+/// What the caller must do next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Action {
+    /// Post a receive.
+    PostRecv {
+        /// Work request id.
+        wr_id: WrId,
+        /// Which buffer.
+        buffer: RecvBuffer,
+    },
+    /// Post a SEND, with the Solicited Event bit, of `buf[..len]` (`buf` as given to
+    /// `poll_action`).
+    Send {
+        /// Work request id.
+        wr_id: WrId,
+        /// Message length.
+        len: usize,
+    },
+    /// Post an RDMA WRITE.
+    Write(Write),
+    /// Server: provide memory for a region, then call [`Server::region_assigned`] (or
+    /// [`Server::assignment_failed`]).
+    Allocate {
+        /// The region.
+        region: RegionId,
+        /// Its size.
+        size: u32,
+        /// The client's requested NAA address (honoured under [`Placement::Requested`]).
+        requested_addr: u64,
+        /// NAA-only memory: not registered for remote access, not advertised.
+        internal: bool,
+    },
+    /// Server: run a kernel on the regions, then call [`Server::kernel_finished`].
+    RunKernel(KernelCall),
+    /// The MRSP finished; RPCs may start.
+    MrspComplete,
+    /// Client: an RPC finished (whatever its return code).
+    RpcComplete(RpcResult),
+    /// Tear the connection down (disconnect, release resources).
+    Disconnect,
+    /// The connection failed; the machine is in [`Phase::Error`].
+    Failed(Error),
+}
+
+/// Errors of the machines: peer misbehaviour, failed work, timeouts and invalid commands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Error {
+    /// The peer sent a malformed MRSP message.
+    Malformed(wire::Error),
+    /// The peer sent an MRSP message of the wrong type.
+    UnexpectedMessage(MsgType),
+    /// The NAA refused the MRSP request.
+    MrspRejected(MrspErrorCode),
+    /// The Advertisement has a different number of records than the client has parameters.
+    AdvertCountMismatch {
+        /// Parameter regions.
+        expected: u8,
+        /// Records received.
+        got: u8,
+    },
+    /// An advertised NAA region is smaller than the client's region.
+    AdvertTooSmall {
+        /// Region index.
+        region: u8,
+        /// Advertised size.
+        advertised: u32,
+        /// Needed size.
+        needed: u32,
+    },
+    /// An advertised region's address range wraps around.
+    AdvertAddressOverflow {
+        /// Region index.
+        region: u8,
+    },
+    /// The request declares no parameter region (nothing to reply into).
+    NoParameterRegions,
+    /// More regions than allowed.
+    TooManyRegions {
+        /// Regions declared.
+        count: u8,
+        /// The limit.
+        max: u8,
+    },
+    /// A completion or message that does not fit the current phase.
+    Unexpected {
+        /// The phase it arrived in.
+        phase: Phase,
+    },
+    /// A completion for a work request this machine never posted.
+    UnknownWorkRequest(WrId),
+    /// A work request failed.
+    WorkFailed {
+        /// The work request.
+        wr_id: WrId,
+        /// The status.
+        error: WorkError,
+    },
+    /// Posting a work request failed.
+    PostFailed(WrId),
+    /// The peer disconnected while an operation was in progress.
+    PeerDisconnected {
+        /// The phase at the time.
+        phase: Phase,
+    },
+    /// The peer went silent for longer than the phase's timeout.
+    Timeout {
+        /// The phase that timed out.
+        phase: Phase,
+    },
+    /// The client signalled a host-side error (immediate value 0).
+    ClientSignalledError,
+    /// A command was given in a phase that does not allow it.
+    WrongPhase {
+        /// The current phase.
+        phase: Phase,
+    },
+    /// A region-table operation failed.
+    Region(RegionError),
+    /// The caller's send buffer is too small for the message.
+    BufferTooSmall {
+        /// Bytes needed.
+        needed: usize,
+        /// Bytes given.
+        len: usize,
+    },
+    /// An internal queue overflowed (a bug; reported instead of panicking).
+    QueueOverflow,
+}
+
+impl From<RegionError> for Error {
+    fn from(e: RegionError) -> Self {
+        Self::Region(e)
+    }
+}
+
+impl core::fmt::Display for Error {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            Self::Malformed(e) => write!(f, "malformed MRSP message from the peer: {e}"),
+            Self::UnexpectedMessage(t) => write!(f, "unexpected MRSP message type {:#04x}", t as u8),
+            Self::MrspRejected(code) => write!(f, "the NAA refused the MRSP request: {code}"),
+            Self::AdvertCountMismatch { expected, got } => write!(
+                f,
+                "the NAA advertised {got} regions, the client has {expected} parameters"
+            ),
+            Self::AdvertTooSmall { region, advertised, needed } => write!(
+                f,
+                "NAA region {region} has {advertised} bytes, {needed} are needed"
+            ),
+            Self::AdvertAddressOverflow { region } => {
+                write!(f, "NAA region {region}: address range wraps around")
+            }
+            Self::NoParameterRegions => f.write_str("no parameter region declared"),
+            Self::TooManyRegions { count, max } => {
+                write!(f, "{count} regions exceed the limit of {max}")
+            }
+            Self::Unexpected { phase } => write!(f, "unexpected completion in phase {phase}"),
+            Self::UnknownWorkRequest(id) => write!(f, "completion for unknown work request {:#x}", id.0),
+            Self::WorkFailed { wr_id, error } => {
+                write!(f, "work request {:#x} failed: {error:?}", wr_id.0)
+            }
+            Self::PostFailed(id) => write!(f, "posting work request {:#x} failed", id.0),
+            Self::PeerDisconnected { phase } => write!(f, "peer disconnected in phase {phase}"),
+            Self::Timeout { phase } => write!(f, "timed out in phase {phase}"),
+            Self::ClientSignalledError => f.write_str("the client signalled an error (immediate 0)"),
+            Self::WrongPhase { phase } => write!(f, "not allowed in phase {phase}"),
+            Self::Region(e) => write!(f, "{e}"),
+            Self::BufferTooSmall { needed, len } => {
+                write!(f, "send buffer has {len} bytes, the message needs {needed}")
+            }
+            Self::QueueOverflow => f.write_str("internal action queue overflow"),
+        }
+    }
+}
+
+impl core::error::Error for Error {}
+
+/// Capacity of the machines' action queues (actions are generated lazily; the queue only
+/// ever holds a handful).
+pub(crate) const QUEUE_LEN: usize = 8;
+
+/// A timer deadline helper shared by both machines.
+pub(crate) fn expired(deadline: Option<Instant>, now: Instant) -> bool {
+    deadline.is_some_and(|d| now >= d)
+}
