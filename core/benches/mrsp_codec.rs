@@ -10,7 +10,11 @@ use naaice_core::wire::mrsp::{self, RequestRecord};
 fn records() -> Vec<RequestRecord> {
     (0..32u64)
         .map(|i| RequestRecord {
-            flags: if i % 2 == 0 { RegionFlags::INPUT } else { RegionFlags::OUTPUT },
+            flags: if i % 2 == 0 {
+                RegionFlags::INPUT
+            } else {
+                RegionFlags::OUTPUT
+            },
             requested_addr: i * 0x1000,
             addr: 0x7f00_0000_0000 + i * 0x10_0000,
             rkey: 0x1000 + i as u32,
@@ -25,7 +29,8 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("mrsp");
     group.bench_function("emit+parse 32-region 0x01", |b| {
         b.iter(|| {
-            let len = mrsp::emit_advertise_request(&mut buf, black_box(&recs).iter().copied()).unwrap();
+            let len =
+                mrsp::emit_advertise_request(&mut buf, black_box(&recs).iter().copied()).unwrap();
             let repr = mrsp::Repr::parse(black_box(&buf[..len])).unwrap();
             black_box(repr)
         })

@@ -12,8 +12,8 @@ pub const C_MRSP_BUFFER_LEN: usize = 768;
 
 /// Receive-buffer length that holds every MRSP message this crate accepts:
 /// an Advertisement+Request with [`MAX_REGIONS`] records (4 + 32 · 24 = 772 bytes).
-pub const MRSP_RECV_LEN: usize = crate::wire::mrsp::HEADER_LEN
-    + MAX_REGIONS * crate::wire::mrsp::REQUEST_RECORD_LEN;
+pub const MRSP_RECV_LEN: usize =
+    crate::wire::mrsp::HEADER_LEN + MAX_REGIONS * crate::wire::mrsp::REQUEST_RECORD_LEN;
 
 /// NAA page size used by the requested-address layout (spec §2.5).
 pub const NAA_PAGE: u64 = 4096;

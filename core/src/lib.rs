@@ -22,7 +22,9 @@ pub mod region;
 pub mod time;
 pub mod wire;
 
-pub use machine::{Action, Client, ClientConfig, Input, Phase, Server, ServerConfig};
+pub use machine::{
+    Action, Client, ClientConfig, Input, KernelSet, Phase, Placement, Server, ServerConfig,
+};
 pub use region::{ClientRegions, RegionFlags, RegionId, ServerRegions};
 pub use time::Instant;
 pub use wire::{FunctionCode, MrspErrorCode, ReturnCode};

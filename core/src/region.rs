@@ -110,7 +110,10 @@ impl core::fmt::Display for RegionError {
             Self::UnknownRegion(i) => write!(f, "no region {i}"),
             Self::SizeTooLarge(s) => write!(f, "region size {s} exceeds 4 GiB - 1"),
             Self::BytesToSendTooLarge { region, len, size } => {
-                write!(f, "region {region}: {len} bytes to send exceed its size {size}")
+                write!(
+                    f,
+                    "region {region}: {len} bytes to send exceed its size {size}"
+                )
             }
             Self::AddressOverflow => f.write_str("requested NAA addresses exceed 56 bits"),
         }
@@ -164,7 +167,11 @@ fn checked_size(size: u64) -> Result<u32, RegionError> {
 impl ClientRegions {
     /// An empty table.
     pub const fn new() -> Self {
-        Self { params: Vec::new(), internal: Vec::new(), addr_offset: 0 }
+        Self {
+            params: Vec::new(),
+            internal: Vec::new(),
+            addr_offset: 0,
+        }
     }
 
     fn total(&self) -> usize {
@@ -202,7 +209,9 @@ impl ClientRegions {
     }
 
     fn param_mut(&mut self, id: RegionId) -> Result<&mut ParamRegion, RegionError> {
-        self.params.get_mut(id.index()).ok_or(RegionError::UnknownRegion(id.0))
+        self.params
+            .get_mut(id.index())
+            .ok_or(RegionError::UnknownRegion(id.0))
     }
 
     /// The parameter region `id`.
@@ -244,7 +253,12 @@ impl ClientRegions {
     }
 
     /// Updates the registration (address and rkey) of a region.
-    pub fn set_registration(&mut self, id: RegionId, addr: u64, rkey: u32) -> Result<(), RegionError> {
+    pub fn set_registration(
+        &mut self,
+        id: RegionId,
+        addr: u64,
+        rkey: u32,
+    ) -> Result<(), RegionError> {
         let region = self.param_mut(id)?;
         region.addr = addr;
         region.rkey = rkey;
@@ -257,7 +271,11 @@ impl ClientRegions {
         if let Some(len) = len
             && len > region.size
         {
-            return Err(RegionError::BytesToSendTooLarge { region: id.0, len, size: region.size });
+            return Err(RegionError::BytesToSendTooLarge {
+                region: id.0,
+                len,
+                size: region.size,
+            });
         }
         region.bytes_to_send = len;
         Ok(())
@@ -299,20 +317,30 @@ impl ClientRegions {
     }
 
     /// The Advertisement+Request records in message order (spec §2.3).
-    pub fn records(&self) -> Result<impl ExactSizeIterator<Item = RequestRecord> + '_, RegionError> {
+    pub fn records(
+        &self,
+    ) -> Result<impl ExactSizeIterator<Item = RequestRecord> + '_, RegionError> {
         let addrs = self.requested_addrs()?;
-        let params = self.params.iter().map(|p| (p.flags, p.addr, p.rkey, p.size));
-        let internal = self.internal.iter().map(|&size| (RegionFlags::INTERNAL, 0, 0, size));
+        let params = self
+            .params
+            .iter()
+            .map(|p| (p.flags, p.addr, p.rkey, p.size));
+        let internal = self
+            .internal
+            .iter()
+            .map(|&size| (RegionFlags::INTERNAL, 0, 0, size));
         let all = params.chain(internal).zip(addrs);
         Ok(ExactIter {
             len: self.total(),
-            inner: all.map(|((flags, addr, rkey, size), requested_addr)| RequestRecord {
-                flags,
-                requested_addr,
-                addr,
-                rkey,
-                size,
-            }),
+            inner: all.map(
+                |((flags, addr, rkey, size), requested_addr)| RequestRecord {
+                    flags,
+                    requested_addr,
+                    addr,
+                    rkey,
+                    size,
+                },
+            ),
         })
     }
 
@@ -403,7 +431,9 @@ pub struct ServerRegions {
 impl ServerRegions {
     /// An empty table.
     pub const fn new() -> Self {
-        Self { regions: Vec::new() }
+        Self {
+            regions: Vec::new(),
+        }
     }
 
     /// Builds the table from validated request records.
@@ -415,7 +445,10 @@ impl ServerRegions {
                 flags: r.flags,
                 requested_addr: r.requested_addr,
                 size: r.size,
-                peer: (!internal).then_some(PeerRegion { addr: r.addr, rkey: r.rkey }),
+                peer: (!internal).then_some(PeerRegion {
+                    addr: r.addr,
+                    rkey: r.rkey,
+                }),
                 local: None,
             };
             regions.push(served).map_err(|_| RegionError::Full)?;
@@ -450,7 +483,10 @@ impl ServerRegions {
 
     /// Records the memory assigned to region `id`.
     pub fn set_local(&mut self, id: RegionId, local: LocalRegion) -> Result<(), RegionError> {
-        let region = self.regions.get_mut(id.index()).ok_or(RegionError::UnknownRegion(id.0))?;
+        let region = self
+            .regions
+            .get_mut(id.index())
+            .ok_or(RegionError::UnknownRegion(id.0))?;
         region.local = Some(local);
         Ok(())
     }
@@ -467,7 +503,11 @@ impl ServerRegions {
             len: params.clone().count(),
             inner: params.map(|r| {
                 let local = r.local.unwrap_or(LocalRegion { addr: 0, rkey: 0 });
-                AdvertRecord { addr: local.addr, rkey: local.rkey, size: r.size }
+                AdvertRecord {
+                    addr: local.addr,
+                    rkey: local.rkey,
+                    size: r.size,
+                }
             }),
         }
     }
@@ -494,7 +534,10 @@ mod tests {
         for size in [1024, 1024, 512] {
             t.add_param(0, 0, size).unwrap();
         }
-        assert_eq!(t.requested_addrs().unwrap().as_slice(), &[0, 0x1000, 0x2000]);
+        assert_eq!(
+            t.requested_addrs().unwrap().as_slice(),
+            &[0, 0x1000, 0x2000]
+        );
         // §10.2: internal 8192 first, then 64, 1000, 256 from 0x1000_0000.
         let mut t = ClientRegions::new();
         for size in [64, 1000, 256] {
@@ -522,7 +565,10 @@ mod tests {
     #[test]
     fn capacity_sizes_and_bytes_to_send_are_checked() {
         let mut t = ClientRegions::new();
-        assert_eq!(t.add_param(0, 0, 1 << 32), Err(RegionError::SizeTooLarge(1 << 32)));
+        assert_eq!(
+            t.add_param(0, 0, 1 << 32),
+            Err(RegionError::SizeTooLarge(1 << 32))
+        );
         let id = t.add_param(0, 0, 100).unwrap();
         assert!(matches!(
             t.set_bytes_to_send(id, Some(101)),

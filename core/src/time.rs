@@ -21,7 +21,9 @@ impl Instant {
 
     /// An instant `millis` milliseconds after the epoch (saturating).
     pub const fn from_millis(millis: u64) -> Self {
-        Self { micros: millis.saturating_mul(1000) }
+        Self {
+            micros: millis.saturating_mul(1000),
+        }
     }
 
     /// Microseconds since the epoch.
@@ -40,7 +42,9 @@ impl Add<Duration> for Instant {
     /// Saturates at the far future instead of overflowing.
     fn add(self, rhs: Duration) -> Self {
         let add = u64::try_from(rhs.as_micros()).unwrap_or(u64::MAX);
-        Self { micros: self.micros.saturating_add(add) }
+        Self {
+            micros: self.micros.saturating_add(add),
+        }
     }
 }
 
@@ -49,7 +53,9 @@ impl Sub<Duration> for Instant {
     /// Saturates at the epoch.
     fn sub(self, rhs: Duration) -> Self {
         let sub = u64::try_from(rhs.as_micros()).unwrap_or(u64::MAX);
-        Self { micros: self.micros.saturating_sub(sub) }
+        Self {
+            micros: self.micros.saturating_sub(sub),
+        }
     }
 }
 
@@ -64,6 +70,9 @@ mod tests {
         assert_eq!((t + Duration::from_micros(7)).as_micros(), 5007);
         assert_eq!((t - Duration::from_secs(1)), Instant::ZERO);
         assert_eq!((t + Duration::MAX).as_micros(), u64::MAX);
-        assert_eq!(Instant::from_micros(9).saturating_duration_since(t), Duration::ZERO);
+        assert_eq!(
+            Instant::from_micros(9).saturating_duration_since(t),
+            Duration::ZERO
+        );
     }
 }

@@ -198,7 +198,10 @@ impl Client {
             });
         }
         self.regions.requested_addrs()?;
-        self.push(Pending::Recv(WrId::new(WrKind::MrspRecv, 0), RecvBuffer::Message));
+        self.push(Pending::Recv(
+            WrId::new(WrKind::MrspRecv, 0),
+            RecvBuffer::Message,
+        ));
         self.push(Pending::SendRequest);
         self.phase = Phase::MrspSending;
         self.deadline = Some(now + self.config.mrsp_timeout);
@@ -233,15 +236,18 @@ impl Client {
         let params = self.regions.params();
         let sent = || params.iter().enumerate().filter(|(_, p)| p.is_sent());
         let plan = match (sent().next(), sent().next_back()) {
-            (Some((first, _)), Some((last, _))) => {
-                Plan::Inputs { next: first as u8, last: last as u8 }
-            }
+            (Some((first, _)), Some((last, _))) => Plan::Inputs {
+                next: first as u8,
+                last: last as u8,
+            },
             _ => {
                 let target = params
                     .iter()
                     .position(|p| p.flags.contains(crate::region::RegionFlags::INPUT))
                     .unwrap_or(0);
-                Plan::Empty { target: target as u8 }
+                Plan::Empty {
+                    target: target as u8,
+                }
             }
         };
         self.writes_left = match plan {
@@ -252,7 +258,10 @@ impl Client {
         self.imm = imm::encode_request(self.config.fncode, self.user);
         self.plan = Some(plan);
         self.reply = None;
-        self.push(Pending::Recv(WrId::new(WrKind::DataRecv, self.rpcs), RecvBuffer::Empty));
+        self.push(Pending::Recv(
+            WrId::new(WrKind::DataRecv, self.rpcs),
+            RecvBuffer::Empty,
+        ));
         self.push(Pending::Writes);
         self.phase = Phase::DataSending;
         self.deadline = Some(now + timeout);
@@ -375,7 +384,8 @@ impl Client {
         if id.kind() != Some(WrKind::DataRecv) {
             return self.fail(Error::Unexpected { phase: self.phase });
         }
-        if !matches!(self.phase, Phase::DataSending | Phase::DataReceiving) || self.reply.is_some() {
+        if !matches!(self.phase, Phase::DataSending | Phase::DataReceiving) || self.reply.is_some()
+        {
             return self.fail(Error::Unexpected { phase: self.phase });
         }
         self.reply = Some((ReturnCode::from_imm(imm), len));
@@ -386,7 +396,11 @@ impl Client {
         if let (Phase::DataReceiving, Some((status, bytes_received))) = (self.phase, self.reply) {
             self.phase = Phase::Finished;
             self.deadline = None;
-            let result = RpcResult { status, bytes_received, rpc: self.rpcs };
+            let result = RpcResult {
+                status,
+                bytes_received,
+                rpc: self.rpcs,
+            };
             self.push(Pending::RpcComplete(result));
         }
     }
@@ -428,7 +442,10 @@ impl Client {
             let action = match front {
                 Pending::Recv(wr_id, buffer) => Action::PostRecv { wr_id, buffer },
                 Pending::SendRequest => match self.emit_request(buf) {
-                    Ok(len) => Action::Send { wr_id: WrId::new(WrKind::MrspSend, 0), len },
+                    Ok(len) => Action::Send {
+                        wr_id: WrId::new(WrKind::MrspSend, 0),
+                        len,
+                    },
                     Err(e) => {
                         self.fail(e);
                         continue;
@@ -454,7 +471,10 @@ impl Client {
         let records = self.regions.records()?;
         let needed = mrsp::HEADER_LEN + mrsp::REQUEST_RECORD_LEN * records.len();
         if buf.len() < needed {
-            return Err(Error::BufferTooSmall { needed, len: buf.len() });
+            return Err(Error::BufferTooSmall {
+                needed,
+                len: buf.len(),
+            });
         }
         mrsp::emit_advertise_request(buf, records).map_err(Error::Malformed)
     }
@@ -470,7 +490,10 @@ impl Client {
                     .find(|(_, p)| p.is_sent())?;
                 let is_last = i >= usize::from(last);
                 let w = self.write_to(i, p.send_len(), is_last.then_some(self.imm));
-                let rest = (!is_last).then_some(Plan::Inputs { next: i as u8 + 1, last });
+                let rest = (!is_last).then_some(Plan::Inputs {
+                    next: i as u8 + 1,
+                    last,
+                });
                 (w, rest)
             }
             Plan::Empty { target } => (self.write_to(usize::from(target), 0, Some(self.imm)), None),
@@ -485,7 +508,11 @@ impl Client {
     }
 
     fn write_to(&self, index: usize, len: u32, imm: Option<u32>) -> Write {
-        let remote = self.remote.get(index).copied().unwrap_or(AdvertRecord { addr: 0, rkey: 0, size: 0 });
+        let remote = self.remote.get(index).copied().unwrap_or(AdvertRecord {
+            addr: 0,
+            rkey: 0,
+            size: 0,
+        });
         Write {
             wr_id: WrId::new(WrKind::Write, index as u32),
             region: RegionId::new(index as u8),

@@ -21,8 +21,8 @@ pub use server::{KernelSet, Placement, Server, ServerConfig};
 
 use crate::region::{RegionError, RegionId};
 use crate::time::Instant;
-use crate::wire::{self, MrspErrorCode, ReturnCode};
 use crate::wire::mrsp::MsgType;
+use crate::wire::{self, MrspErrorCode, ReturnCode};
 
 /// Connection phases, with the numeric values of the C reference (spec §4.1). The order is
 /// meaningful: the C code compares phases numerically.
@@ -382,13 +382,19 @@ impl core::fmt::Display for Error {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match *self {
             Self::Malformed(e) => write!(f, "malformed MRSP message from the peer: {e}"),
-            Self::UnexpectedMessage(t) => write!(f, "unexpected MRSP message type {:#04x}", t as u8),
+            Self::UnexpectedMessage(t) => {
+                write!(f, "unexpected MRSP message type {:#04x}", t as u8)
+            }
             Self::MrspRejected(code) => write!(f, "the NAA refused the MRSP request: {code}"),
             Self::AdvertCountMismatch { expected, got } => write!(
                 f,
                 "the NAA advertised {got} regions, the client has {expected} parameters"
             ),
-            Self::AdvertTooSmall { region, advertised, needed } => write!(
+            Self::AdvertTooSmall {
+                region,
+                advertised,
+                needed,
+            } => write!(
                 f,
                 "NAA region {region} has {advertised} bytes, {needed} are needed"
             ),
@@ -400,14 +406,18 @@ impl core::fmt::Display for Error {
                 write!(f, "{count} regions exceed the limit of {max}")
             }
             Self::Unexpected { phase } => write!(f, "unexpected completion in phase {phase}"),
-            Self::UnknownWorkRequest(id) => write!(f, "completion for unknown work request {:#x}", id.0),
+            Self::UnknownWorkRequest(id) => {
+                write!(f, "completion for unknown work request {:#x}", id.0)
+            }
             Self::WorkFailed { wr_id, error } => {
                 write!(f, "work request {:#x} failed: {error:?}", wr_id.0)
             }
             Self::PostFailed(id) => write!(f, "posting work request {:#x} failed", id.0),
             Self::PeerDisconnected { phase } => write!(f, "peer disconnected in phase {phase}"),
             Self::Timeout { phase } => write!(f, "timed out in phase {phase}"),
-            Self::ClientSignalledError => f.write_str("the client signalled an error (immediate 0)"),
+            Self::ClientSignalledError => {
+                f.write_str("the client signalled an error (immediate 0)")
+            }
             Self::WrongPhase { phase } => write!(f, "not allowed in phase {phase}"),
             Self::Region(e) => write!(f, "{e}"),
             Self::BufferTooSmall { needed, len } => {

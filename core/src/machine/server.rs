@@ -170,7 +170,10 @@ impl Server {
             pending_call: None,
             deadline: Some(now + config.mrsp_timeout),
         };
-        server.push(Pending::Recv(WrId::new(WrKind::MrspRecv, 0), RecvBuffer::Message));
+        server.push(Pending::Recv(
+            WrId::new(WrKind::MrspRecv, 0),
+            RecvBuffer::Message,
+        ));
         server
     }
 
@@ -262,7 +265,10 @@ impl Server {
             }
             Err(e) => return self.fail(Error::Malformed(e)),
         };
-        if records.iter().all(|r| r.flags.contains(crate::region::RegionFlags::INTERNAL)) {
+        if records
+            .iter()
+            .all(|r| r.flags.contains(crate::region::RegionFlags::INTERNAL))
+        {
             return self.fail(Error::NoParameterRegions);
         }
         if let Err(code) = self.check_limits(&records) {
@@ -375,7 +381,8 @@ impl Server {
             return self.fail(Error::Unexpected { phase: self.phase });
         }
         let request = Request::decode(imm);
-        let ready = matches!(self.phase, Phase::MrspDone | Phase::DataReceiving) && !self.kernel_busy;
+        let ready =
+            matches!(self.phase, Phase::MrspDone | Phase::DataReceiving) && !self.kernel_busy;
         let busy = matches!(self.phase, Phase::MrspSending | Phase::DataSending)
             || (matches!(self.phase, Phase::MrspDone | Phase::DataReceiving) && self.kernel_busy);
         if ready {
@@ -405,7 +412,11 @@ impl Server {
             self.kernel_current = true;
             self.phase = Phase::Calculating;
             self.deadline = Some(now + self.config.kernel_timeout);
-            self.push(Pending::RunKernel(KernelCall { fncode, user, rpc: self.rpcs }));
+            self.push(Pending::RunKernel(KernelCall {
+                fncode,
+                user,
+                rpc: self.rpcs,
+            }));
         } else {
             self.write_back(now, ReturnCode::SOCKET_UNAVAIL, false);
         }
@@ -434,16 +445,19 @@ impl Server {
         let regions = self.regions.regions();
         let outputs = || regions.iter().enumerate().filter(|(_, r)| r.is_output());
         let plan = match (with_data, outputs().next(), outputs().next_back()) {
-            (true, Some((first, _)), Some((last, _))) => {
-                Plan::Outputs { next: first as u8, last: last as u8 }
-            }
+            (true, Some((first, _)), Some((last, _))) => Plan::Outputs {
+                next: first as u8,
+                last: last as u8,
+            },
             _ => {
                 let target = outputs()
                     .next_back()
                     .map(|(i, _)| i)
                     .or_else(|| regions.iter().position(|r| !r.is_internal()))
                     .unwrap_or(0);
-                Plan::Empty { target: target as u8 }
+                Plan::Empty {
+                    target: target as u8,
+                }
             }
         };
         self.writes_left = match plan {
@@ -475,7 +489,10 @@ impl Server {
 
     fn post_data_recv(&mut self) {
         self.recvs = self.recvs.wrapping_add(1);
-        self.push(Pending::Recv(WrId::new(WrKind::DataRecv, self.recvs), RecvBuffer::Empty));
+        self.push(Pending::Recv(
+            WrId::new(WrKind::DataRecv, self.recvs),
+            RecvBuffer::Empty,
+        ));
     }
 
     fn fail(&mut self, error: Error) {
@@ -563,7 +580,10 @@ impl Server {
                     .enumerate()
                     .skip(usize::from(next))
                     .find(|(_, r)| r.is_output())?;
-                let rest = (i < usize::from(last)).then_some(Plan::Outputs { next: i as u8 + 1, last });
+                let rest = (i < usize::from(last)).then_some(Plan::Outputs {
+                    next: i as u8 + 1,
+                    last,
+                });
                 (i, r.size, rest)
             }
             Plan::Empty { target } => (usize::from(target), 0, None),

@@ -28,7 +28,11 @@ impl FunctionCode {
 
     /// A function code, if `code` is in 1..=127.
     pub const fn new(code: u8) -> Option<Self> {
-        if code >= Self::MIN && code <= Self::MAX { Some(Self(code)) } else { None }
+        if code >= Self::MIN && code <= Self::MAX {
+            Some(Self(code))
+        } else {
+            None
+        }
     }
 
     /// The code.
@@ -74,7 +78,10 @@ impl Request {
             return Self::ClientError;
         }
         let b = value.to_le_bytes();
-        Self::Call { fncode: b[0] & !START_MARKER, user: [b[1], b[2], b[3]] }
+        Self::Call {
+            fncode: b[0] & !START_MARKER,
+            user: [b[1], b[2], b[3]],
+        }
     }
 
     /// The user bytes as the C NAA keeps them for kernels: `value & 0xFFFF_FF00`.
@@ -118,12 +125,20 @@ impl ReturnCode {
 
     /// A return code, if `code` fits 24 bits.
     pub const fn new(code: u32) -> Option<Self> {
-        if code <= Self::MAX_VALUE { Some(Self(code)) } else { None }
+        if code <= Self::MAX_VALUE {
+            Some(Self(code))
+        } else {
+            None
+        }
     }
 
     /// An application error code, if `code` is in 0x10..=0x7F.
     pub const fn application(code: u8) -> Option<Self> {
-        if code >= 0x10 && code <= 0x7F { Some(Self(code as u32)) } else { None }
+        if code >= 0x10 && code <= 0x7F {
+            Some(Self(code as u32))
+        } else {
+            None
+        }
     }
 
     /// The full 24-bit value.
@@ -168,7 +183,9 @@ impl core::fmt::Display for ReturnCode {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self.class() {
             ReturnClass::Success => f.write_str("NAA_SUCCESS"),
-            ReturnClass::SocketUnavail => f.write_str("SOCKET_UNAVAIL (no kernel for the function code)"),
+            ReturnClass::SocketUnavail => {
+                f.write_str("SOCKET_UNAVAIL (no kernel for the function code)")
+            }
             ReturnClass::KernelTimeout => f.write_str("KERNEL_TIMEOUT"),
             ReturnClass::Reserved => write!(f, "reserved code {:#04x}", self.0),
             ReturnClass::Application => write!(f, "application error {:#04x}", self.0),

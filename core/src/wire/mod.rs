@@ -13,7 +13,9 @@ pub mod imm;
 pub mod mrsp;
 
 pub use imm::{FunctionCode, Request, ReturnClass, ReturnCode};
-pub use mrsp::{AdvertRecord, MrspErrorCode, MsgType, Packet as MrspPacket, Repr as MrspRepr, RequestRecord};
+pub use mrsp::{
+    AdvertRecord, MrspErrorCode, MsgType, Packet as MrspPacket, Repr as MrspRepr, RequestRecord,
+};
 
 /// Why a message could not be parsed or emitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,7 +70,10 @@ impl core::fmt::Display for Error {
                 write!(f, "record {index}: invalid region flags {flags:#04x}")
             }
             Self::InvalidInternalRecord { index } => {
-                write!(f, "record {index}: internal region with non-zero address or rkey")
+                write!(
+                    f,
+                    "record {index}: internal region with non-zero address or rkey"
+                )
             }
             Self::AddressTooLarge => f.write_str("requested NAA address exceeds 56 bits"),
         }

@@ -193,7 +193,11 @@ impl RequestRecord {
 
 impl AdvertRecord {
     fn from_raw(raw: &RawAdvertRecord) -> Self {
-        Self { addr: raw.addr.get(), rkey: raw.rkey.get(), size: raw.size.get() }
+        Self {
+            addr: raw.addr.get(),
+            rkey: raw.rkey.get(),
+            size: raw.size.get(),
+        }
     }
 
     fn to_raw(self) -> RawAdvertRecord {
@@ -220,8 +224,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// (peers may pad); [`Packet::total_len`] tells the message's own length.
     pub fn new_checked(buffer: T) -> Result<Self> {
         let bytes = buffer.as_ref();
-        let (header, _) = Header::ref_from_prefix(bytes)
-            .map_err(|_| Error::Truncated { needed: HEADER_LEN, len: bytes.len() })?;
+        let (header, _) = Header::ref_from_prefix(bytes).map_err(|_| Error::Truncated {
+            needed: HEADER_LEN,
+            len: bytes.len(),
+        })?;
         let ty = MsgType::from_byte(header.msg_type)?;
         if ty == MsgType::Error {
             MrspErrorCode::from_byte(header.count)?;
@@ -272,7 +278,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
             return None;
         }
         let start = HEADER_LEN + REQUEST_RECORD_LEN * usize::from(index);
-        let bytes = self.buffer.as_ref().get(start..start + REQUEST_RECORD_LEN)?;
+        let bytes = self
+            .buffer
+            .as_ref()
+            .get(start..start + REQUEST_RECORD_LEN)?;
         let raw = RawRequestRecord::ref_from_bytes(bytes).ok()?;
         Some(RequestRecord::from_raw(index, raw))
     }
@@ -284,7 +293,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
         let start = HEADER_LEN + ADVERT_RECORD_LEN * usize::from(index);
         let bytes = self.buffer.as_ref().get(start..start + ADVERT_RECORD_LEN)?;
-        RawAdvertRecord::ref_from_bytes(bytes).ok().map(AdvertRecord::from_raw)
+        RawAdvertRecord::ref_from_bytes(bytes)
+            .ok()
+            .map(AdvertRecord::from_raw)
     }
 
     /// The underlying buffer.
@@ -324,26 +335,30 @@ impl Repr {
     pub fn parse(bytes: &[u8]) -> Result<Self> {
         let packet = Packet::new_checked(bytes)?;
         match packet.msg_type() {
-            MsgType::Error => {
-                Ok(Self::Error(MrspErrorCode::from_byte(packet.count())?))
-            }
+            MsgType::Error => Ok(Self::Error(MrspErrorCode::from_byte(packet.count())?)),
             MsgType::AdvertiseRequest => {
                 let mut records = Vec::new();
                 for index in 0..packet.count() {
-                    let rec = packet
-                        .request_record(index)
-                        .ok_or(Error::Truncated { needed: packet.total_len(), len: bytes.len() })??;
-                    records.push(rec).map_err(|_| Error::TooManyRecords(packet.count()))?;
+                    let rec = packet.request_record(index).ok_or(Error::Truncated {
+                        needed: packet.total_len(),
+                        len: bytes.len(),
+                    })??;
+                    records
+                        .push(rec)
+                        .map_err(|_| Error::TooManyRecords(packet.count()))?;
                 }
                 Ok(Self::AdvertiseRequest(records))
             }
             MsgType::Advertise => {
                 let mut records = Vec::new();
                 for index in 0..packet.count() {
-                    let rec = packet
-                        .advert_record(index)
-                        .ok_or(Error::Truncated { needed: packet.total_len(), len: bytes.len() })?;
-                    records.push(rec).map_err(|_| Error::TooManyRecords(packet.count()))?;
+                    let rec = packet.advert_record(index).ok_or(Error::Truncated {
+                        needed: packet.total_len(),
+                        len: bytes.len(),
+                    })?;
+                    records
+                        .push(rec)
+                        .map_err(|_| Error::TooManyRecords(packet.count()))?;
                 }
                 Ok(Self::Advertise(records))
             }
@@ -380,10 +395,15 @@ impl Repr {
 
 /// Writes an Error message (padding zeroed, spec §2.7); returns its length.
 pub fn emit_error(buf: &mut [u8], code: MrspErrorCode) -> Result<usize> {
-    let header = Header { msg_type: MsgType::Error as u8, count: code as u8, padding: [0; 2] };
-    header
-        .write_to_prefix(buf)
-        .map_err(|_| Error::Truncated { needed: ERROR_LEN, len: buf.len() })?;
+    let header = Header {
+        msg_type: MsgType::Error as u8,
+        count: code as u8,
+        padding: [0; 2],
+    };
+    header.write_to_prefix(buf).map_err(|_| Error::Truncated {
+        needed: ERROR_LEN,
+        len: buf.len(),
+    })?;
     Ok(ERROR_LEN)
 }
 
@@ -401,7 +421,10 @@ pub fn emit_advertise_request(
         let start = HEADER_LEN + REQUEST_RECORD_LEN * i;
         rec.to_raw()?
             .write_to_prefix(&mut buf[start..])
-            .map_err(|_| Error::Truncated { needed: len, len: buf.len() })?;
+            .map_err(|_| Error::Truncated {
+                needed: len,
+                len: buf.len(),
+            })?;
     }
     Ok(len)
 }
@@ -417,7 +440,10 @@ pub fn emit_advertise(
         let start = HEADER_LEN + ADVERT_RECORD_LEN * i;
         rec.to_raw()
             .write_to_prefix(&mut buf[start..])
-            .map_err(|_| Error::Truncated { needed: len, len: buf.len() })?;
+            .map_err(|_| Error::Truncated {
+                needed: len,
+                len: buf.len(),
+            })?;
     }
     Ok(len)
 }
@@ -427,14 +453,24 @@ fn emit_header(buf: &mut [u8], ty: MsgType, count: usize, record_len: usize) -> 
     let count_byte = u8::try_from(count)
         .ok()
         .filter(|&c| usize::from(c) <= MAX_REGIONS)
-        .ok_or(Error::TooManyRecords(u8::try_from(count).unwrap_or(u8::MAX)))?;
+        .ok_or(Error::TooManyRecords(
+            u8::try_from(count).unwrap_or(u8::MAX),
+        ))?;
     let len = HEADER_LEN + record_len * count;
     if buf.len() < len {
-        return Err(Error::Truncated { needed: len, len: buf.len() });
+        return Err(Error::Truncated {
+            needed: len,
+            len: buf.len(),
+        });
     }
-    let header = Header { msg_type: ty as u8, count: count_byte, padding: [0; 2] };
-    header
-        .write_to_prefix(buf)
-        .map_err(|_| Error::Truncated { needed: len, len: buf.len() })?;
+    let header = Header {
+        msg_type: ty as u8,
+        count: count_byte,
+        padding: [0; 2],
+    };
+    header.write_to_prefix(buf).map_err(|_| Error::Truncated {
+        needed: len,
+        len: buf.len(),
+    })?;
     Ok(len)
 }

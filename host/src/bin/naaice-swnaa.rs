@@ -1,0 +1,113 @@
+//! `naaice-swnaa`: the software NAA server (behaves like the FPGA NAA; built-in kernels
+//! 1: add 1 to every byte, 2: add 2, 3: do nothing).
+
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use naaice::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig};
+use naaice::transport::DEFAULT_PORT;
+use naaice::transport::soft::SoftTransport;
+
+/// The transports the server can listen on.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum TransportKind {
+    /// RC semantics over TCP (no RDMA hardware needed).
+    Soft,
+}
+
+/// Software NAA: serves NAAICE RPCs like the FPGA NAA, for testing without hardware.
+#[derive(Parser, Debug)]
+#[command(version, about, long_about = None)]
+struct Args {
+    /// Address to listen on (IPv4 or IPv6; `::` also accepts IPv4 on dual-stack hosts).
+    #[arg(short, long, default_value_t = IpAddr::V6(Ipv6Addr::UNSPECIFIED))]
+    address: IpAddr,
+    /// Port to listen on.
+    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    port: u16,
+    /// Transport.
+    #[arg(short, long, value_enum, default_value_t = TransportKind::Soft)]
+    transport: TransportKind,
+    /// Most concurrent connections (more are rejected). Default: number of cores.
+    #[arg(short = 'c', long)]
+    max_connections: Option<usize>,
+    /// Seconds a kernel may run before the RPC is answered with KERNEL_TIMEOUT.
+    #[arg(short, long, default_value_t = 10.0)]
+    kernel_timeout: f64,
+    /// Seconds allowed for the memory-region setup (MRSP) of a new connection.
+    #[arg(long, default_value_t = 10.0)]
+    mrsp_timeout: f64,
+    /// Seconds a connection may idle between RPCs before it is dropped (default: forever).
+    #[arg(long)]
+    idle_timeout: Option<f64>,
+    /// Most bytes of region memory one connection may request.
+    #[arg(long, default_value_t = 4 << 30)]
+    max_bytes: u64,
+    /// Log filter (e.g. info, debug, naaice=trace); overrides RUST_LOG.
+    #[arg(short, long)]
+    log: Option<String>,
+}
+
+fn seconds(name: &str, s: f64) -> Result<Duration, String> {
+    Duration::try_from_secs_f64(s)
+        .map_err(|_| format!("--{name}: {s} is not a valid number of seconds"))
+}
+
+fn run(args: Args) -> Result<(), String> {
+    let filter = match &args.log {
+        Some(f) => tracing_subscriber::EnvFilter::try_new(f).map_err(|e| format!("--log: {e}"))?,
+        None => tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let mut config = SoftNaaConfig {
+        kernel_timeout: seconds("kernel-timeout", args.kernel_timeout)?,
+        mrsp_timeout: seconds("mrsp-timeout", args.mrsp_timeout)?,
+        idle_timeout: args
+            .idle_timeout
+            .map(|s| seconds("idle-timeout", s))
+            .transpose()?,
+        max_bytes_per_connection: args.max_bytes,
+        ..SoftNaaConfig::default()
+    };
+    if let Some(n) = args.max_connections {
+        config.max_connections = n;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&stop))
+            .map_err(|e| format!("signal handler: {e}"))?;
+    }
+    let addr = SocketAddr::new(args.address, args.port);
+    let naa = match args.transport {
+        TransportKind::Soft => SoftNaa::bind(
+            SoftTransport::default(),
+            addr,
+            config,
+            KernelRegistry::builtin(),
+        ),
+    }
+    .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    eprintln!(
+        "naaice-swnaa listening on {} (kernels 1, 2, 3)",
+        naa.local_addr()
+    );
+    naa.run(&stop).map_err(|e| e.to_string())
+}
+
+fn main() -> ExitCode {
+    match run(Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("naaice-swnaa: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

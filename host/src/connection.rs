@@ -1,0 +1,290 @@
+//! AP1, the low-level client API (spec §7): a connection you drive step by step.
+//!
+//! ```no_run
+//! # use naaice::{Buffer, Connection, transport::soft::SoftTransport};
+//! # use naaice_core::{ClientConfig, FunctionCode};
+//! # fn main() -> naaice::Result<()> {
+//! let transport = SoftTransport::default();
+//! let config = ClientConfig::new(FunctionCode::new(1).unwrap());
+//! let mut conn = Connection::connect(&transport, "127.0.0.1:12345".parse().unwrap(), None, config)?;
+//! let data = Buffer::from_vec(vec![1, 2, 3, 4]);
+//! let id = conn.add_param(&data)?;
+//! conn.set_input(id)?;
+//! conn.set_output(id)?;
+//! conn.do_mrsp()?;
+//! let result = conn.do_transfer()?;
+//! println!("rc {} bytes {}", result.status, result.bytes_received);
+//! conn.disconnect();
+//! # Ok(()) }
+//! ```
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use naaice_core::machine::{Action, Input, RpcResult};
+use naaice_core::region::InternalId;
+use naaice_core::{Client, ClientConfig, ClientRegions, Phase, RegionId};
+
+use crate::clock;
+use crate::error::{Error, Result};
+use crate::link::{Link, RegionMemory};
+use crate::memory::Buffer;
+use crate::transport::{Endpoint, MemoryRegion, Transport};
+
+/// Default time allowed for connection setup.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A client connection to an NAA (AP1).
+///
+/// Call order: [`Connection::connect`], declare regions ([`Connection::add_param`] +
+/// `set_input`/`set_output`/`set_single_send`, [`Connection::add_internal`]), then
+/// [`Connection::do_mrsp`] (or [`Connection::init_mrsp`] and [`Connection::poll`]), then per
+/// RPC [`Connection::do_transfer`] (or [`Connection::init_transfer`] and
+/// [`Connection::poll`] / [`Connection::wait`]), finally [`Connection::disconnect`].
+pub struct Connection<E: Endpoint> {
+    link: Link<E>,
+    client: Client,
+    params: Vec<Buffer>,
+    mrsp_done: bool,
+    rpc_done: Option<RpcResult>,
+    failure: Option<naaice_core::machine::Error>,
+}
+
+impl<E: Endpoint> std::fmt::Debug for Connection<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("phase", &self.client.phase())
+            .field("params", &self.params.len())
+            .field("rpcs", &self.client.rpc_count())
+            .finish()
+    }
+}
+
+impl<E: Endpoint> Connection<E> {
+    /// Connects to the NAA at `remote` (optionally from the local address `local`), within
+    /// [`CONNECT_TIMEOUT`].
+    pub fn connect<T: Transport<Endpoint = E>>(
+        transport: &T,
+        remote: SocketAddr,
+        local: Option<SocketAddr>,
+        config: ClientConfig,
+    ) -> Result<Self> {
+        Self::connect_until(
+            transport,
+            remote,
+            local,
+            config,
+            Instant::now() + CONNECT_TIMEOUT,
+        )
+    }
+
+    /// Connects like [`Connection::connect`] with an explicit deadline.
+    pub fn connect_until<T: Transport<Endpoint = E>>(
+        transport: &T,
+        remote: SocketAddr,
+        local: Option<SocketAddr>,
+        config: ClientConfig,
+        deadline: Instant,
+    ) -> Result<Self> {
+        let ep = transport.connect(remote, local, deadline)?;
+        let mut link = Link::new(ep)?;
+        link.set_connected();
+        let mut client = Client::new(config, ClientRegions::new());
+        let now = clock::now();
+        client.handle_input(now, Input::AddressResolved);
+        client.handle_input(now, Input::Established);
+        tracing::debug!(%remote, "connected");
+        Ok(Self {
+            link,
+            client,
+            params: Vec::new(),
+            mrsp_done: false,
+            rpc_done: None,
+            failure: None,
+        })
+    }
+
+    /// The protocol phase (spec §4.1 values through [`Phase::value`]).
+    pub fn phase(&self) -> Phase {
+        self.client.phase()
+    }
+
+    /// The default per-RPC deadline of this connection.
+    pub fn rpc_timeout(&self) -> Duration {
+        self.client.config().rpc_timeout
+    }
+
+    /// True while the connection is up (established and not broken since).
+    pub fn is_connected(&self) -> bool {
+        self.link.is_connected()
+    }
+
+    /// RPCs started on this connection.
+    pub fn rpc_count(&self) -> u32 {
+        self.client.rpc_count()
+    }
+
+    /// Registers `buffer` and adds it as the next parameter region (no flags yet).
+    pub fn add_param(&mut self, buffer: &Buffer) -> Result<RegionId> {
+        let regions = self.client.regions_mut()?;
+        if regions.record_count() >= naaice_core::config::MAX_REGIONS {
+            return Err(naaice_core::region::RegionError::Full.into());
+        }
+        let mr = self.link.ep.register(buffer)?;
+        let id = regions.add_param(mr.addr(), mr.rkey(), buffer.len() as u64)?;
+        self.link.set_region(id, RegionMemory::Registered(mr));
+        self.params.push(buffer.clone());
+        Ok(id)
+    }
+
+    /// Adds an internal region: `size` bytes of NAA-only memory.
+    pub fn add_internal(&mut self, size: u64) -> Result<InternalId> {
+        Ok(self.client.regions_mut()?.add_internal(size)?)
+    }
+
+    /// Marks a parameter as input (written to the NAA every RPC).
+    pub fn set_input(&mut self, id: RegionId) -> Result<()> {
+        Ok(self.client.regions_mut()?.set_input(id)?)
+    }
+
+    /// Marks a parameter as output (written back by the NAA every RPC).
+    pub fn set_output(&mut self, id: RegionId) -> Result<()> {
+        Ok(self.client.regions_mut()?.set_output(id)?)
+    }
+
+    /// Marks a parameter as single-send input (written in the first RPC only).
+    pub fn set_single_send(&mut self, id: RegionId) -> Result<()> {
+        Ok(self.client.regions_mut()?.set_single_send(id)?)
+    }
+
+    /// First requested NAA address of the layout (spec §2.5; default 0).
+    pub fn set_addr_offset(&mut self, offset: u64) -> Result<()> {
+        self.client.regions_mut()?.set_addr_offset(offset);
+        Ok(())
+    }
+
+    /// The three user bytes of the RPC immediate (spec §3.2).
+    pub fn set_immediate(&mut self, user: [u8; 3]) -> Result<()> {
+        Ok(self.client.set_user_bytes(user)?)
+    }
+
+    /// Bytes a parameter sends per RPC (`None` = its full size, `Some(0)` = a zero-length
+    /// write; spec §3.4).
+    pub fn set_bytes_to_send(&mut self, id: RegionId, len: Option<u32>) -> Result<()> {
+        Ok(self.client.set_bytes_to_send(id, len)?)
+    }
+
+    /// The buffer of parameter `id`.
+    pub fn param(&self, id: RegionId) -> Option<&Buffer> {
+        self.params.get(id.index())
+    }
+
+    /// Starts the MRSP without waiting; progress with [`Connection::poll`].
+    pub fn init_mrsp(&mut self) -> Result<()> {
+        self.check_failed()?;
+        self.client.start_mrsp(clock::now())?;
+        self.drive()
+    }
+
+    /// Runs the MRSP to completion (bounded by the MRSP timeout of the [`ClientConfig`]).
+    pub fn do_mrsp(&mut self) -> Result<()> {
+        self.init_mrsp()?;
+        while !self.mrsp_done {
+            self.step_blocking()?;
+        }
+        Ok(())
+    }
+
+    /// True once the MRSP has finished.
+    pub fn mrsp_done(&self) -> bool {
+        self.mrsp_done
+    }
+
+    /// Starts an RPC without waiting (deadline: the configured RPC timeout).
+    pub fn init_transfer(&mut self) -> Result<()> {
+        let timeout = self.client.config().rpc_timeout;
+        self.init_transfer_with_timeout(timeout)
+    }
+
+    /// Starts an RPC with its own deadline.
+    pub fn init_transfer_with_timeout(&mut self, timeout: Duration) -> Result<()> {
+        self.check_failed()?;
+        self.rpc_done = None;
+        self.client.start_rpc_with_timeout(clock::now(), timeout)?;
+        self.drive()
+    }
+
+    /// Makes progress without blocking. Returns the RPC result once the RPC in flight is done.
+    pub fn poll(&mut self) -> Result<Option<RpcResult>> {
+        self.check_failed()?;
+        self.link.pump(&mut self.client)?;
+        self.drive()?;
+        Ok(self.rpc_done.take())
+    }
+
+    /// Blocks until the RPC in flight finishes (or fails, or its deadline passes).
+    pub fn wait(&mut self) -> Result<RpcResult> {
+        loop {
+            if let Some(r) = self.poll()? {
+                return Ok(r);
+            }
+            if !self.client.is_busy() {
+                return Err(Error::State("no RPC in flight"));
+            }
+            self.link.wait(&self.client, far_future())?;
+        }
+    }
+
+    /// Runs one RPC to completion.
+    pub fn do_transfer(&mut self) -> Result<RpcResult> {
+        self.init_transfer()?;
+        self.wait()
+    }
+
+    /// Disconnects (DREQ) and releases the connection.
+    pub fn disconnect(mut self) {
+        self.link.ep.disconnect();
+    }
+
+    fn step_blocking(&mut self) -> Result<()> {
+        self.link.pump(&mut self.client)?;
+        self.drive()?;
+        if !self.mrsp_done {
+            self.link.wait(&self.client, far_future())?;
+        }
+        Ok(())
+    }
+
+    fn drive(&mut self) -> Result<()> {
+        while let Some(action) = self.link.drive(&mut self.client) {
+            match action {
+                Action::MrspComplete => self.mrsp_done = true,
+                Action::RpcComplete(r) => self.rpc_done = Some(r),
+                Action::Failed(e) => {
+                    tracing::warn!(error = %e, "connection failed");
+                    self.failure = Some(e);
+                    self.link.ep.disconnect();
+                }
+                other => tracing::error!(?other, "unexpected client action"),
+            }
+        }
+        self.check_failed()
+    }
+
+    fn check_failed(&self) -> Result<()> {
+        match self.failure {
+            Some(e) => Err(Error::Protocol(e)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl<E: Endpoint> Drop for Connection<E> {
+    fn drop(&mut self) {
+        self.link.ep.disconnect();
+    }
+}
+
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(3600)
+}

@@ -1,0 +1,48 @@
+//! The error type of the host library.
+
+use naaice_core::machine;
+use naaice_core::region::RegionError;
+
+use crate::transport::TransportError;
+
+/// Errors of the host APIs.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The transport failed (connect, register, post, wait).
+    #[error("transport: {0}")]
+    Transport(#[from] TransportError),
+    /// The protocol failed: the peer misbehaved, a work request failed, a phase timed out.
+    #[error("protocol: {0}")]
+    Protocol(machine::Error),
+    /// A region-table operation failed.
+    #[error("regions: {0}")]
+    Region(#[from] RegionError),
+    /// The operation did not finish before its deadline.
+    #[error("timed out after {0:?}")]
+    Timeout(std::time::Duration),
+    /// An RPC is in flight: its buffers may not be touched and no new one may start.
+    #[error("an RPC is in flight on this handle")]
+    Busy,
+    /// The call is not valid in the current state.
+    #[error("invalid state: {0}")]
+    State(&'static str),
+    /// An argument is invalid.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// `NAA_SPEC` / `NAA_LOCAL_IP` are missing or malformed, or no NAA matches.
+    #[error("NAA selection: {0}")]
+    Spec(#[from] crate::spec::SpecError),
+    /// The connection is closed.
+    #[error("connection closed")]
+    Closed,
+}
+
+impl From<machine::Error> for Error {
+    fn from(e: machine::Error) -> Self {
+        Self::Protocol(e)
+    }
+}
+
+/// Result type of the host APIs.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

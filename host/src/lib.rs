@@ -1,0 +1,32 @@
+//! # naaice
+//!
+//! Host side of the NAAICE stack: offload RPCs to network-attached accelerators (NAAs).
+//!
+//! * [`Naa`] (AP2, the middleware API): create / invoke / test / wait / finalize, MPI-like and
+//!   non-blocking; NAAs found through `NAA_SPEC` ([`spec`]).
+//! * [`Connection`] (AP1, the low-level API): connection, regions, MRSP and transfers step by
+//!   step.
+//! * [`swnaa`]: the software NAA, a server that behaves like the FPGA NAA.
+//! * [`transport`]: the RC queue-pair seam, with the software transport (RC semantics over TCP).
+//! * [`memory`]: buffers that a transport may read and write like a NIC does, safely.
+//!
+//! The protocol itself (MRSP, immediates, state machines) is `naaice-core`, re-exported as
+//! [`core`].
+#![deny(unsafe_code)]
+
+mod clock;
+pub mod connection;
+mod error;
+mod link;
+#[allow(unsafe_code)]
+pub mod memory;
+pub mod naa;
+pub mod spec;
+pub mod swnaa;
+pub mod transport;
+
+pub use connection::Connection;
+pub use error::{Error, Result};
+pub use memory::{Buffer, BufferGuard};
+pub use naa::{Naa, NaaOptions, Param, Status};
+pub use naaice_core as core;

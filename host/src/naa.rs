@@ -1,0 +1,348 @@
+//! AP2, the middleware API (spec §6): create / invoke / test / wait / finalize.
+//!
+//! ```no_run
+//! use naaice::{Naa, Param, transport::soft::SoftTransport};
+//! # fn main() -> naaice::Result<()> {
+//! let transport = SoftTransport::default();
+//! // NAA_SPEC=127.0.0.1:12345:1:2 selects the NAA for function code 1 with 2 inputs.
+//! let mut naa = Naa::create(&transport, 1, vec![Param::zeroed(1024), Param::zeroed(1024)],
+//!                           vec![Param::zeroed(1024)])?;
+//! naa.input(0)?.fill(7);
+//! naa.invoke()?;
+//! while naa.test()?.is_none() {
+//!     // overlap: do other work while the NAA computes
+//! }
+//! let status = naa.wait()?; // returns at once: the RPC already finished
+//! assert!(status.naa_error.is_success());
+//! println!("first output byte: {}", naa.output(0)?[0]);
+//! naa.finalize();
+//! # Ok(()) }
+//! ```
+//!
+//! **Buffer safety.** The handle owns its parameter buffers. While an RPC is in flight,
+//! [`Naa::input`] and [`Naa::output`] return [`Error::Busy`], and a guard they returned
+//! borrows the handle, so it cannot live across [`Naa::invoke`]: neither the NIC nor the NAA
+//! can touch memory the program is looking at.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use naaice_core::machine::RpcResult;
+use naaice_core::{ClientConfig, FunctionCode, Phase, RegionId, ReturnCode};
+
+use crate::connection::Connection;
+use crate::error::{Error, Result};
+use crate::memory::{Buffer, BufferGuard};
+use crate::spec::{self, Reservation};
+use crate::transport::{Endpoint, Transport};
+
+/// A parameter of an NAA call: a buffer, optionally single-send.
+#[derive(Debug, Clone)]
+pub struct Param {
+    buffer: Buffer,
+    single_send: bool,
+}
+
+impl Param {
+    /// A parameter over `buffer`. Passing the same buffer as input and output makes it an
+    /// in-place parameter (one region, flags INPUT|OUTPUT).
+    pub fn new(buffer: Buffer) -> Self {
+        Self {
+            buffer,
+            single_send: false,
+        }
+    }
+
+    /// A parameter owning `data`.
+    pub fn from_vec(data: Vec<u8>) -> Self {
+        Self::new(Buffer::from_vec(data))
+    }
+
+    /// A zero-filled parameter of `len` bytes.
+    pub fn zeroed(len: usize) -> Self {
+        Self::new(Buffer::zeroed(len))
+    }
+
+    /// Transfer this input only in the first RPC (spec §3.3). On an output it has no effect
+    /// (the C reference turns such an output into an input, quirk Q-4; we do not).
+    pub fn single_send(mut self) -> Self {
+        self.single_send = true;
+        self
+    }
+
+    /// The buffer.
+    pub fn buffer(&self) -> &Buffer {
+        &self.buffer
+    }
+}
+
+/// Status of the last RPC (spec §6.1 `naa_status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Status {
+    /// Connection phase; [`Phase::Finished`] after a completed RPC.
+    pub state: Phase,
+    /// The NAA's return code (`naa_error` in C is its low byte).
+    pub naa_error: ReturnCode,
+    /// Length of the NAA's final write.
+    pub bytes_received: u64,
+}
+
+/// Options for [`Naa::create_with`].
+#[derive(Debug, Clone)]
+pub struct NaaOptions {
+    /// The NAA's address; `None` selects one from `NAA_SPEC`.
+    pub remote: Option<SocketAddr>,
+    /// Local source address; `None` reads `NAA_LOCAL_IP`.
+    pub local: Option<SocketAddr>,
+    /// Connection setup deadline.
+    pub connect_timeout: Duration,
+    /// MRSP deadline.
+    pub mrsp_timeout: Duration,
+    /// Default per-RPC deadline.
+    pub rpc_timeout: Duration,
+}
+
+impl Default for NaaOptions {
+    fn default() -> Self {
+        Self {
+            remote: None,
+            local: None,
+            connect_timeout: crate::connection::CONNECT_TIMEOUT,
+            mrsp_timeout: Duration::from_secs(10),
+            rpc_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl NaaOptions {
+    /// Options that connect to `remote` instead of consulting `NAA_SPEC`.
+    pub fn at(remote: SocketAddr) -> Self {
+        Self {
+            remote: Some(remote),
+            ..Self::default()
+        }
+    }
+}
+
+/// A connection to an NAA prepared for one function (AP2 `naa_handle`).
+pub struct Naa<E: Endpoint> {
+    conn: Connection<E>,
+    inputs: Vec<RegionId>,
+    outputs: Vec<RegionId>,
+    fncode: FunctionCode,
+    in_flight: bool,
+    last: Option<Status>,
+    _reservation: Option<Reservation>,
+}
+
+impl<E: Endpoint> std::fmt::Debug for Naa<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Naa")
+            .field("fncode", &self.fncode)
+            .field("conn", &self.conn)
+            .field("in_flight", &self.in_flight)
+            .finish()
+    }
+}
+
+impl<E: Endpoint> Naa<E> {
+    /// `naa_create`: selects an NAA for `fncode` from `NAA_SPEC`, connects, registers the
+    /// parameters and runs the MRSP.
+    pub fn create<T: Transport<Endpoint = E>>(
+        transport: &T,
+        fncode: u32,
+        inputs: Vec<Param>,
+        outputs: Vec<Param>,
+    ) -> Result<Self> {
+        Self::create_with(transport, fncode, inputs, outputs, &NaaOptions::default())
+    }
+
+    /// `naa_create` with explicit options (e.g. the NAA's address).
+    pub fn create_with<T: Transport<Endpoint = E>>(
+        transport: &T,
+        fncode: u32,
+        inputs: Vec<Param>,
+        outputs: Vec<Param>,
+        options: &NaaOptions,
+    ) -> Result<Self> {
+        let code = u8::try_from(fncode)
+            .ok()
+            .and_then(FunctionCode::new)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!("function code {fncode} is not in 1..=127"))
+            })?;
+        let (remote, reservation) = match options.remote {
+            Some(addr) => (addr, None),
+            None => {
+                let r = spec::reserve(fncode, inputs.len())?;
+                (r.entry().resolve()?, Some(r))
+            }
+        };
+        let local = match options.local {
+            Some(l) => Some(l),
+            None => spec::local_ip_from_env()?,
+        };
+        let mut config = ClientConfig::new(code);
+        config.mrsp_timeout = options.mrsp_timeout;
+        config.rpc_timeout = options.rpc_timeout;
+        let deadline = std::time::Instant::now() + options.connect_timeout;
+        let mut conn = Connection::connect_until(transport, remote, local, config, deadline)?;
+        let mut known: Vec<(Buffer, RegionId)> = Vec::new();
+        let mut region_of = |conn: &mut Connection<E>, p: &Param| -> Result<RegionId> {
+            if let Some((_, id)) = known.iter().find(|(b, _)| same_memory(b, &p.buffer)) {
+                return Ok(*id);
+            }
+            let id = conn.add_param(&p.buffer)?;
+            known.push((p.buffer.clone(), id));
+            Ok(id)
+        };
+        let mut ins = Vec::with_capacity(inputs.len());
+        for p in &inputs {
+            let id = region_of(&mut conn, p)?;
+            if p.single_send {
+                conn.set_single_send(id)?;
+            } else {
+                conn.set_input(id)?;
+            }
+            ins.push(id);
+        }
+        let mut outs = Vec::with_capacity(outputs.len());
+        for p in &outputs {
+            let id = region_of(&mut conn, p)?;
+            conn.set_output(id)?;
+            outs.push(id);
+        }
+        conn.do_mrsp()?;
+        Ok(Self {
+            conn,
+            inputs: ins,
+            outputs: outs,
+            fncode: code,
+            in_flight: false,
+            last: None,
+            _reservation: reservation,
+        })
+    }
+
+    /// The function code.
+    pub fn function_code(&self) -> FunctionCode {
+        self.fncode
+    }
+
+    /// `naa_invoke`: starts one RPC and returns at once.
+    pub fn invoke(&mut self) -> Result<()> {
+        let timeout = self.rpc_timeout();
+        self.invoke_with_timeout(timeout)
+    }
+
+    /// Starts one RPC with its own deadline.
+    pub fn invoke_with_timeout(&mut self, timeout: Duration) -> Result<()> {
+        if self.in_flight {
+            return Err(Error::Busy);
+        }
+        self.conn.init_transfer_with_timeout(timeout)?;
+        self.in_flight = true;
+        Ok(())
+    }
+
+    fn rpc_timeout(&self) -> Duration {
+        self.conn.rpc_timeout()
+    }
+
+    /// `naa_test`: makes progress without blocking; `Some(status)` once the RPC finished.
+    /// After that it keeps returning the last status.
+    pub fn test(&mut self) -> Result<Option<Status>> {
+        if !self.in_flight {
+            return self
+                .last
+                .map(Some)
+                .ok_or(Error::State("no RPC was invoked"));
+        }
+        match self.conn.poll() {
+            Ok(None) => Ok(None),
+            Ok(Some(r)) => Ok(Some(self.complete(r))),
+            Err(e) => {
+                self.in_flight = false;
+                Err(e)
+            }
+        }
+    }
+
+    /// `naa_wait`: blocks until the RPC finishes (or fails, or its deadline passes).
+    pub fn wait(&mut self) -> Result<Status> {
+        if !self.in_flight {
+            return self.last.ok_or(Error::State("no RPC was invoked"));
+        }
+        match self.conn.wait() {
+            Ok(r) => Ok(self.complete(r)),
+            Err(e) => {
+                self.in_flight = false;
+                Err(e)
+            }
+        }
+    }
+
+    fn complete(&mut self, r: RpcResult) -> Status {
+        self.in_flight = false;
+        let status = self.status_of(r);
+        self.last = Some(status);
+        status
+    }
+
+    fn status_of(&self, r: RpcResult) -> Status {
+        Status {
+            state: self.conn.phase(),
+            naa_error: r.status,
+            bytes_received: u64::from(r.bytes_received),
+        }
+    }
+
+    /// True while an RPC is in flight.
+    pub fn is_busy(&self) -> bool {
+        self.in_flight
+    }
+
+    /// Read/write access to input `index` (as passed to create); [`Error::Busy`] while an
+    /// RPC is in flight.
+    pub fn input(&self, index: usize) -> Result<BufferGuard<'_>> {
+        let id = *self
+            .inputs
+            .get(index)
+            .ok_or_else(|| bad_index("input", index))?;
+        self.access(id)
+    }
+
+    /// Read/write access to output `index`; [`Error::Busy`] while an RPC is in flight.
+    pub fn output(&self, index: usize) -> Result<BufferGuard<'_>> {
+        let id = *self
+            .outputs
+            .get(index)
+            .ok_or_else(|| bad_index("output", index))?;
+        self.access(id)
+    }
+
+    fn access(&self, id: RegionId) -> Result<BufferGuard<'_>> {
+        if self.in_flight {
+            return Err(Error::Busy);
+        }
+        let buffer = self
+            .conn
+            .param(id)
+            .ok_or(Error::State("region without buffer"))?;
+        Ok(buffer.lock())
+    }
+
+    /// `naa_finalize`: disconnects and releases everything (also done on drop).
+    pub fn finalize(self) {
+        drop(self);
+    }
+}
+
+fn bad_index(what: &str, index: usize) -> Error {
+    Error::InvalidArgument(format!("no {what} parameter {index}"))
+}
+
+/// True if both parameters are the same memory (an in-place parameter).
+fn same_memory(a: &Buffer, b: &Buffer) -> bool {
+    !a.is_empty() && a.addr() == b.addr()
+}

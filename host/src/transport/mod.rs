@@ -1,0 +1,257 @@
+//! The transport seam: one narrow interface that mirrors a reliable-connected (RC) queue pair.
+//!
+//! It is shaped after verbs + rdma_cm so that the verbs transport maps onto it one to one
+//! (spec §1), and the software transport ([`soft`]) gives the same semantics over TCP:
+//!
+//! * connection management: [`Transport::connect`], [`Transport::listen`],
+//!   [`Listener::next_request`] → [`Incoming::accept`] / [`Incoming::reject`]
+//!   (the server posts its first receive on the [`Incoming`] endpoint *before* accepting);
+//! * memory registration: [`Endpoint::register`] gives an lkey/rkey pair for a [`Buffer`];
+//! * work requests: [`Endpoint::post_recv`], [`Endpoint::post_send`] (SEND, RDMA WRITE and
+//!   RDMA WRITE WITH IMMEDIATE, optionally solicited, posted as one list);
+//! * completions: [`Endpoint::poll`] (never blocks) and [`Endpoint::wait`] (blocks until a
+//!   completion or a connection event is ready, or the deadline passes);
+//! * connection events: [`Endpoint::poll_event`].
+//!
+//! Every posted work request produces exactly one [`Completion`] (like `sq_sig_all = 1`),
+//! successful or not. When the connection breaks, outstanding work requests complete with
+//! [`WcStatus::WrFlush`] and a [`ConnectionEvent::Disconnected`] is reported.
+
+pub mod soft;
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use crate::memory::Buffer;
+
+/// The default rdma_cm / software-transport port (spec §1.1).
+pub const DEFAULT_PORT: u16 = 12345;
+
+/// Errors of the transport layer (setup, posting, waiting).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// An operating-system call failed.
+    #[error("{call} failed: {source}")]
+    Io {
+        /// The call that failed (e.g. "connect", "rdma_create_event_channel").
+        call: &'static str,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The peer rejected the connection; carries the peer's reason, if it sent one.
+    #[error("connection rejected by the peer: {0}")]
+    Rejected(String),
+    /// The deadline passed before the operation completed.
+    #[error("timed out")]
+    TimedOut,
+    /// The connection is gone (peer disconnected, or torn down after an error).
+    #[error("not connected")]
+    NotConnected,
+    /// A work request or registration was invalid for local reasons (unknown lkey,
+    /// out-of-bounds SGE, too many outstanding work requests, zero-length buffer ...).
+    #[error("invalid work request: {0}")]
+    InvalidRequest(&'static str),
+    /// The peer broke the transport protocol (malformed frame, unknown opcode ...).
+    #[error("peer protocol violation: {0}")]
+    Protocol(&'static str),
+    /// No device or transport of this kind is available on this machine.
+    #[error("transport unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// Result type of the transport layer.
+pub type Result<T, E = TransportError> = std::result::Result<T, E>;
+
+/// A local scatter/gather element: `len` bytes at virtual address `addr` of the region `lkey`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sge {
+    /// Virtual address of the first byte (must lie inside the region).
+    pub addr: u64,
+    /// Length in bytes.
+    pub len: u32,
+    /// Local key of the registered region.
+    pub lkey: u32,
+}
+
+/// A remote target of an RDMA WRITE: virtual address and rkey as advertised by the peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemoteAddr {
+    /// Remote virtual address.
+    pub addr: u64,
+    /// Remote key.
+    pub rkey: u32,
+}
+
+/// What a send-queue work request does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendOp {
+    /// Two-sided SEND; consumes one receive at the peer.
+    Send,
+    /// One-sided RDMA WRITE; invisible to the peer's application.
+    Write(RemoteAddr),
+    /// RDMA WRITE WITH IMMEDIATE: data lands at `remote`, and the 32-bit immediate (host
+    /// order here, big-endian on the wire) consumes one receive at the peer.
+    WriteWithImm(RemoteAddr, u32),
+}
+
+/// A send-queue work request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SendWr {
+    /// Caller's identifier, returned in the completion.
+    pub wr_id: u64,
+    /// Operation and remote target.
+    pub op: SendOp,
+    /// Local data (`None` = zero length, `num_sge = 0`).
+    pub local: Option<Sge>,
+    /// Set the Solicited Event bit (spec §1.5).
+    pub solicited: bool,
+}
+
+/// Completion opcode (valid only when the status is [`WcStatus::Success`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WcOpcode {
+    /// A SEND finished locally.
+    Send,
+    /// An RDMA WRITE (with or without immediate) finished locally.
+    RdmaWrite,
+    /// A receive was consumed by an incoming SEND.
+    Recv,
+    /// A receive was consumed by an incoming RDMA WRITE WITH IMMEDIATE.
+    RecvRdmaWithImm,
+}
+
+/// Completion status, after `ibv_wc_status`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WcStatus {
+    /// Success.
+    Success,
+    /// Incoming message longer than the posted receive buffer.
+    LocalLength,
+    /// Local SGE outside its region, or region inaccessible.
+    LocalProtection,
+    /// Flushed because the connection went to the error state.
+    WrFlush,
+    /// The peer refused the access (wrong rkey, out of bounds, region inaccessible).
+    RemoteAccess,
+    /// The peer found the request invalid.
+    RemoteInvalidRequest,
+    /// The peer had no receive posted and did not post one in time.
+    RnrRetryExceeded,
+    /// Transport retries exhausted (peer unreachable).
+    RetryExceeded,
+    /// Any other failure.
+    General,
+}
+
+/// A work completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completion {
+    /// The work request's identifier.
+    pub wr_id: u64,
+    /// Outcome.
+    pub status: WcStatus,
+    /// What completed (meaningful only on success).
+    pub opcode: WcOpcode,
+    /// Bytes received (receives only): the incoming SEND's length, or the length of the one
+    /// WRITE WITH IMMEDIATE that consumed the receive.
+    pub byte_len: u32,
+    /// Immediate value in host order (only for [`WcOpcode::RecvRdmaWithImm`]).
+    pub imm: Option<u32>,
+}
+
+/// Connection-level events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConnectionEvent {
+    /// The connection is established (both sides may post sends).
+    Established,
+    /// The peer disconnected or the connection broke.
+    Disconnected,
+}
+
+/// A registered memory region: the keys a [`Buffer`] is known by on one endpoint.
+///
+/// Dropping it deregisters the memory; the buffer itself lives on as long as anyone holds it.
+pub trait MemoryRegion: Send + std::fmt::Debug {
+    /// Virtual address of the first byte.
+    fn addr(&self) -> u64;
+    /// Registered length.
+    fn len(&self) -> usize;
+    /// True if zero bytes are registered.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Local key.
+    fn lkey(&self) -> u32;
+    /// Remote key (the peer may RDMA WRITE into the region with it).
+    fn rkey(&self) -> u32;
+    /// The registered buffer.
+    fn buffer(&self) -> &Buffer;
+}
+
+/// A connected (or about to be accepted) RC endpoint.
+pub trait Endpoint: Send {
+    /// The region type of this transport.
+    type Region: MemoryRegion;
+
+    /// Registers `buffer` for local access and remote write (spec §1.1 access flags).
+    fn register(&mut self, buffer: &Buffer) -> Result<Self::Region>;
+    /// Posts one receive. `buf = None` posts a zero-length receive (for WRITE WITH IMM).
+    fn post_recv(&mut self, wr_id: u64, buf: Option<Sge>) -> Result<()>;
+    /// Posts a list of send-queue work requests in order, as one `ibv_post_send`.
+    fn post_send(&mut self, wrs: &[SendWr]) -> Result<()>;
+    /// Moves ready completions into `out`; returns how many. Never blocks.
+    fn poll(&mut self, out: &mut [Completion]) -> Result<usize>;
+    /// Returns the next connection event, if any. Never blocks.
+    fn poll_event(&mut self) -> Option<ConnectionEvent>;
+    /// Blocks until a completion or connection event is ready, or `deadline` passes
+    /// (returns `Ok(false)` then). Returns at once if something is already ready.
+    fn wait(&mut self, deadline: Instant) -> Result<bool>;
+    /// Starts an orderly disconnect (DREQ). Outstanding work requests are flushed.
+    fn disconnect(&mut self);
+    /// The peer's address.
+    fn peer_addr(&self) -> Option<SocketAddr>;
+}
+
+/// A connection request that has not been accepted yet. It already is an endpoint: the
+/// server registers memory and posts its first receive before accepting (spec §1.3).
+pub trait Incoming: Send {
+    /// The endpoint type.
+    type Endpoint: Endpoint;
+    /// The endpoint, for registration and posting receives before accepting.
+    fn endpoint(&mut self) -> &mut Self::Endpoint;
+    /// Accepts the connection; the peer sees it established.
+    fn accept(self) -> Result<Self::Endpoint>;
+    /// Rejects the connection with a short reason (sent as private data).
+    fn reject(self, reason: &str);
+    /// The requesting peer's address.
+    fn peer_addr(&self) -> Option<SocketAddr>;
+}
+
+/// A listening endpoint.
+pub trait Listener: Send {
+    /// The incoming-request type.
+    type Incoming: Incoming;
+    /// Waits for the next connection request until `deadline`; `Ok(None)` on timeout.
+    fn next_request(&mut self, deadline: Instant) -> Result<Option<Self::Incoming>>;
+    /// The bound local address (with the actual port when 0 was asked for).
+    fn local_addr(&self) -> SocketAddr;
+}
+
+/// A transport: how endpoints are created.
+pub trait Transport: Send + Sync {
+    /// Connected endpoint type.
+    type Endpoint: Endpoint;
+    /// Listener type.
+    type Listener: Listener<Incoming: Incoming<Endpoint = Self::Endpoint>>;
+    /// Connects to `remote`, optionally from `local` (source address), until `deadline`.
+    fn connect(
+        &self,
+        remote: SocketAddr,
+        local: Option<SocketAddr>,
+        deadline: Instant,
+    ) -> Result<Self::Endpoint>;
+    /// Listens on `addr` (port 0 picks a free port).
+    fn listen(&self, addr: SocketAddr) -> Result<Self::Listener>;
+}
