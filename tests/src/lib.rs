@@ -1,2 +1,95 @@
-//! End-to-end tests across the naaice crates live in `tests/tests/`; this library holds
-//! nothing but their shared fixtures.
+//! Shared fixtures of the end-to-end tests in `tests/tests/`: a software NAA on loopback with
+//! test kernels, and a way to run a test body in a child process (for kill tests and for
+//! process-wide settings such as `NAA_SPEC`).
+
+use std::net::SocketAddr;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use naaice::swnaa::{KernelContext, KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle};
+use naaice::transport::soft::SoftTransport;
+use naaice_core::{FunctionCode, ReturnCode};
+
+/// Kernel that sleeps for the time given in its first user byte (in 10 ms units).
+pub const SLEEP: u8 = 20;
+/// Kernel that returns the application error 0x42 after adding 1 like kernel 1.
+pub const APP_ERROR: u8 = 21;
+/// Kernel that panics.
+pub const PANIC: u8 = 22;
+/// Kernel of the single-send/internal test: counts RPCs in internal region 0, reports the
+/// count and the first byte of parameter 0 in parameter 2, and adds 1 to parameter 1.
+pub const PROBE: u8 = 23;
+
+/// A function code constant.
+pub fn code(c: u8) -> FunctionCode {
+    FunctionCode::new(c).expect("valid test function code")
+}
+
+/// The built-in kernels plus the test kernels above.
+pub fn test_kernels() -> KernelRegistry {
+    let mut k = KernelRegistry::builtin();
+    k.register(code(SLEEP), |ctx: &mut KernelContext<'_, '_>| {
+        std::thread::sleep(Duration::from_millis(10 * u64::from(ctx.user_bytes()[0])));
+        ReturnCode::SUCCESS
+    });
+    k.register(code(APP_ERROR), |ctx: &mut KernelContext<'_, '_>| {
+        for r in ctx.regions().iter_mut().filter(|r| !r.is_internal()) {
+            r.data.iter_mut().for_each(|b| *b = b.wrapping_add(1));
+        }
+        ReturnCode::application(0x42).expect("0x42 is an application code")
+    });
+    k.register(code(PANIC), |_: &mut KernelContext<'_, '_>| -> ReturnCode {
+        panic!("test kernel panics on purpose")
+    });
+    k.register(code(PROBE), |ctx: &mut KernelContext<'_, '_>| {
+        let count = {
+            let internal = ctx.internal(0).expect("internal region");
+            internal[0] = internal[0].wrapping_add(1);
+            internal[0]
+        };
+        let first = ctx.param(0).expect("param 0")[0];
+        ctx.param(1).expect("param 1").iter_mut().for_each(|b| *b = b.wrapping_add(1));
+        let out = ctx.param(2).expect("param 2");
+        out[0] = count;
+        out[1] = first;
+        ReturnCode::SUCCESS
+    });
+    k
+}
+
+/// Starts a software NAA on 127.0.0.1 with [`test_kernels`].
+pub fn start_naa(config: SoftNaaConfig) -> SoftNaaHandle {
+    let naa = SoftNaa::bind(SoftTransport::default(), loopback(), config, test_kernels())
+        .expect("bind software NAA");
+    naa.spawn().expect("spawn software NAA")
+}
+
+/// 127.0.0.1 with a free port.
+pub fn loopback() -> SocketAddr {
+    "127.0.0.1:0".parse().expect("loopback address")
+}
+
+/// Runs the `#[ignore]`d test `name` of the current test binary in a child process with
+/// extra environment variables.
+pub fn spawn_child(name: &str, env: &[(&str, &str)]) -> Child {
+    let exe = std::env::current_exe().expect("test binary path");
+    let mut cmd = Command::new(exe);
+    cmd.args(["--exact", name, "--ignored", "--nocapture", "--test-threads=1"])
+        .env("NAAICE_CHILD", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.spawn().expect("spawn child test process")
+}
+
+/// Runs a child test to the end and returns its output.
+pub fn run_child(name: &str, env: &[(&str, &str)]) -> Output {
+    spawn_child(name, env).wait_with_output().expect("child output")
+}
+
+/// True inside a child started by [`spawn_child`] (child-only tests return at once otherwise).
+pub fn is_child() -> bool {
+    std::env::var_os("NAAICE_CHILD").is_some()
+}
