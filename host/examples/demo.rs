@@ -83,7 +83,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let invoked = t.elapsed();
     println!(
         "naa_invoke: {} MiB out, returns at once      {}",
-        8 * N >> 20,
+        (8 * N) >> 20,
         ms(invoked)
     );
 
@@ -103,10 +103,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ms(tested - invoked)
     );
     let t2 = Instant::now();
-    let status = handle.wait().map(|s| {
-        debug_assert_eq!(s, status);
-        s
-    })?;
+    let waited = handle.wait()?;
+    assert_eq!(waited, status, "wait returns the status test saw");
     println!(
         "naa_wait:   returns the finished status       {}",
         ms(t2.elapsed())

@@ -48,7 +48,10 @@ pub fn test_kernels() -> KernelRegistry {
             internal[0]
         };
         let first = ctx.param(0).expect("param 0")[0];
-        ctx.param(1).expect("param 1").iter_mut().for_each(|b| *b = b.wrapping_add(1));
+        ctx.param(1)
+            .expect("param 1")
+            .iter_mut()
+            .for_each(|b| *b = b.wrapping_add(1));
         let out = ctx.param(2).expect("param 2");
         out[0] = count;
         out[1] = first;
@@ -74,10 +77,16 @@ pub fn loopback() -> SocketAddr {
 pub fn spawn_child(name: &str, env: &[(&str, &str)]) -> Child {
     let exe = std::env::current_exe().expect("test binary path");
     let mut cmd = Command::new(exe);
-    cmd.args(["--exact", name, "--ignored", "--nocapture", "--test-threads=1"])
-        .env("NAAICE_CHILD", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.args([
+        "--exact",
+        name,
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("NAAICE_CHILD", "1")
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -86,10 +95,36 @@ pub fn spawn_child(name: &str, env: &[(&str, &str)]) -> Child {
 
 /// Runs a child test to the end and returns its output.
 pub fn run_child(name: &str, env: &[(&str, &str)]) -> Output {
-    spawn_child(name, env).wait_with_output().expect("child output")
+    spawn_child(name, env)
+        .wait_with_output()
+        .expect("child output")
 }
 
 /// True inside a child started by [`spawn_child`] (child-only tests return at once otherwise).
 pub fn is_child() -> bool {
     std::env::var_os("NAAICE_CHILD").is_some()
+}
+
+/// Reads the child's stdout line by line until a line contains `prefix`; returns the rest of
+/// that line after it. Panics after `timeout`.
+pub fn read_line_with_prefix(child: &mut Child, prefix: &str, timeout: Duration) -> String {
+    use std::io::BufRead;
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let prefix_shown = prefix.to_owned();
+    let prefix = prefix.to_owned();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            // The test harness prints "test name ... " on the same line first.
+            if let Some(at) = line.find(&prefix) {
+                let _ = tx.send(line[at + prefix.len()..].trim().to_owned());
+                return;
+            }
+        }
+    });
+    rx.recv_timeout(timeout)
+        .unwrap_or_else(|_| panic!("child never printed {prefix_shown:?}"))
 }

@@ -17,12 +17,19 @@ use naaice_tests::{APP_ERROR, PANIC, PROBE, SLEEP, code, start_naa};
 type Conn = Connection<SoftEndpoint>;
 
 fn connect(addr: std::net::SocketAddr, fncode: u8) -> Conn {
-    Connection::connect(&SoftTransport::default(), addr, None, ClientConfig::new(code(fncode)))
-        .expect("connect")
+    Connection::connect(
+        &SoftTransport::default(),
+        addr,
+        None,
+        ClientConfig::new(code(fncode)),
+    )
+    .expect("connect")
 }
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
 }
 
 fn plus(data: &[u8], n: u8) -> Vec<u8> {
@@ -44,7 +51,11 @@ fn one_to_thirty_two_in_place_regions() {
         conn.do_mrsp().unwrap();
         let r = conn.do_transfer().unwrap();
         assert!(r.status.is_success());
-        assert_eq!(r.bytes_received as usize, data[n - 1].len(), "last output's length");
+        assert_eq!(
+            r.bytes_received as usize,
+            data[n - 1].len(),
+            "last output's length"
+        );
         for (b, d) in buffers.iter().zip(&data) {
             assert_eq!(b.to_vec(), plus(d, 1), "{n} regions");
         }
@@ -55,7 +66,18 @@ fn one_to_thirty_two_in_place_regions() {
 #[test]
 fn sizes_from_one_byte_to_64_mib() {
     let naa = start_naa(SoftNaaConfig::default());
-    for size in [1usize, 2, 3, 4095, 4096, 4097, 65_536, 1 << 20, 5_000_001, 64 << 20] {
+    for size in [
+        1usize,
+        2,
+        3,
+        4095,
+        4096,
+        4097,
+        65_536,
+        1 << 20,
+        5_000_001,
+        64 << 20,
+    ] {
         let mut conn = connect(naa.local_addr(), 2);
         let data = pattern(size, size as u8);
         let buf = Buffer::from_slice(&data);
@@ -64,8 +86,14 @@ fn sizes_from_one_byte_to_64_mib() {
         conn.set_output(id).unwrap();
         conn.do_mrsp().unwrap();
         let r = conn.do_transfer().unwrap();
-        assert_eq!((r.status, r.bytes_received as usize), (ReturnCode::SUCCESS, size));
-        assert!(buf.to_vec() == plus(&data, 2), "content of the {size}-byte region");
+        assert_eq!(
+            (r.status, r.bytes_received as usize),
+            (ReturnCode::SUCCESS, size)
+        );
+        assert!(
+            buf.to_vec() == plus(&data, 2),
+            "content of the {size}-byte region"
+        );
     }
 }
 
@@ -73,11 +101,18 @@ fn sizes_from_one_byte_to_64_mib() {
 fn separate_inputs_and_outputs_of_different_sizes() {
     let naa = start_naa(SoftNaaConfig::default());
     let mut conn = connect(naa.local_addr(), 1);
-    let (a, b) = (Buffer::from_slice(&pattern(3000, 1)), Buffer::from_slice(&pattern(10, 2)));
+    let (a, b) = (
+        Buffer::from_slice(&pattern(3000, 1)),
+        Buffer::from_slice(&pattern(10, 2)),
+    );
     let out = Buffer::zeroed(777);
     for (buf, input) in [(&a, true), (&b, true), (&out, false)] {
         let id = conn.add_param(buf).unwrap();
-        if input { conn.set_input(id).unwrap() } else { conn.set_output(id).unwrap() }
+        if input {
+            conn.set_input(id).unwrap()
+        } else {
+            conn.set_output(id).unwrap()
+        }
     }
     conn.do_mrsp().unwrap();
     for rpc in 1..=3u8 {
@@ -95,7 +130,11 @@ fn single_send_and_internal_regions() {
     let p0 = Buffer::from_slice(&[7; 64]);
     let p1 = Buffer::from_slice(&pattern(1000, 5));
     let p2 = Buffer::zeroed(256);
-    let (i0, i1, i2) = (conn.add_param(&p0).unwrap(), conn.add_param(&p1).unwrap(), conn.add_param(&p2).unwrap());
+    let (i0, i1, i2) = (
+        conn.add_param(&p0).unwrap(),
+        conn.add_param(&p1).unwrap(),
+        conn.add_param(&p2).unwrap(),
+    );
     conn.set_single_send(i0).unwrap();
     conn.set_input(i1).unwrap();
     conn.set_output(i1).unwrap();
@@ -111,7 +150,11 @@ fn single_send_and_internal_regions() {
         let out = p2.to_vec();
         assert_eq!(out[0], rpc, "internal region keeps its count across RPCs");
         assert_eq!(out[1], 7, "single-send input is the one sent in RPC 1");
-        assert_eq!(p1.to_vec(), plus(&original, rpc), "in-place region written every RPC");
+        assert_eq!(
+            p1.to_vec(),
+            plus(&original, rpc),
+            "in-place region written every RPC"
+        );
         // Changing the single-send input after RPC 1 must not reach the NAA.
         p0.lock().fill(9);
     }
@@ -122,27 +165,49 @@ fn thousand_rpcs_on_one_connection() {
     let naa = start_naa(SoftNaaConfig::default());
     let data = Param::from_vec(pattern(64, 3));
     let opts = NaaOptions::at(naa.local_addr());
-    let mut h = Naa::create_with(&SoftTransport::default(), 1, vec![data.clone()], vec![data], &opts).unwrap();
+    let mut h = Naa::create_with(
+        &SoftTransport::default(),
+        1,
+        vec![data.clone()],
+        vec![data],
+        &opts,
+    )
+    .unwrap();
     let before = h.input(0).unwrap().to_vec();
     for _ in 0..1000 {
         h.invoke().unwrap();
         let s = h.wait().unwrap();
-        assert_eq!((s.state, s.naa_error, s.bytes_received), (Phase::Finished, ReturnCode::SUCCESS, 64));
+        assert_eq!(
+            (s.state, s.naa_error, s.bytes_received),
+            (Phase::Finished, ReturnCode::SUCCESS, 64)
+        );
     }
-    assert_eq!(h.output(0).unwrap().to_vec(), plus(&before, (1000 % 256) as u8));
+    assert_eq!(
+        h.output(0).unwrap().to_vec(),
+        plus(&before, (1000 % 256) as u8)
+    );
     h.finalize();
 }
 
 #[test]
 fn sixteen_concurrent_clients() {
-    let naa = start_naa(SoftNaaConfig { max_connections: 16, ..SoftNaaConfig::default() });
+    let naa = start_naa(SoftNaaConfig {
+        max_connections: 16,
+        ..SoftNaaConfig::default()
+    });
     let addr = naa.local_addr();
     let threads: Vec<_> = (0..16u8)
         .map(|t| {
             std::thread::spawn(move || {
                 let p = Param::from_vec(pattern(4096 + usize::from(t) * 100, t));
                 let opts = NaaOptions::at(addr);
-                let mut h = Naa::create_with(&SoftTransport::default(), 1, vec![p.clone()], vec![p], &opts)?;
+                let mut h = Naa::create_with(
+                    &SoftTransport::default(),
+                    1,
+                    vec![p.clone()],
+                    vec![p],
+                    &opts,
+                )?;
                 let start = h.input(0)?.to_vec();
                 for _ in 0..50 {
                     h.invoke()?;
@@ -160,18 +225,33 @@ fn sixteen_concurrent_clients() {
 
 #[test]
 fn over_the_connection_limit_is_rejected_clearly() {
-    let naa = start_naa(SoftNaaConfig { max_connections: 1, ..SoftNaaConfig::default() });
+    let naa = start_naa(SoftNaaConfig {
+        max_connections: 1,
+        ..SoftNaaConfig::default()
+    });
     let first = connect(naa.local_addr(), 1);
-    let second = Connection::connect(&SoftTransport::default(), naa.local_addr(), None, ClientConfig::new(code(1)));
+    let second = Connection::connect(
+        &SoftTransport::default(),
+        naa.local_addr(),
+        None,
+        ClientConfig::new(code(1)),
+    );
     match second {
-        Err(Error::Transport(TransportError::Rejected(reason))) => assert!(reason.contains("overloaded"), "{reason}"),
+        Err(Error::Transport(TransportError::Rejected(reason))) => {
+            assert!(reason.contains("overloaded"), "{reason}")
+        }
         other => panic!("expected a rejection, got {other:?}"),
     }
     drop(first);
     // The slot is returned when the first client leaves.
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        match Connection::connect(&SoftTransport::default(), naa.local_addr(), None, ClientConfig::new(code(1))) {
+        match Connection::connect(
+            &SoftTransport::default(),
+            naa.local_addr(),
+            None,
+            ClientConfig::new(code(1)),
+        ) {
             Ok(_) => break,
             Err(e) if Instant::now() < deadline => {
                 let _ = e;
@@ -184,8 +264,14 @@ fn over_the_connection_limit_is_rejected_clearly() {
 
 fn in_place(naa: &naaice::swnaa::SoftNaaHandle, fncode: u32, len: usize) -> Naa<SoftEndpoint> {
     let p = Param::from_vec(pattern(len, 9));
-    Naa::create_with(&SoftTransport::default(), fncode, vec![p.clone()], vec![p], &NaaOptions::at(naa.local_addr()))
-        .unwrap()
+    Naa::create_with(
+        &SoftTransport::default(),
+        fncode,
+        vec![p.clone()],
+        vec![p],
+        &NaaOptions::at(naa.local_addr()),
+    )
+    .unwrap()
 }
 
 #[test]
@@ -196,15 +282,25 @@ fn unknown_function_code_gets_socket_unavail_and_the_connection_survives() {
     for _ in 0..3 {
         h.invoke().unwrap();
         let s = h.wait().unwrap();
-        assert_eq!((s.naa_error, s.bytes_received), (ReturnCode::SOCKET_UNAVAIL, 0));
+        assert_eq!(
+            (s.naa_error, s.bytes_received),
+            (ReturnCode::SOCKET_UNAVAIL, 0)
+        );
         assert_eq!(s.naa_error.naa_error(), 0x01);
     }
-    assert_eq!(h.output(0).unwrap().to_vec(), before, "no output written on error");
+    assert_eq!(
+        h.output(0).unwrap().to_vec(),
+        before,
+        "no output written on error"
+    );
 }
 
 #[test]
 fn kernel_over_its_timeout_gets_kernel_timeout() {
-    let config = SoftNaaConfig { kernel_timeout: Duration::from_millis(100), ..SoftNaaConfig::default() };
+    let config = SoftNaaConfig {
+        kernel_timeout: Duration::from_millis(100),
+        ..SoftNaaConfig::default()
+    };
     let naa = start_naa(config);
     let mut conn = connect(naa.local_addr(), SLEEP);
     let buf = Buffer::zeroed(16);
@@ -215,12 +311,22 @@ fn kernel_over_its_timeout_gets_kernel_timeout() {
     conn.set_immediate([50, 0, 0]).unwrap(); // sleep 500 ms
     let t = Instant::now();
     let r = conn.do_transfer().unwrap();
-    assert_eq!((r.status, r.bytes_received), (ReturnCode::KERNEL_TIMEOUT, 0));
-    assert!(t.elapsed() < Duration::from_millis(450), "answered before the kernel returned");
+    assert_eq!(
+        (r.status, r.bytes_received),
+        (ReturnCode::KERNEL_TIMEOUT, 0)
+    );
+    assert!(
+        t.elapsed() < Duration::from_millis(450),
+        "answered before the kernel returned"
+    );
     std::thread::sleep(Duration::from_millis(500));
     conn.set_immediate([0, 0, 0]).unwrap();
     let r = conn.do_transfer().unwrap();
-    assert_eq!(r.status, ReturnCode::SUCCESS, "the connection works once the kernel returned");
+    assert_eq!(
+        r.status,
+        ReturnCode::SUCCESS,
+        "the connection works once the kernel returned"
+    );
 }
 
 #[test]
@@ -231,7 +337,10 @@ fn application_error_code_arrives_with_the_outputs() {
     h.invoke().unwrap();
     let s = h.wait().unwrap();
     assert_eq!(s.naa_error.get(), 0x42);
-    assert_eq!(s.naa_error.class(), naaice::core::wire::ReturnClass::Application);
+    assert_eq!(
+        s.naa_error.class(),
+        naaice::core::wire::ReturnClass::Application
+    );
     assert_eq!(h.output(0).unwrap().to_vec(), plus(&before, 1));
 }
 
@@ -248,7 +357,11 @@ fn panicking_kernel_is_reported_and_the_naa_keeps_serving() {
 
 #[test]
 fn mrsp_errors_reach_the_client() {
-    let naa = start_naa(SoftNaaConfig { max_regions: 4, max_bytes_per_connection: 1 << 20, ..SoftNaaConfig::default() });
+    let naa = start_naa(SoftNaaConfig {
+        max_regions: 4,
+        max_bytes_per_connection: 1 << 20,
+        ..SoftNaaConfig::default()
+    });
     let opts = NaaOptions::at(naa.local_addr());
     let params = |n: usize, len: usize| (0..n).map(|_| Param::zeroed(len)).collect::<Vec<_>>();
     let cases = [
@@ -300,7 +413,14 @@ fn test_never_blocks_and_wait_finishes() {
     let naa = start_naa(SoftNaaConfig::default());
     let p = Param::from_vec(vec![0; 64]);
     let opts = NaaOptions::at(naa.local_addr());
-    let mut h = Naa::create_with(&SoftTransport::default(), u32::from(SLEEP), vec![p.clone()], vec![p], &opts).unwrap();
+    let mut h = Naa::create_with(
+        &SoftTransport::default(),
+        u32::from(SLEEP),
+        vec![p.clone()],
+        vec![p],
+        &opts,
+    )
+    .unwrap();
     // The user bytes are 0 in AP2, so SLEEP sleeps 0 ms; use a slow kernel through AP1 instead
     // for timing, and here only check that test() returns promptly and eventually succeeds.
     h.invoke().unwrap();
@@ -308,7 +428,11 @@ fn test_never_blocks_and_wait_finishes() {
     let status = loop {
         let t = Instant::now();
         let s = h.test().unwrap();
-        assert!(t.elapsed() < Duration::from_millis(50), "test() blocked for {:?}", t.elapsed());
+        assert!(
+            t.elapsed() < Duration::from_millis(50),
+            "test() blocked for {:?}",
+            t.elapsed()
+        );
         polls += 1;
         if let Some(s) = s {
             break s;
@@ -316,7 +440,11 @@ fn test_never_blocks_and_wait_finishes() {
     };
     assert!(polls >= 1);
     assert!(status.naa_error.is_success());
-    assert_eq!(h.wait().unwrap(), status, "wait after test returns the same status");
+    assert_eq!(
+        h.wait().unwrap(),
+        status,
+        "wait after test returns the same status"
+    );
 }
 
 #[test]
@@ -329,13 +457,17 @@ fn rpc_deadline_fails_the_call_in_time() {
     conn.do_mrsp().unwrap();
     conn.set_immediate([200, 0, 0]).unwrap(); // 2 s kernel
     let t = Instant::now();
-    conn.init_transfer_with_timeout(Duration::from_millis(200)).unwrap();
+    conn.init_transfer_with_timeout(Duration::from_millis(200))
+        .unwrap();
     match conn.wait() {
         Err(Error::Protocol(ProtocolError::Timeout { .. })) => {}
         other => panic!("expected a timeout, got {other:?}"),
     }
     let took = t.elapsed();
-    assert!(took >= Duration::from_millis(200) && took < Duration::from_millis(1500), "{took:?}");
+    assert!(
+        took >= Duration::from_millis(200) && took < Duration::from_millis(1500),
+        "{took:?}"
+    );
 }
 
 #[test]
@@ -343,12 +475,24 @@ fn invalid_arguments_are_errors() {
     let naa = start_naa(SoftNaaConfig::default());
     let opts = NaaOptions::at(naa.local_addr());
     for fncode in [0u32, 128, 256, 0x181] {
-        let r = Naa::create_with(&SoftTransport::default(), fncode, vec![Param::zeroed(1)], vec![], &opts);
-        assert!(matches!(r, Err(Error::InvalidArgument(_))), "fncode {fncode}: {r:?}");
+        let r = Naa::create_with(
+            &SoftTransport::default(),
+            fncode,
+            vec![Param::zeroed(1)],
+            vec![],
+            &opts,
+        );
+        assert!(
+            matches!(r, Err(Error::InvalidArgument(_))),
+            "fncode {fncode}: {r:?}"
+        );
     }
     // No parameter at all: nothing to reply into.
     let r = Naa::create_with(&SoftTransport::default(), 1, vec![], vec![], &opts);
-    assert!(matches!(r, Err(Error::Protocol(ProtocolError::NoParameterRegions))), "{r:?}");
+    assert!(
+        matches!(r, Err(Error::Protocol(ProtocolError::NoParameterRegions))),
+        "{r:?}"
+    );
     let mut conn = connect(naa.local_addr(), 1);
     assert!(conn.do_transfer().is_err(), "RPC before MRSP");
     let b = Buffer::zeroed(4);

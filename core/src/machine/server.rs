@@ -147,6 +147,8 @@ pub struct Server {
     kernel_current: bool,
     /// An RPC request that arrived while the machine was still busy.
     pending_call: Option<Request>,
+    /// ESTABLISHED was reported (it may come after the MRSP request, spec §1.3).
+    established: bool,
     deadline: Option<Instant>,
 }
 
@@ -168,6 +170,7 @@ impl Server {
             kernel_busy: false,
             kernel_current: false,
             pending_call: None,
+            established: false,
             deadline: Some(now + config.mrsp_timeout),
         };
         server.push(Pending::Recv(
@@ -229,10 +232,14 @@ impl Server {
         match input {
             Input::AddressResolved => self.fail(Error::Unexpected { phase: self.phase }),
             Input::Established => {
+                // The MRSP receive is posted before accepting, so the request (and everything
+                // after it) may complete before the passive side sees ESTABLISHED.
+                if self.established {
+                    return self.fail(Error::Unexpected { phase: self.phase });
+                }
+                self.established = true;
                 if self.phase == Phase::Init {
                     self.phase = Phase::MrspReceiving;
-                } else if self.phase > Phase::MrspReceiving {
-                    self.fail(Error::Unexpected { phase: self.phase });
                 }
             }
             Input::Disconnected => {
@@ -424,13 +431,17 @@ impl Server {
 
     /// Reports that the kernel of the last [`Action::RunKernel`] returned `status`. The
     /// output regions are written back with it. A kernel that already timed out is only
-    /// noted (its RPC was answered with KERNEL_TIMEOUT).
+    /// noted (its RPC was answered with KERNEL_TIMEOUT), and so is one that returns after the
+    /// connection failed or was disconnected.
     pub fn kernel_finished(&mut self, now: Instant, status: ReturnCode) -> Result<(), Error> {
         if !self.kernel_busy {
             return Err(Error::WrongPhase { phase: self.phase });
         }
         self.kernel_busy = false;
-        if self.kernel_current {
+        if matches!(self.phase, Phase::Error | Phase::Finished) {
+            // The connection is gone: nothing to write back.
+            self.kernel_current = false;
+        } else if self.kernel_current {
             self.kernel_current = false;
             self.write_back(now, status, true);
         } else if matches!(self.phase, Phase::MrspDone | Phase::DataReceiving) {

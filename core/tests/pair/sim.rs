@@ -27,8 +27,7 @@ use naaice_core::machine::{
     Action, Error, Input, KernelCall, Placement, RecvBuffer, WorkError, WrId,
 };
 use naaice_core::{
-    Client, ClientConfig, ClientRegions, Instant, Phase, RegionId, ReturnCode, Server,
-    ServerConfig,
+    Client, ClientConfig, ClientRegions, Instant, Phase, RegionId, ReturnCode, Server, ServerConfig,
 };
 
 /// One of the two peers.
@@ -74,7 +73,9 @@ impl Ev {
             Self::SendCompleted(id) => Input::SendCompleted(id),
             Self::WriteCompleted(id) => Input::WriteCompleted(id),
             Self::Received { wr_id, ref data } => Input::Received { wr_id, data },
-            Self::WriteImmReceived { wr_id, imm, len } => Input::WriteImmReceived { wr_id, imm, len },
+            Self::WriteImmReceived { wr_id, imm, len } => {
+                Input::WriteImmReceived { wr_id, imm, len }
+            }
             Self::WorkFailed { wr_id, error } => Input::WorkFailed { wr_id, error },
         }
     }
@@ -83,8 +84,17 @@ impl Ev {
 /// A work request on its way to the peer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Op {
-    Send { wr_id: WrId, data: Vec<u8> },
-    Write { wr_id: WrId, data: Vec<u8>, remote_addr: u64, rkey: u32, imm: Option<u32> },
+    Send {
+        wr_id: WrId,
+        data: Vec<u8>,
+    },
+    Write {
+        wr_id: WrId,
+        data: Vec<u8>,
+        remote_addr: u64,
+        rkey: u32,
+        imm: Option<u32>,
+    },
 }
 
 /// A registered (or, for NAA internal regions, merely allocated) memory region.
@@ -156,11 +166,27 @@ impl Nic {
 pub(crate) enum Act {
     Recv(RecvBuffer),
     Send(usize),
-    Write { region: u8, len: u32, imm: Option<u32> },
-    Alloc { region: u8, size: u32, internal: bool },
-    Kernel { fncode: u8, user: [u8; 3], rpc: u32 },
+    Write {
+        region: u8,
+        len: u32,
+        imm: Option<u32>,
+    },
+    Alloc {
+        region: u8,
+        size: u32,
+        internal: bool,
+    },
+    Kernel {
+        fncode: u8,
+        user: [u8; 3],
+        rpc: u32,
+    },
     MrspComplete,
-    RpcComplete { status: ReturnCode, bytes: u32, rpc: u32 },
+    RpcComplete {
+        status: ReturnCode,
+        bytes: u32,
+        rpc: u32,
+    },
     Disconnect,
     Failed(Error),
 }
@@ -170,15 +196,32 @@ impl From<Action> for Act {
         match a {
             Action::PostRecv { buffer, .. } => Self::Recv(buffer),
             Action::Send { len, .. } => Self::Send(len),
-            Action::Write(w) => Self::Write { region: w.region.index() as u8, len: w.len, imm: w.imm },
-            Action::Allocate { region, size, internal, .. } => {
-                Self::Alloc { region: region.index() as u8, size, internal }
-            }
-            Action::RunKernel(k) => Self::Kernel { fncode: k.fncode, user: k.user, rpc: k.rpc },
+            Action::Write(w) => Self::Write {
+                region: w.region.index() as u8,
+                len: w.len,
+                imm: w.imm,
+            },
+            Action::Allocate {
+                region,
+                size,
+                internal,
+                ..
+            } => Self::Alloc {
+                region: region.index() as u8,
+                size,
+                internal,
+            },
+            Action::RunKernel(k) => Self::Kernel {
+                fncode: k.fncode,
+                user: k.user,
+                rpc: k.rpc,
+            },
             Action::MrspComplete => Self::MrspComplete,
-            Action::RpcComplete(r) => {
-                Self::RpcComplete { status: r.status, bytes: r.bytes_received, rpc: r.rpc }
-            }
+            Action::RpcComplete(r) => Self::RpcComplete {
+                status: r.status,
+                bytes: r.bytes_received,
+                rpc: r.rpc,
+            },
             Action::Disconnect => Self::Disconnect,
             Action::Failed(e) => Self::Failed(e),
         }
@@ -253,7 +296,9 @@ impl Pair {
         for (i, &(size, flags)) in params.iter().enumerate() {
             let addr = CLIENT_VA + 0x1_0000 * i as u64;
             let rkey = CLIENT_RKEY + i as u32;
-            let id = regions.add_param(addr, rkey, u64::from(size)).expect("add_param");
+            let id = regions
+                .add_param(addr, rkey, u64::from(size))
+                .expect("add_param");
             if flags & 0x02 != 0 {
                 regions.set_single_send(id).expect("flags");
             }
@@ -263,9 +308,23 @@ impl Pair {
             if flags & 0x08 != 0 {
                 regions.set_output(id).expect("flags");
             }
-            assert_eq!(regions.param(id).expect("param").flags.bits(), flags, "flag byte {flags:#x}");
-            let data = (0..size).map(|j| (j as u8) ^ (0x10 * (i as u8 + 1))).collect();
-            cnic.set_mr(i, Mr { addr, rkey, data, remote: true });
+            assert_eq!(
+                regions.param(id).expect("param").flags.bits(),
+                flags,
+                "flag byte {flags:#x}"
+            );
+            let data = (0..size)
+                .map(|j| (j as u8) ^ (0x10 * (i as u8 + 1)))
+                .collect();
+            cnic.set_mr(
+                i,
+                Mr {
+                    addr,
+                    rkey,
+                    data,
+                    remote: true,
+                },
+            );
         }
         for &size in internal {
             regions.add_internal(u64::from(size)).expect("add_internal");
@@ -317,8 +376,18 @@ impl Pair {
         self.connect();
         self.client.start_mrsp(self.now).expect("start_mrsp");
         self.run();
-        assert_eq!(self.client.phase(), Phase::MrspDone, "client: {:?}", self.cnic.log);
-        assert_eq!(self.server.phase(), Phase::MrspDone, "server: {:?}", self.snic.log);
+        assert_eq!(
+            self.client.phase(),
+            Phase::MrspDone,
+            "client: {:?}",
+            self.cnic.log
+        );
+        assert_eq!(
+            self.server.phase(),
+            Phase::MrspDone,
+            "server: {:?}",
+            self.snic.log
+        );
         self.take(Side::Client);
         self.take(Side::Server);
     }
@@ -424,16 +493,23 @@ impl Pair {
     pub(crate) fn assign(&mut self, req: AllocRequest) -> Result<(), Error> {
         let addr = match self.server.config().placement {
             Placement::Requested { .. } => req.requested_addr,
-            Placement::Allocate => {
-                let addr = self.next_server_addr;
-                self.next_server_addr += u64::from(req.size).div_ceil(0x1000).max(1) * 0x1000;
-                addr
-            }
+            Placement::Allocate => self.next_server_addr,
         };
         let rkey = SERVER_RKEY + req.region.index() as u32;
-        let mr = Mr { addr, rkey, data: vec![0; req.size as usize], remote: !req.internal };
+        self.server
+            .region_assigned(self.now, req.region, addr, rkey)?;
+        // Refused assignments leave the simulated memory as it was.
+        if self.server.config().placement == Placement::Allocate {
+            self.next_server_addr += u64::from(req.size).div_ceil(0x1000).max(1) * 0x1000;
+        }
+        let mr = Mr {
+            addr,
+            rkey,
+            data: vec![0; req.size as usize],
+            remote: !req.internal,
+        };
         self.snic.set_mr(req.region.index(), mr);
-        self.server.region_assigned(self.now, req.region, addr, rkey)
+        Ok(())
     }
 
     fn watch(&mut self) {
@@ -441,6 +517,12 @@ impl Pair {
         let live = !matches!(self.server.phase(), Phase::Error | Phase::Finished);
         if advertised && live {
             let n = self.snic.recvs.len();
+            // Spec §3.9: once the client may send, the NAA always has a receive posted.
+            assert!(
+                n >= 1,
+                "the server has no receive posted: {:?}",
+                self.snic.log
+            );
             self.server_min_recvs = Some(self.server_min_recvs.map_or(n, |m| m.min(n)));
         }
     }
@@ -491,8 +573,12 @@ impl Pair {
                     nic.fail_data_recv = false;
                     // The host reports the failed post before it polls the next action.
                     match side {
-                        Side::Client => self.client.handle_input(self.now, Input::PostFailed(wr_id)),
-                        Side::Server => self.server.handle_input(self.now, Input::PostFailed(wr_id)),
+                        Side::Client => {
+                            self.client.handle_input(self.now, Input::PostFailed(wr_id))
+                        }
+                        Side::Server => {
+                            self.server.handle_input(self.now, Input::PostFailed(wr_id))
+                        }
                     }
                 } else {
                     nic.recvs.push_back((wr_id, buffer));
@@ -506,11 +592,19 @@ impl Pair {
             }
             Action::Write(w) => {
                 // Spec §1.5: the Solicited Event bit on exactly the final write (WITH IMM).
-                assert_eq!(w.solicited, w.imm.is_some(), "{side:?}: SE only on WITH IMM: {w:?}");
+                assert_eq!(
+                    w.solicited,
+                    w.imm.is_some(),
+                    "{side:?}: SE only on WITH IMM: {w:?}"
+                );
                 if side == Side::Server && w.imm.is_some() {
                     self.recvs_at_reply.push(self.snic.recvs.len());
                 }
-                let source = self.nic(side).mrs.get(w.region.index()).and_then(Option::as_ref);
+                let source = self
+                    .nic(side)
+                    .mrs
+                    .get(w.region.index())
+                    .and_then(Option::as_ref);
                 match source.and_then(|mr| mr.data.get(..w.len as usize)) {
                     Some(bytes) => {
                         let op = Op::Write {
@@ -524,18 +618,38 @@ impl Pair {
                     }
                     None => {
                         let error = WorkError::LocalProtection;
-                        self.complete(side, Ev::WorkFailed { wr_id: w.wr_id, error });
+                        self.complete(
+                            side,
+                            Ev::WorkFailed {
+                                wr_id: w.wr_id,
+                                error,
+                            },
+                        );
                     }
                 }
             }
-            Action::Allocate { region, size, requested_addr, internal } => {
+            Action::Allocate {
+                region,
+                size,
+                requested_addr,
+                internal,
+            } => {
                 assert_eq!(side, Side::Server, "only the server allocates");
-                let req = AllocRequest { region, size, requested_addr, internal };
+                let req = AllocRequest {
+                    region,
+                    size,
+                    requested_addr,
+                    internal,
+                };
                 match self.alloc_mode {
                     AllocMode::FailAt(n) if region.index() == usize::from(n) => {
-                        self.server.assignment_failed(self.now, region).expect("assignment_failed");
+                        self.server
+                            .assignment_failed(self.now, region)
+                            .expect("assignment_failed");
                     }
-                    AllocMode::Auto | AllocMode::FailAt(_) => self.assign(req).expect("region_assigned"),
+                    AllocMode::Auto | AllocMode::FailAt(_) => {
+                        self.assign(req).expect("region_assigned")
+                    }
                     AllocMode::Manual => self.allocs.push_back(req),
                 }
             }
@@ -568,7 +682,13 @@ impl Pair {
         let to = side.peer();
         if self.link_down || self.nic(side).qp_error {
             let (Op::Send { wr_id, .. } | Op::Write { wr_id, .. }) = op;
-            self.complete(side, Ev::WorkFailed { wr_id, error: WorkError::Flushed });
+            self.complete(
+                side,
+                Ev::WorkFailed {
+                    wr_id,
+                    error: WorkError::Flushed,
+                },
+            );
             return true;
         }
         match op {
@@ -578,17 +698,25 @@ impl Pair {
                     self.complete(side, Ev::WorkFailed { wr_id, error });
                 }
                 Some((rid, RecvBuffer::Message)) if data.len() <= MRSP_RECV_LEN => {
-                    self.events.push_back((to, Ev::Received { wr_id: rid, data }));
+                    self.events
+                        .push_back((to, Ev::Received { wr_id: rid, data }));
                     self.complete(side, Ev::SendCompleted(wr_id));
                 }
                 Some((rid, _)) => {
                     let error = WorkError::LocalLength;
-                    self.events.push_back((to, Ev::WorkFailed { wr_id: rid, error }));
+                    self.events
+                        .push_back((to, Ev::WorkFailed { wr_id: rid, error }));
                     let error = WorkError::RemoteInvalidRequest;
                     self.complete(side, Ev::WorkFailed { wr_id, error });
                 }
             },
-            Op::Write { wr_id, data, remote_addr, rkey, imm } => {
+            Op::Write {
+                wr_id,
+                data,
+                remote_addr,
+                rkey,
+                imm,
+            } => {
                 let target = if data.is_empty() {
                     None
                 } else {
@@ -618,7 +746,14 @@ impl Pair {
                 }
                 if let Some((rid, imm)) = recv {
                     let len = data.len() as u32;
-                    self.events.push_back((to, Ev::WriteImmReceived { wr_id: rid, imm, len }));
+                    self.events.push_back((
+                        to,
+                        Ev::WriteImmReceived {
+                            wr_id: rid,
+                            imm,
+                            len,
+                        },
+                    ));
                 }
                 self.complete(side, Ev::WriteCompleted(wr_id));
             }

@@ -182,13 +182,10 @@ fn allocate<E: Endpoint>(
     internal: bool,
 ) {
     let now = clock::now();
-    let buffer = match try_zeroed(size as usize) {
-        Some(b) => b,
-        None => {
-            tracing::warn!(size, "allocation failed");
-            let _ = c.server.assignment_failed(now, region);
-            return;
-        }
+    let Some(buffer) = try_zeroed(size as usize) else {
+        tracing::warn!(size, "allocation failed");
+        let _ = c.server.assignment_failed(now, region);
+        return;
     };
     let result = if internal {
         let addr = buffer.addr();

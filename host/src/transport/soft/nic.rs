@@ -44,6 +44,8 @@ struct Rx<'a> {
     end: usize,
     /// The read timeout currently set on the socket.
     timeout: Option<Duration>,
+    /// Completions were queued since waiters were last woken.
+    wake_pending: bool,
 }
 
 /// The receiver thread.
@@ -54,8 +56,10 @@ pub(crate) fn run_receiver(shared: Arc<Shared>) {
         start: 0,
         end: 0,
         timeout: None,
+        wake_pending: false,
     };
     let end = rx.run().err().unwrap_or(End::Closed);
+    rx.flush_wake();
     rx.set_timeout(None);
     let linger = shared.config.ack_timeout;
     match end {
@@ -154,6 +158,7 @@ impl Rx<'_> {
     fn run(&mut self) -> Result<(), End> {
         loop {
             if self.buffered() < HDR_LEN {
+                self.flush_wake();
                 let delay = self.shared.config.ack_delay;
                 if self.buffered() == 0 && self.ack_due() && !delay.is_zero() {
                     // Input ran dry with an ACK due: give the application a moment to post a
@@ -193,6 +198,14 @@ impl Rx<'_> {
         }
     }
 
+    /// Wakes application waiters if completions were queued (before the thread may block).
+    fn flush_wake(&mut self) {
+        if self.wake_pending {
+            self.wake_pending = false;
+            self.shared.wake_app(&self.shared.lock());
+        }
+    }
+
     /// True if placed messages wait for their ACK.
     fn ack_due(&self) -> bool {
         let st = self.shared.lock();
@@ -207,13 +220,13 @@ impl Rx<'_> {
         }
     }
 
-    fn on_ack(&self, msn: u64) -> Result<(), End> {
+    fn on_ack(&mut self, msn: u64) -> Result<(), End> {
         let mut st = self.shared.lock();
         let posted = st.acked + st.sq.len() as u64;
         if msn < st.acked || msn > posted {
             return Err(End::Violation("ACK outside the send window"));
         }
-        self.shared.ack_up_to(&mut st, msn);
+        self.wake_pending |= self.shared.ack_up_to(&mut st, msn);
         Ok(())
     }
 
@@ -236,7 +249,8 @@ impl Rx<'_> {
     }
 
     /// Waits up to the RNR timeout for a posted receive, keeping the peer's ACK timer alive.
-    fn await_recv(&self) -> Result<(), End> {
+    fn await_recv(&mut self) -> Result<(), End> {
+        self.flush_wake();
         let shared = self.shared;
         let mut st = shared.lock();
         if !st.recvs.is_empty() {
@@ -275,13 +289,12 @@ impl Rx<'_> {
             Some(b) => b.clone(),
             None => return Err(refuse),
         };
-        let offset = match remote
+        let Some(offset) = remote
             .addr
             .checked_sub(buffer.addr())
             .and_then(|o| usize::try_from(o).ok())
-        {
-            Some(o) => o,
-            None => return Err(refuse),
+        else {
+            return Err(refuse);
         };
         match offset.checked_add(len as usize) {
             Some(end) if end <= buffer.len() && !buffer.is_app_locked() => Ok((buffer, offset)),
@@ -320,6 +333,7 @@ impl Rx<'_> {
                     imm: Some(imm),
                 },
             );
+            self.wake_pending = true;
         }
         Ok(())
     }
@@ -369,6 +383,7 @@ impl Rx<'_> {
                 imm: None,
             },
         );
+        self.wake_pending = true;
         match remote_status {
             None => Ok(()),
             Some(remote) => Err(End::Refuse(remote)),
@@ -395,12 +410,14 @@ impl Rx<'_> {
                 continue;
             }
             if remaining <= SMALL_READ {
+                self.flush_wake();
                 self.set_timeout(None);
                 self.start = 0;
                 self.end = 0;
                 self.fill(1).map_err(Some)?;
                 continue;
             }
+            self.flush_wake();
             self.set_timeout(Some(self.shared.config.nic_access_timeout));
             let want = remaining.min(chunk);
             let stream = &self.shared.stream;

@@ -288,10 +288,10 @@ impl Shared {
         Some(st.ack_clock.max(last_rx) + self.config.ack_timeout)
     }
 
-    /// Queues a completion and wakes waiters.
+    /// Queues a completion; the caller wakes waiters ([`Shared::wake_app`]) once its burst of
+    /// work is done, so that several completions cost one wake-up.
     pub(crate) fn complete(&self, st: &mut State, c: Completion) {
         st.cq.push_back(c);
-        self.wake_app(st);
     }
 
     /// Wakes application threads blocked in `wait`.
@@ -309,8 +309,9 @@ impl Shared {
         }
     }
 
-    /// Completes send requests up to `msn` successfully (cumulative ACK).
-    pub(crate) fn ack_up_to(&self, st: &mut State, msn: u64) {
+    /// Completes send requests up to `msn` successfully (cumulative ACK); returns whether any
+    /// completed (the caller wakes waiters).
+    pub(crate) fn ack_up_to(&self, st: &mut State, msn: u64) -> bool {
         let mut progressed = false;
         while st.acked < msn {
             let Some(entry) = st.sq.pop_front() else {
@@ -328,8 +329,8 @@ impl Shared {
         }
         if progressed {
             st.ack_clock = Instant::now();
-            self.wake_app(st);
         }
+        progressed
     }
 
     /// Tears the connection down (once): completes every outstanding request (flushed unless

@@ -175,16 +175,16 @@ pub(crate) fn pump<'a>(shared: &'a Shared, mut st: MutexGuard<'a, State>) -> Mut
             }
             rest -= left;
         }
-        if let Some(f) = frame {
-            if st.tx_next == f.msn {
-                let left = f.total() - f.offset;
-                if rest >= left {
-                    st.frame_done(Instant::now());
-                } else {
-                    st.tx_offset = f.offset + rest;
-                    shared.wake_tx(&st);
-                    return st;
-                }
+        if let Some(f) = frame
+            && st.tx_next == f.msn
+        {
+            let left = f.total() - f.offset;
+            if rest >= left {
+                st.frame_done(Instant::now());
+            } else {
+                st.tx_offset = f.offset + rest;
+                shared.wake_tx(&st);
+                return st;
             }
         }
         if written == 0 {
@@ -277,22 +277,22 @@ pub(crate) fn run_sender(shared: Arc<Shared>) {
         if st.phase == Phase::Closed {
             return;
         }
-        if let Some(expiry) = shared.ack_expiry(&st) {
-            if Instant::now() >= expiry {
-                tracing::debug!("soft transport: acknowledgement timeout");
-                let msn = st.acked + 1;
-                shared.close(
-                    &mut st,
-                    Cause::Failed {
-                        msn,
-                        status: WcStatus::RetryExceeded,
-                        earlier_ok: false,
-                    },
-                );
-                drop(st);
-                shared.shutdown(Shutdown::Both);
-                return;
-            }
+        if let Some(expiry) = shared.ack_expiry(&st)
+            && Instant::now() >= expiry
+        {
+            tracing::debug!("soft transport: acknowledgement timeout");
+            let msn = st.acked + 1;
+            shared.close(
+                &mut st,
+                Cause::Failed {
+                    msn,
+                    status: WcStatus::RetryExceeded,
+                    earlier_ok: false,
+                },
+            );
+            drop(st);
+            shared.shutdown(Shutdown::Both);
+            return;
         }
         if st.token == TxToken::Free {
             let work = match st.ctrl.take() {
@@ -313,10 +313,8 @@ pub(crate) fn run_sender(shared: Arc<Shared>) {
                 st.token = TxToken::Free;
                 let failure = match result {
                     Ok(()) => {
-                        if let Some(msn) = msn {
-                            if st.tx_next == msn {
-                                st.frame_done(Instant::now());
-                            }
+                        if msn.is_some_and(|msn| st.tx_next == msn) {
+                            st.frame_done(Instant::now());
                         }
                         continue;
                     }
@@ -383,14 +381,23 @@ pub(crate) fn send_final(shared: &Shared, frame: Frame) {
     }
     st.token = TxToken::Long;
     let partial = st.ctrl.take();
+    // A due ACK goes out first, so that what we placed completes successfully at the peer.
+    let ack = st.take_ctrl();
     drop(st);
-    let bytes = frame.encode();
-    let result = match partial {
-        Some(c) => {
-            write_final(shared, &c.bytes[c.sent..]).and_then(|()| write_final(shared, &bytes))
-        }
-        None => write_final(shared, &bytes),
-    };
+    let mut bytes = [0u8; 3 * HDR_LEN];
+    let mut len = 0;
+    if let Some(c) = partial {
+        let rest = &c.bytes[c.sent..];
+        bytes[..rest.len()].copy_from_slice(rest);
+        len = rest.len();
+    }
+    if let Some(a) = ack {
+        bytes[len..len + HDR_LEN].copy_from_slice(&a);
+        len += HDR_LEN;
+    }
+    bytes[len..len + HDR_LEN].copy_from_slice(&frame.encode());
+    len += HDR_LEN;
+    let result = write_final(shared, &bytes[..len]);
     if let Err(e) = result {
         tracing::debug!(error = %e, "soft transport: final frame not sent");
     }

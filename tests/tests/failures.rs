@@ -1,0 +1,151 @@
+//! Peers that die: a client killed mid-RPC must not disturb the NAA's other clients, and a
+//! client whose NAA is killed mid-RPC gets an error long before its deadline. Both peers are
+//! real processes (this test binary re-run as a child) so the kill is a real `SIGKILL`.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use naaice::core::ClientConfig;
+use naaice::swnaa::SoftNaaConfig;
+use naaice::transport::soft::SoftTransport;
+use naaice::{Buffer, Connection, Error};
+use naaice_tests::{SLEEP, code, is_child, read_line_with_prefix, spawn_child, start_naa};
+
+const BIG: usize = 256 << 20;
+
+fn rpc_ok(addr: std::net::SocketAddr) {
+    let mut conn = Connection::connect(
+        &SoftTransport::default(),
+        addr,
+        None,
+        ClientConfig::new(code(1)),
+    )
+    .expect("connect");
+    let buf = Buffer::from_slice(&[1, 2, 3]);
+    let id = conn.add_param(&buf).unwrap();
+    conn.set_input(id).unwrap();
+    conn.set_output(id).unwrap();
+    conn.do_mrsp().unwrap();
+    for _ in 0..5 {
+        assert!(conn.do_transfer().unwrap().status.is_success());
+    }
+}
+
+/// Child: connects, starts a 256 MiB RPC and waits to be killed.
+#[test]
+#[ignore = "run as a child process by client_killed_mid_rpc_server_keeps_serving"]
+fn child_client_mid_rpc() {
+    if !is_child() {
+        return;
+    }
+    let addr = std::env::var("NAA_ADDR").unwrap().parse().unwrap();
+    let mut conn = Connection::connect(
+        &SoftTransport::default(),
+        addr,
+        None,
+        ClientConfig::new(code(1)),
+    )
+    .unwrap();
+    let buf = Buffer::zeroed(BIG);
+    let id = conn.add_param(&buf).unwrap();
+    conn.set_input(id).unwrap();
+    conn.set_output(id).unwrap();
+    conn.do_mrsp().unwrap();
+    conn.init_transfer().unwrap();
+    println!("STREAMING");
+    std::io::stdout().flush().unwrap();
+    std::thread::sleep(Duration::from_secs(60));
+}
+
+#[test]
+fn client_killed_mid_rpc_server_keeps_serving() {
+    let naa = start_naa(SoftNaaConfig {
+        max_connections: 4,
+        ..SoftNaaConfig::default()
+    });
+    let addr = naa.local_addr().to_string();
+    for _ in 0..2 {
+        let mut child = spawn_child("child_client_mid_rpc", &[("NAA_ADDR", &addr)]);
+        read_line_with_prefix(&mut child, "STREAMING", Duration::from_secs(30));
+        std::thread::sleep(Duration::from_millis(20));
+        child.kill().expect("kill child client");
+        child.wait().unwrap();
+        // The others are served, during and after.
+        rpc_ok(naa.local_addr());
+    }
+    // The killed clients' slots come back: 4 connections at once still fit.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let conns: Vec<_> = (0..4)
+            .map(|_| {
+                Connection::connect(
+                    &SoftTransport::default(),
+                    naa.local_addr(),
+                    None,
+                    ClientConfig::new(code(1)),
+                )
+            })
+            .collect();
+        if conns.iter().all(Result::is_ok) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "slots of killed clients were not released"
+        );
+        drop(conns);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Child: runs a software NAA and prints its address.
+#[test]
+#[ignore = "run as a child process by server_killed_client_errors_before_its_deadline"]
+fn child_server() {
+    if !is_child() {
+        return;
+    }
+    let naa = start_naa(SoftNaaConfig::default());
+    println!("ADDR {}", naa.local_addr());
+    std::io::stdout().flush().unwrap();
+    std::thread::sleep(Duration::from_secs(60));
+}
+
+#[test]
+fn server_killed_client_errors_before_its_deadline() {
+    for during_kernel in [false, true] {
+        let mut child = spawn_child("child_server", &[]);
+        let addr = read_line_with_prefix(&mut child, "ADDR", Duration::from_secs(30))
+            .parse()
+            .unwrap();
+        let mut conn = Connection::connect(
+            &SoftTransport::default(),
+            addr,
+            None,
+            ClientConfig::new(code(SLEEP)),
+        )
+        .unwrap();
+        let buf = Buffer::zeroed(if during_kernel { 64 } else { BIG });
+        let id = conn.add_param(&buf).unwrap();
+        conn.set_input(id).unwrap();
+        conn.set_output(id).unwrap();
+        conn.do_mrsp().unwrap();
+        conn.set_immediate([250, 0, 0]).unwrap(); // a 2.5 s kernel
+        let deadline = Duration::from_secs(30);
+        conn.init_transfer_with_timeout(deadline).unwrap();
+        std::thread::sleep(Duration::from_millis(if during_kernel { 200 } else { 5 }));
+        let t = Instant::now();
+        child.kill().expect("kill child server");
+        child.wait().unwrap();
+        let result = conn.wait();
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "error took {:?}",
+            t.elapsed()
+        );
+        match result {
+            Err(Error::Protocol(_) | Error::Transport(_)) => {}
+            other => panic!("expected an error, got {other:?}"),
+        }
+    }
+}
