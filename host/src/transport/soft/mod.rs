@@ -2,20 +2,20 @@
 //!
 //! Each endpoint owns one TCP connection (TCP_NODELAY) and two engine threads:
 //!
-//! * the **receiver** ([`nic`]) acts like the NIC of the responder: it validates every frame,
+//! * the **receiver** (`nic`) acts like the NIC of the responder: it validates every frame,
 //!   checks rkey and bounds against the registered regions *before* placing a byte, and places
 //!   payloads straight into registered memory (read from the socket into the region, chunk by
 //!   chunk, through the buffer's access gate). WRITE WITH IMM and SEND consume posted
 //!   receives (waiting up to the RNR timeout for one); refused messages are NAKed and the
 //!   connection is torn down. When its input runs dry it sends one cumulative ACK.
-//! * the **sender** ([`tx`]) streams large payloads from registered memory in chunks, sends
+//! * the **sender** (`tx`) streams large payloads from registered memory in chunks, sends
 //!   what the fast path could not, and runs the acknowledgement timer (a silent peer fails the
 //!   outstanding requests with `RetryExceeded`).
 //!
 //! Small frames (up to [`SoftConfig::inline_size`]) go out directly from the posting thread
 //! when nobody else is transmitting, header and payload in one non-blocking system call, so a
 //! small RPC costs no thread hand-off on the sending side. Send completions are produced when
-//! the peer's (coalesced) ACK arrives, in posting order. The wire format is in [`frame`].
+//! the peer's (coalesced) ACK arrives, in posting order. The wire format is in `frame`.
 //!
 //! Every posted work request completes exactly once; teardown (error, disconnect, peer loss)
 //! flushes what is outstanding with [`WcStatus::WrFlush`](crate::transport::WcStatus) and
