@@ -31,8 +31,8 @@
 //!   above).
 //! * `--steady`: steady-state RPCs (and raw round trips) per size (default 2000, fewer for
 //!   large sizes: about 256 MiB of payload per size, at least 3).
-//! * `--csv`: reference-format CSV (default `target/rpc_sweep.csv`).
-//! * `--summary`: summary text (default `target/rpc_sweep_summary.txt`).
+//! * `--csv`: reference-format CSV (default `target/rpc_sweep.csv` of the workspace).
+//! * `--summary`: summary text (default `target/rpc_sweep_summary.txt` of the workspace).
 //! * `--stream-secs`: duration of the raw stream-bandwidth measurement per size (default 0.5).
 //! * `--wait-spin-us`, `--ack-delay-us`: override the software transport's `wait_spin` and
 //!   `ack_delay` (for diagnosis; the defaults are what is measured otherwise).
@@ -88,8 +88,8 @@ fn parse_args() -> Result<Opts, Error> {
         max_size: GIB,
         reps: None,
         steady: None,
-        csv: PathBuf::from("target/rpc_sweep.csv"),
-        summary: PathBuf::from("target/rpc_sweep_summary.txt"),
+        csv: target_dir().join("rpc_sweep.csv"),
+        summary: target_dir().join("rpc_sweep_summary.txt"),
         stream_secs: 0.5,
         wait_spin_us: None,
         ack_delay_us: None,
@@ -133,6 +133,12 @@ fn parse_args() -> Result<Opts, Error> {
         return Err("--max-size must be at least 1".into());
     }
     Ok(o)
+}
+
+/// The workspace's `target` directory (cargo runs benches in the package directory).
+fn target_dir() -> PathBuf {
+    let host = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    host.parent().unwrap_or(host).join("target")
 }
 
 /// The 52 sizes of the reference driver (spec §8.1).
