@@ -24,8 +24,9 @@ const SHUTDOWN_POLL: Duration = Duration::from_millis(100);
 struct Conn<E: Endpoint> {
     link: Link<E>,
     server: Server,
-    /// Region buffers with their flags, for kernels (filled after the MRSP).
-    buffers: Vec<(RegionFlags, Buffer)>,
+    /// Region buffers with their flags, for kernels (filled after the MRSP; shared so an
+    /// RPC costs a reference count, not a copy).
+    buffers: Arc<[(RegionFlags, Buffer)]>,
 }
 
 struct Shared<E: Endpoint> {
@@ -100,7 +101,7 @@ pub(crate) fn serve<I: Incoming>(
         conn: Mutex::new(Conn {
             link,
             server,
-            buffers: Vec::new(),
+            buffers: Arc::new([]),
         }),
     });
     run(&shared, kernels, watchdog, shutdown);
@@ -154,7 +155,7 @@ fn run<E: Endpoint + 'static>(
             }
         }
         if let Some(k) = call {
-            let buffers = c.buffers.clone();
+            let buffers = Arc::clone(&c.buffers);
             drop(c);
             let rc = run_kernel(shared, kernels, watchdog, k, &buffers);
             let mut c = lock(&shared.conn);
@@ -216,7 +217,7 @@ fn try_zeroed(len: usize) -> Option<Buffer> {
     Some(Buffer::from_vec(v))
 }
 
-fn kernel_buffers<E: Endpoint>(c: &Conn<E>) -> Vec<(RegionFlags, Buffer)> {
+fn kernel_buffers<E: Endpoint>(c: &Conn<E>) -> Arc<[(RegionFlags, Buffer)]> {
     c.server
         .regions()
         .regions()
