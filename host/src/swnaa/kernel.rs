@@ -151,16 +151,24 @@ impl KernelRegistry {
     /// region, 2 adds 2, 3 does nothing.
     pub fn builtin() -> Self {
         let mut r = Self::empty();
-        let code = |c| FunctionCode::new(c).unwrap_or(FunctionCode::new(1).expect("1 is valid"));
-        r.register(code(1), |ctx: &mut KernelContext<'_, '_>| {
+        const fn code(c: u8) -> FunctionCode {
+            match FunctionCode::new(c) {
+                Some(code) => code,
+                None => panic!("built-in function codes are 1..=127"),
+            }
+        }
+        const ONE: FunctionCode = code(1);
+        const TWO: FunctionCode = code(2);
+        const THREE: FunctionCode = code(3);
+        r.register(ONE, |ctx: &mut KernelContext<'_, '_>| {
             add_to_params(ctx, 1);
             ReturnCode::SUCCESS
         });
-        r.register(code(2), |ctx: &mut KernelContext<'_, '_>| {
+        r.register(TWO, |ctx: &mut KernelContext<'_, '_>| {
             add_to_params(ctx, 2);
             ReturnCode::SUCCESS
         });
-        r.register(code(3), |_: &mut KernelContext<'_, '_>| ReturnCode::SUCCESS);
+        r.register(THREE, |_: &mut KernelContext<'_, '_>| ReturnCode::SUCCESS);
         r
     }
 

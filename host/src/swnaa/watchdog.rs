@@ -2,7 +2,6 @@
 //! thread hand-off on the RPC path); one watchdog thread per software NAA answers an RPC whose
 //! kernel overran with KERNEL_TIMEOUT while the kernel is still running.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -40,7 +39,6 @@ pub(crate) struct Watchdog {
 pub(crate) struct WatchGuard {
     inner: Arc<Inner>,
     id: u64,
-    fired: Arc<AtomicBool>,
 }
 
 /// Longest sleep between checks: new deadlines later than this never wake the thread.
@@ -80,16 +78,7 @@ impl Watchdog {
         WatchGuard {
             inner: Arc::clone(&self.inner),
             id,
-            fired: Arc::new(AtomicBool::new(false)),
         }
-    }
-}
-
-impl WatchGuard {
-    /// True if the deadline passed while the guard was alive.
-    #[allow(dead_code)]
-    pub(crate) fn fired(&self) -> bool {
-        self.fired.load(Ordering::Acquire)
     }
 }
 
