@@ -9,7 +9,8 @@ use std::time::Instant;
 
 use super::SoftConfig;
 use super::frame::{Frame, MAX_REASON};
-use super::qp::{Local, Phase, RecvEntry, SendEntry, Shared, State, TxToken, memory_key};
+use super::inline::receive_inline;
+use super::qp::{Local, Phase, Reader, RecvEntry, SendEntry, Shared, State, TxToken, memory_key};
 use super::tx::{pump, send, send_final};
 use super::{nic, tx};
 use crate::memory::Buffer;
@@ -76,7 +77,7 @@ impl SoftEndpoint {
             .map_err(io("setsockopt(SO_SNDTIMEO)"))?;
         let peer = stream.peer_addr().ok();
         Ok(Self {
-            shared: Arc::new(Shared::new(config, stream, phase)),
+            shared: Arc::new(Shared::new(config, stream, phase).map_err(io("eventfd"))?),
             threads: Vec::new(),
             peer,
         })
@@ -262,12 +263,24 @@ impl Endpoint for SoftEndpoint {
         if st.token == TxToken::Free {
             st = pump(shared, st);
         }
-        shared.wake_tx(&st);
+        // Whoever holds the token re-examines the queue when giving it back; the sender
+        // thread needs waking only for a large frame (pump did that) or to start its timer.
+        shared.arm_ack_timer(&st);
         Ok(())
     }
 
     fn poll(&mut self, out: &mut [Completion]) -> Result<usize> {
-        let mut st = self.shared.lock();
+        let shared = &*self.shared;
+        let mut st = shared.lock();
+        if st.cq.is_empty() && st.events.is_empty() && st.phase == Phase::Connected {
+            // Nothing ready: receive what has arrived, if the receiver thread is idle.
+            if let Some(engine) = st.engine.take() {
+                st.reader = Reader::App;
+                drop(st);
+                receive_inline(shared, engine, None);
+                st = shared.lock();
+            }
+        }
         let n = out.len().min(st.cq.len());
         for (slot, c) in out.iter_mut().zip(st.cq.drain(..n)) {
             *slot = c;
@@ -282,22 +295,7 @@ impl Endpoint for SoftEndpoint {
     fn wait(&mut self, deadline: Instant) -> Result<bool> {
         let shared = &*self.shared;
         let ready = |st: &State| !st.cq.is_empty() || !st.events.is_empty();
-        let generation = shared.ready_gen.load(Ordering::Acquire);
-        {
-            let st = shared.lock();
-            if ready(&st) {
-                return Ok(true);
-            }
-            if st.phase == Phase::Closed {
-                return Err(TransportError::NotConnected);
-            }
-        }
-        // Spin briefly: a completion is often only microseconds away.
-        let spin_until = (Instant::now() + shared.config.wait_spin).min(deadline);
-        while shared.ready_gen.load(Ordering::Acquire) == generation && Instant::now() < spin_until
-        {
-            std::hint::spin_loop();
-        }
+        let mut spun = false;
         let mut st = shared.lock();
         loop {
             if ready(&st) {
@@ -309,6 +307,31 @@ impl Endpoint for SoftEndpoint {
             let now = Instant::now();
             if now >= deadline {
                 return Ok(false);
+            }
+            // The receiver thread is idle: receive on this thread (no hand-off).
+            if st.phase == Phase::Connected
+                && let Some(engine) = st.engine.take()
+            {
+                st.reader = Reader::App;
+                drop(st);
+                receive_inline(shared, engine, Some(deadline));
+                st = shared.lock();
+                continue;
+            }
+            // The receiver thread is busy (streaming a payload, waiting for a receive): wait
+            // for what it produces, spinning briefly first if so configured.
+            if !spun && !shared.config.wait_spin.is_zero() {
+                spun = true;
+                let generation = shared.ready_gen.load(Ordering::Acquire);
+                drop(st);
+                let spin_until = (now + shared.config.wait_spin).min(deadline);
+                while shared.ready_gen.load(Ordering::Acquire) == generation
+                    && Instant::now() < spin_until
+                {
+                    std::hint::spin_loop();
+                }
+                st = shared.lock();
+                continue;
             }
             st.app_waiters += 1;
             st = shared

@@ -23,9 +23,11 @@
 
 mod endpoint;
 mod frame;
+mod inline;
 mod listener;
 mod nic;
 mod qp;
+mod rx;
 mod tx;
 
 use std::net::SocketAddr;
@@ -64,9 +66,15 @@ pub struct SoftConfig {
     /// How long a responder whose input ran dry holds back a due ACK, so that a reply the
     /// application posts meanwhile carries it (zero: acknowledge at once). Default 200 µs.
     pub ack_delay: Duration,
-    /// How long [`wait`](crate::transport::Endpoint::wait) spins before sleeping. Default
-    /// 20 µs.
+    /// How long [`wait`](crate::transport::Endpoint::wait) spins before sleeping when the
+    /// receiver thread is busy receiving (otherwise the waiting thread receives itself).
+    /// Default 0.
     pub wait_spin: Duration,
+    /// How long the receiver thread leaves the socket to application threads after one that
+    /// received for itself (in `wait` or `poll`) returned. Within it, a steady exchange of
+    /// requests and responses wakes no engine thread at all; after it, the receiver thread
+    /// places data and acknowledges without the application again. Default 2 ms.
+    pub receive_handover: Duration,
     /// Longest time one socket operation may hold a buffer's access gate (so that
     /// [`Buffer::lock`](crate::memory::Buffer::lock) never waits longer). Default 10 ms; at
     /// least 1 ms is used.
@@ -84,7 +92,8 @@ impl Default for SoftConfig {
             max_send_wr: 1025,
             max_recv_wr: 1025,
             ack_delay: Duration::from_micros(200),
-            wait_spin: Duration::from_micros(20),
+            wait_spin: Duration::ZERO,
+            receive_handover: Duration::from_millis(2),
             nic_access_timeout: Duration::from_millis(10),
         }
     }

@@ -7,8 +7,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use std::os::fd::OwnedFd;
+
+use rustix::event::{EventfdFlags, eventfd};
+
 use super::SoftConfig;
 use super::frame::{Frame, HDR_LEN};
+use super::rx::Engine;
 use crate::memory::Buffer;
 use crate::transport::{Completion, ConnectionEvent, SendOp, SendWr, WcOpcode, WcStatus};
 
@@ -32,6 +37,31 @@ pub(crate) enum TxToken {
     Short,
     /// The sender thread (may block on a full socket).
     Long,
+}
+
+/// Who reads the socket (owns the receive [`Engine`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reader {
+    /// The receiver thread (the engine may lie in the state while it waits for input: an
+    /// application thread that waits for a completion may take it).
+    Thread,
+    /// An application thread, right now.
+    App,
+    /// An application thread gave it back at this time; the receiver thread takes over once
+    /// the handover time has passed, unless an application thread takes it again first.
+    AppIdle(Instant),
+}
+
+/// How the sender thread sleeps (so that posting threads wake it only when it must act).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TxSleep {
+    /// It is running.
+    Awake,
+    /// It sleeps until the acknowledgement timer fires (or it is woken). The timer only moves
+    /// later while it sleeps, so it never needs waking to re-arm it.
+    Timed,
+    /// It sleeps without a timer (nothing was awaiting an acknowledgement).
+    Untimed,
 }
 
 /// A validated local memory range.
@@ -153,10 +183,16 @@ pub(crate) struct State {
     pub(crate) events: VecDeque<ConnectionEvent>,
     /// Application threads blocked in `wait`.
     pub(crate) app_waiters: u32,
-    /// The sender thread is blocked on `tx_cv`.
-    pub(crate) tx_waiting: bool,
+    /// Whether (and how) the sender thread sleeps on `tx_cv`.
+    pub(crate) tx_sleep: TxSleep,
     /// The receiver thread is blocked on `rx_cv` (waiting for a receive).
     pub(crate) rx_waiting: bool,
+    /// The receive engine, when no thread holds it.
+    pub(crate) engine: Option<Engine>,
+    /// Who reads the socket.
+    pub(crate) reader: Reader,
+    /// The receiver thread waits for input in `poll` (ring the bell to wake it).
+    pub(crate) rx_polling: bool,
 }
 
 impl State {
@@ -215,6 +251,10 @@ pub(crate) struct Shared {
     pub(crate) tx_cv: Condvar,
     /// Wakes the receiver thread waiting for a receive.
     pub(crate) rx_cv: Condvar,
+    /// Wakes the receiver thread parked while application threads receive.
+    pub(crate) park_cv: Condvar,
+    /// The receiver thread's wake-up bell (an eventfd it polls beside the socket).
+    pub(crate) bell: OwnedFd,
     /// Bumped whenever a completion or event is queued (lets `wait` spin without the lock).
     pub(crate) ready_gen: AtomicU64,
     /// Set once the connection is torn down (checked between chunks).
@@ -229,9 +269,14 @@ pub(crate) struct Shared {
 
 impl Shared {
     /// A new queue pair on `stream`.
-    pub(crate) fn new(config: SoftConfig, stream: TcpStream, phase: Phase) -> Self {
+    pub(crate) fn new(
+        config: SoftConfig,
+        stream: TcpStream,
+        phase: Phase,
+    ) -> std::io::Result<Self> {
         let now = Instant::now();
-        Self {
+        let bell = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
+        Ok(Self {
             key_salt: key_salt(),
             config,
             stream,
@@ -253,17 +298,36 @@ impl Shared {
                 cq: VecDeque::new(),
                 events: VecDeque::new(),
                 app_waiters: 0,
-                tx_waiting: false,
+                tx_sleep: TxSleep::Awake,
                 rx_waiting: false,
+                engine: Some(Engine::new()),
+                reader: Reader::Thread,
+                rx_polling: false,
             }),
             app_cv: Condvar::new(),
             tx_cv: Condvar::new(),
             rx_cv: Condvar::new(),
+            park_cv: Condvar::new(),
+            bell,
             ready_gen: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             epoch: now,
             last_rx: AtomicU64::new(0),
+        })
+    }
+
+    /// Wakes the receiver thread from its wait for input.
+    pub(crate) fn ring_bell(&self) {
+        if let Err(e) = rustix::io::write(&self.bell, &1u64.to_ne_bytes()) {
+            tracing::trace!(error = %e, "soft transport: bell");
         }
+    }
+
+    /// Resets the bell after it rang.
+    pub(crate) fn clear_bell(&self) {
+        let mut count = [0u8; 8];
+        // Non-blocking: an error only means it was clear already.
+        let _ = rustix::io::read(&self.bell, &mut count);
     }
 
     /// Locks the state (a panicking thread cannot leave it inconsistent in a way that matters
@@ -302,9 +366,18 @@ impl Shared {
         }
     }
 
-    /// Wakes the sender thread if it sleeps.
+    /// Wakes the sender thread if it sleeps (there is work only it can do).
     pub(crate) fn wake_tx(&self, st: &State) {
-        if st.tx_waiting {
+        if st.tx_sleep != TxSleep::Awake {
+            self.tx_cv.notify_one();
+        }
+    }
+
+    /// Wakes the sender thread only if a request now awaits its acknowledgement while the
+    /// sender sleeps without a timer (it must start the acknowledgement timer). On a busy
+    /// connection this is rare: a small RPC then costs no sender-thread wake-up at all.
+    pub(crate) fn arm_ack_timer(&self, st: &State) {
+        if st.tx_sleep == TxSleep::Untimed && st.awaiting_ack() {
             self.tx_cv.notify_one();
         }
     }
@@ -387,6 +460,10 @@ impl Shared {
         self.app_cv.notify_all();
         self.tx_cv.notify_all();
         self.rx_cv.notify_all();
+        self.park_cv.notify_all();
+        if st.rx_polling {
+            self.ring_bell();
+        }
     }
 
     /// Shuts the socket down in `how` direction(s); errors (already closed) are irrelevant.

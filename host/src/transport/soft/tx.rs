@@ -15,7 +15,7 @@ use std::time::Instant;
 use socket2::SockRef;
 
 use super::frame::{Frame, HDR_LEN};
-use super::qp::{Cause, Local, PartialCtrl, Phase, Shared, State, TxToken};
+use super::qp::{Cause, Local, PartialCtrl, Phase, Shared, State, TxSleep, TxToken};
 use crate::memory::Inaccessible;
 use crate::transport::WcStatus;
 
@@ -80,7 +80,14 @@ enum TxError {
 /// then small data frames (up to `inline_size`). Must be called with the token free or held
 /// `Short` by nobody else; returns with the token free. Wakes the sender thread for what is
 /// left.
-pub(crate) fn pump<'a>(shared: &'a Shared, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+pub(crate) fn pump<'a>(shared: &'a Shared, st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+    let st = pump_frames(shared, st);
+    shared.arm_ack_timer(&st);
+    st
+}
+
+/// The body of [`pump`].
+fn pump_frames<'a>(shared: &'a Shared, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
     loop {
         if st.phase != Phase::Connected || st.token != TxToken::Free {
             return st;
@@ -340,9 +347,9 @@ pub(crate) fn run_sender(shared: Arc<Shared>) {
                 return;
             }
         }
-        st.tx_waiting = true;
         st = match shared.ack_expiry(&st) {
             Some(expiry) => {
+                st.tx_sleep = TxSleep::Timed;
                 let timeout = expiry.saturating_duration_since(Instant::now());
                 shared
                     .tx_cv
@@ -350,12 +357,15 @@ pub(crate) fn run_sender(shared: Arc<Shared>) {
                     .unwrap_or_else(PoisonError::into_inner)
                     .0
             }
-            None => shared
-                .tx_cv
-                .wait(st)
-                .unwrap_or_else(PoisonError::into_inner),
+            None => {
+                st.tx_sleep = TxSleep::Untimed;
+                shared
+                    .tx_cv
+                    .wait(st)
+                    .unwrap_or_else(PoisonError::into_inner)
+            }
         };
-        st.tx_waiting = false;
+        st.tx_sleep = TxSleep::Awake;
     }
 }
 
