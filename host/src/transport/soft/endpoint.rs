@@ -10,7 +10,7 @@ use std::time::Instant;
 use super::SoftConfig;
 use super::frame::{Frame, MAX_REASON};
 use super::inline::receive_inline;
-use super::qp::{Local, Phase, Reader, RecvEntry, SendEntry, Shared, State, TxToken, memory_key};
+use super::qp::{Local, Phase, RecvEntry, SendEntry, Shared, State, TxToken, memory_key};
 use super::tx::{pump, send, send_final};
 use super::{nic, tx};
 use crate::memory::Buffer;
@@ -272,10 +272,9 @@ impl Endpoint for SoftEndpoint {
     fn poll(&mut self, out: &mut [Completion]) -> Result<usize> {
         let shared = &*self.shared;
         let mut st = shared.lock();
-        if st.cq.is_empty() && st.events.is_empty() && st.phase == Phase::Connected {
+        if st.cq.is_empty() && st.events.is_empty() {
             // Nothing ready: receive what has arrived, if the receiver thread is idle.
-            if let Some(engine) = st.engine.take() {
-                st.reader = Reader::App;
+            if let Some(engine) = st.take_engine_for_app() {
                 drop(st);
                 receive_inline(shared, engine, None);
                 st = shared.lock();
@@ -309,10 +308,7 @@ impl Endpoint for SoftEndpoint {
                 return Ok(false);
             }
             // The receiver thread is idle: receive on this thread (no hand-off).
-            if st.phase == Phase::Connected
-                && let Some(engine) = st.engine.take()
-            {
-                st.reader = Reader::App;
+            if let Some(engine) = st.take_engine_for_app() {
                 drop(st);
                 receive_inline(shared, engine, Some(deadline));
                 st = shared.lock();

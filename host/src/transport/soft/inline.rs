@@ -38,7 +38,7 @@ pub(crate) fn receive_inline(shared: &Shared, engine: Engine, deadline: Option<I
     let mut st = shared.lock();
     st.engine = Some(std::mem::take(&mut rx.e));
     if outcome == Inline::HandedBack {
-        st.reader = Reader::Thread;
+        st.reader = Reader::Reserved;
         shared.park_cv.notify_all();
         if st.rx_polling {
             shared.ring_bell();

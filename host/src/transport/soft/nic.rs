@@ -101,7 +101,7 @@ impl Rx<'_> {
         let mut st = shared.lock();
         loop {
             let handover_over = match st.reader {
-                Reader::Thread => true,
+                Reader::Thread | Reader::Reserved => true,
                 Reader::App => false,
                 Reader::AppIdle(since) => since.elapsed() >= shared.config.receive_handover,
             };
@@ -134,14 +134,15 @@ impl Rx<'_> {
         let mut st = shared.lock();
         st.rx_polling = false;
         if ready == Readiness::Socket
-            && st.reader == Reader::Thread
+            && matches!(st.reader, Reader::Thread | Reader::Reserved)
             && let Some(e) = st.engine.take()
         {
             // Read what came (an application thread may have held the engine meanwhile and
             // left frames in it).
+            st.reader = Reader::Thread;
             self.e = e;
             drop(st);
-            if self.buffered() < HDR_LEN {
+            if self.buffered() < HDR_LEN && self.e.pending_end.is_none() {
                 self.read_available()?;
             }
             return Ok(());

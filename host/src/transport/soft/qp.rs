@@ -47,6 +47,10 @@ pub(crate) enum Reader {
     Thread,
     /// An application thread, right now.
     App,
+    /// An application thread handed the engine back for the receiver thread to continue (a
+    /// large payload, a receive to wait for, the end of the connection); application threads
+    /// keep off it until the receiver thread has taken it.
+    Reserved,
     /// An application thread gave it back at this time; the receiver thread takes over once
     /// the handover time has passed, unless an application thread takes it again first.
     AppIdle(Instant),
@@ -196,6 +200,16 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// Takes the receive engine for an application thread, if it is free for one.
+    pub(crate) fn take_engine_for_app(&mut self) -> Option<Engine> {
+        if self.phase != Phase::Connected || self.reader == Reader::Reserved {
+            return None;
+        }
+        let engine = self.engine.take()?;
+        self.reader = Reader::App;
+        Some(engine)
+    }
+
     /// Index in `sq` of the next request to transmit, if any (normalises `tx_next`).
     pub(crate) fn next_tx_index(&mut self) -> Option<usize> {
         if self.tx_next <= self.acked {
