@@ -571,6 +571,33 @@ fn mrsp_assignment_failed() {
     assert_refused(&mut p, MrspErrorCode::NotEnoughMemory, &ALLOC_B[..2]);
 }
 
+#[test]
+fn assignment_failed_only_for_regions_awaiting_memory() {
+    let mut p = vector_b(1);
+    p.alloc_mode = AllocMode::Manual;
+    p.connect();
+    p.client.start_mrsp(p.now).unwrap();
+    p.run();
+    p.take(Side::Server);
+    p.assign_next().unwrap();
+    let wrong_phase = Err(Error::WrongPhase {
+        phase: Phase::MrspReceiving,
+    });
+    assert_eq!(
+        p.server.assignment_failed(p.now, RegionId::new(0)),
+        wrong_phase,
+        "region 0 already has its memory"
+    );
+    assert!(matches!(
+        p.server.assignment_failed(p.now, RegionId::new(31)),
+        Err(Error::Region(_))
+    ));
+    // Nothing was refused: the remaining regions still complete the MRSP.
+    while p.assign_next().is_ok() && p.server.phase() == Phase::MrspReceiving {}
+    p.run();
+    assert_eq!(p.server.phase(), Phase::MrspDone);
+}
+
 /// Runs the MRSP with the client's AAR edited in flight by `edit`; returns the server's
 /// actions after its MRSP receive.
 fn corrupt_request(edit: impl FnOnce(&mut Vec<u8>)) -> (Pair, Vec<Act>) {

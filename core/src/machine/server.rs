@@ -354,7 +354,14 @@ impl Server {
     /// Reports that memory for region `id` could not be provided: the request is refused
     /// with 0x01 (not enough memory).
     pub fn assignment_failed(&mut self, now: Instant, id: RegionId) -> Result<(), Error> {
-        if self.phase != Phase::MrspReceiving || self.regions.get(id).is_none() {
+        if self.phase != Phase::MrspReceiving || self.refused.is_some() {
+            return Err(Error::WrongPhase { phase: self.phase });
+        }
+        let region = self.regions.get(id).ok_or(Error::Region(
+            crate::region::RegionError::UnknownRegion(id.index() as u8),
+        ))?;
+        // Only a region handed out for allocation and not assigned yet can fail.
+        if region.local.is_some() || id.index() >= usize::from(self.next_alloc) {
             return Err(Error::WrongPhase { phase: self.phase });
         }
         self.refuse(now, MrspErrorCode::NotEnoughMemory);
