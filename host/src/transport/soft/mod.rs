@@ -2,7 +2,7 @@
 //!
 //! Each endpoint owns one TCP connection (TCP_NODELAY) and two engine threads:
 //!
-//! * the **receiver** (`nic`) acts like the NIC of the responder: it validates every frame,
+//! * the **receiver** (`nic`, with the receive engine in `rx`) acts like the NIC of the responder: it validates every frame,
 //!   checks rkey and bounds against the registered regions *before* placing a byte, and places
 //!   payloads straight into registered memory (read from the socket into the region, chunk by
 //!   chunk, through the buffer's access gate). WRITE WITH IMM and SEND consume posted
@@ -11,6 +11,14 @@
 //! * the **sender** (`tx`) streams large payloads from registered memory in chunks, sends
 //!   what the fast path could not, and runs the acknowledgement timer (a silent peer fails the
 //!   outstanding requests with `RetryExceeded`).
+//!
+//! An application thread that waits for a completion ([`wait`](crate::transport::Endpoint::wait),
+//! or [`poll`](crate::transport::Endpoint::poll) with nothing ready) while the receiver thread
+//! is idle takes over the receive engine and reads the socket itself (`inline`), so that a
+//! small request/response exchange costs no hand-off between threads on either side: the
+//! receiver thread stays parked as long as application threads keep receiving
+//! ([`SoftConfig::receive_handover`]), and takes over again for large payloads, missing
+//! receives, teardown, and whenever the application stops waiting.
 //!
 //! Small frames (up to [`SoftConfig::inline_size`]) go out directly from the posting thread
 //! when nobody else is transmitting, header and payload in one non-blocking system call, so a
