@@ -250,9 +250,8 @@ pub unsafe extern "C" fn naa_create(
         }
         // SAFETY: the caller guarantees the arrays hold the given numbers of parameters.
         let read = unsafe {
-            read_params(input_params, input_amount, "input").and_then(|i| {
-                read_params(output_params, output_amount, "output").map(|o| (i, o))
-            })
+            read_params(input_params, input_amount, "input")
+                .and_then(|i| read_params(output_params, output_amount, "output").map(|o| (i, o)))
         };
         let result = read
             .and_then(|(i, o)| {
@@ -417,7 +416,10 @@ pub unsafe extern "C" fn naa_test(
                 SUCCESS
             }
             Err(e) => {
-                report(true, naa_status::in_state(naaice_communication_state::ERROR));
+                report(
+                    true,
+                    naa_status::in_state(naaice_communication_state::ERROR),
+                );
                 fail(NAME, e)
             }
         }
@@ -527,9 +529,10 @@ mod tests {
     #[test]
     fn parameter_memory_rules() {
         let mut mem = vec![0u8; 4096];
-        let base = mem.as_mut_ptr().addr();
+        let start = mem.as_mut_ptr();
+        let base = start.addr();
         let real = |off: usize, size: usize| naa_param_t {
-            addr: mem.as_mut_ptr().wrapping_add(off).cast(),
+            addr: start.wrapping_add(off).cast(),
             size,
             single_send: crate::types::CBool(0),
         };
@@ -544,8 +547,18 @@ mod tests {
         let e = to_params(&[real(0, 100)], &[real(50, 100)]).err().unwrap();
         assert!(e.contains("overlap"), "{e}");
         // NULL, zero size, too big.
-        assert!(to_params(&[p(0, 8, false)], &[]).err().unwrap().contains("NULL"));
-        assert!(to_params(&[real(0, 0)], &[]).err().unwrap().contains("size is 0"));
+        assert!(
+            to_params(&[p(0, 8, false)], &[])
+                .err()
+                .unwrap()
+                .contains("NULL")
+        );
+        assert!(
+            to_params(&[real(0, 0)], &[])
+                .err()
+                .unwrap()
+                .contains("size is 0")
+        );
         let big = to_params(&[], &[p(base, 1 << 32, false)]).err().unwrap();
         assert!(big.contains("4 GiB"), "{big}");
         assert!(

@@ -148,7 +148,10 @@ mod tests {
         assert_eq!(TransportKind::parse("verbs"), Ok(TransportKind::Verbs));
         assert_eq!(TransportKind::parse(" Soft "), Ok(TransportKind::Soft));
         let err = TransportKind::parse("carrier-pigeon").unwrap_err();
-        assert!(err.contains("NAAICE_TRANSPORT") && err.contains("soft"), "{err}");
+        assert!(
+            err.contains("NAAICE_TRANSPORT") && err.contains("soft"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -82,12 +82,8 @@ pub type naa_swnaa_kernel = Option<
 >;
 
 /// The kernel function of a [`CKernel`].
-type KernelFn = unsafe extern "C" fn(
-    *mut c_void,
-    *const naa_swnaa_call,
-    *mut naa_swnaa_region,
-    usize,
-) -> u32;
+type KernelFn =
+    unsafe extern "C" fn(*mut c_void, *const naa_swnaa_call, *mut naa_swnaa_region, usize) -> u32;
 
 /// A C kernel and its user data.
 struct CKernel {
@@ -125,14 +121,8 @@ impl Kernel for CKernel {
         // and `regions` are valid for the call; each region pointer comes from an exclusive
         // guard of the region's buffer (held by `ctx` until the kernel returns), valid for
         // `size` bytes of reads and writes.
-        let rc = unsafe {
-            (self.run)(
-                self.user_data.0,
-                &call,
-                regions.as_mut_ptr(),
-                regions.len(),
-            )
-        };
+        let rc =
+            unsafe { (self.run)(self.user_data.0, &call, regions.as_mut_ptr(), regions.len()) };
         ReturnCode::new(rc).unwrap_or_else(|| {
             tracing::warn!(
                 fncode = call.fncode,

@@ -203,7 +203,10 @@ mod tests {
             Phase::Finished,
             Phase::Error,
         ] {
-            assert_eq!(naaice_communication_state::from(p) as u32, u32::from(p.value()));
+            assert_eq!(
+                naaice_communication_state::from(p) as u32,
+                u32::from(p.value())
+            );
         }
         assert_eq!(naa_error::KERNEL_TIMEOUT as u32, 2);
     }

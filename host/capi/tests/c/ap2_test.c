@@ -8,10 +8,12 @@
 #include <naaice_ap2.h>
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static int checks = 0;
 static int failures = 0;
@@ -459,6 +461,17 @@ static void test_server_gone(naa_swnaa *naa) {
     CHECK(naa_finalize(&h) == 0);
 }
 
+/* The library installed no signal handler and no alarm (the reference's naa_wait does, D-13). */
+static void test_no_signals(void) {
+    const int sigs[] = {SIGALRM, SIGPIPE, SIGINT, SIGTERM, SIGCHLD, SIGUSR1, SIGUSR2, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old;
+        CHECK(sigaction(sigs[i], NULL, &old) == 0);
+        CHECK(old.sa_handler == SIG_DFL);
+    }
+    CHECK(alarm(0) == 0); /* no alarm was pending */
+}
+
 int main(void) {
     setenv("NAAICE_TRANSPORT", "soft", 1);
 
@@ -492,6 +505,7 @@ int main(void) {
     test_server_gone(naa);
 
     CHECK(naa_swnaa_destroy(naa) == 0);
+    test_no_signals();
     printf("ap2_test: %d checks, %d failed\n", checks, failures);
     return failures == 0 ? 0 : 1;
 }
