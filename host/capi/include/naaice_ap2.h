@@ -37,7 +37,7 @@
 #define NAA_REGION_OUTPUT 8
 
 /*
- Communication states (spec §4.1); the values are compared numerically.
+ Communication states (spec section 4.1); the values are compared numerically.
  */
 typedef enum naaice_communication_state {
   /*
@@ -91,7 +91,7 @@ typedef enum naaice_communication_state {
 } naaice_communication_state;
 
 /*
- Return codes of the NAA (`status.naa_error`). 0x03–0x0F are reserved, 0x10–0x7F are
+ Return codes of the NAA (`status.naa_error`). 0x03-0x0F are reserved, 0x10-0x7F are
  application-defined.
  */
 typedef enum naa_error {
@@ -139,7 +139,7 @@ typedef struct naa_param_t {
    */
   size_t size;
   /*
-   Transfer this input only with the first RPC (spec §3.3).
+   Transfer this input only with the first RPC (spec section 3.3).
    */
   bool single_send;
 } naa_param_t;
@@ -181,7 +181,7 @@ typedef struct naa_status {
  */
 typedef struct naa_swnaa_call {
   /*
-   Function code (1–127).
+   Function code (1-127).
    */
   uint8_t fncode;
   /*
@@ -215,7 +215,7 @@ typedef struct naa_swnaa_region {
 
 /*
  A kernel: computes on `regions[0..n_regions]` (results go into the output regions) and
- returns the RPC's return code: 0 (NAA_SUCCESS) or an application code (0x10–0x7F, up to
+ returns the RPC's return code: 0 (NAA_SUCCESS) or an application code (0x10-0x7F, up to
  0xFFFFFF); a larger value is sent as 0x03 (kernel failed).
  */
 typedef uint32_t (*naa_swnaa_kernel)(void *user_data,
@@ -231,18 +231,18 @@ extern "C" {
  Connects to the NAA serving `function_code` and prepares the parameters for RPCs.
 
  The NAA is the first unused `NAA_SPEC` entry with this function code whose
- `param_count` equals `input_amount` (spec §6.3; `NAA_SPEC` is read once per process);
+ `param_count` equals `input_amount` (spec section 6.3; `NAA_SPEC` is read once per process);
  `NAA_LOCAL_IP` selects the local address, `NAAICE_TRANSPORT` the transport. Inputs are
  written to the NAA with every RPC (single-send inputs only with the first); outputs are
  written back by the NAA. A parameter given as input and output with the same `addr` is one
  in-place region. Connection setup and the memory-region exchange (MRSP) happen here,
  blocking.
 
- Returns 0 and fills `*handle` (`function_code` and `comm_ctx`) on success; −1 on failure,
+ Returns 0 and fills `*handle` (`function_code` and `comm_ctx`) on success; -1 on failure,
  with `*handle` zeroed (so `naa_finalize` on it is a harmless no-op).
 
- Differences from the reference, all fixes of spec §9: a malformed `NAA_SPEC` is an error
- naming the entry; function codes must be 1–127 (the reference truncates to 8 bits, D-19);
+ Differences from the reference, all fixes of spec section 9: a malformed `NAA_SPEC` is an error
+ naming the entry; function codes must be 1-127 (the reference truncates to 8 bits, D-19);
  `handle->function_code` is filled in (D-19); the `NAA_SPEC` entry is released by
  `naa_finalize` (D-19); a single-send flag on an *output* has no effect (the reference turns
  such an output into a single-send input, quirk Q-4 / D-26); same-address parameters use the
@@ -267,7 +267,7 @@ int naa_create(naa_function_code_t function_code,
  and returns at once; the NAA computes and writes the outputs back. Complete it with
  `naa_test` or `naa_wait` before the next `naa_invoke`.
 
- Returns 0 if the RPC was started, −1 if not (no connection, an RPC already in flight, or
+ Returns 0 if the RPC was started, -1 if not (no connection, an RPC already in flight, or
  posting failed; the reference returns 0 even when posting fails, D-16).
 
  # Safety
@@ -281,7 +281,7 @@ int naa_invoke(struct naa_handle *handle);
  (the NAA's return code: NAA_SUCCESS, SOCKET_UNAVAIL, KERNEL_TIMEOUT or an application
  code) and `bytes_received`. After completion it keeps reporting the last RPC's status.
 
- Returns 0, or −1 if the RPC failed locally (connection lost, deadline passed; then
+ Returns 0, or -1 if the RPC failed locally (connection lost, deadline passed; then
  `*flag` is true and `status->state` is ERROR), or if no RPC was ever invoked, or on invalid
  arguments. Unlike the reference it never waits (the reference waits up to 500 ms, D-14).
  If another thread is inside a call on the same handle, it returns 0 with `*flag` false.
@@ -298,7 +298,7 @@ int naa_test(struct naa_handle *handle, bool *flag, struct naa_status *status);
  at once.
 
  Returns 0 when the RPC completed (check `status->naa_error` for the NAA's return code);
- −1 if it failed locally (then `status->state` is ERROR), if no RPC was ever invoked, or on
+ -1 if it failed locally (then `status->state` is ERROR), if no RPC was ever invoked, or on
  invalid arguments. Unlike the reference it installs no SIGALRM handler and no alarm
  (D-13), and never tears the connection down behind the caller's back (D-09).
 
@@ -314,7 +314,7 @@ int naa_wait(struct naa_handle *handle, struct naa_status *status);
  If another thread is inside a call on this handle, waits for that call to return.
 
  Returns 0 on success, also for a handle whose `naa_create` failed (it is zeroed, nothing
- to free); −1 if `handle` is NULL or refers to no live connection (for example a copy of a
+ to free); -1 if `handle` is NULL or refers to no live connection (for example a copy of a
  handle that was already finalized).
 
  # Safety
@@ -332,11 +332,11 @@ int naa_finalize(struct naa_handle *handle);
 struct naa_swnaa *naa_swnaa_new(void);
 
 /*
- Registers (or replaces) the kernel for `fncode` (1–127). `user_data` is passed to every
+ Registers (or replaces) the kernel for `fncode` (1-127). `user_data` is passed to every
  call. Kernels run on the server's worker threads, several at once for different clients:
  the kernel and `user_data` must be thread-safe and stay valid until `naa_swnaa_destroy`.
 
- Returns 0, or −1 (invalid arguments, or the server is running).
+ Returns 0, or -1 (invalid arguments, or the server is running).
  */
 int naa_swnaa_register_kernel(struct naa_swnaa *naa,
                               unsigned int fncode,
@@ -345,19 +345,19 @@ int naa_swnaa_register_kernel(struct naa_swnaa *naa,
 
 /*
  Removes the kernel for `fncode` (also a built-in one); its RPCs are then answered with
- SOCKET_UNAVAIL. Returns 0, or −1 (invalid arguments, no such kernel, or running).
+ SOCKET_UNAVAIL. Returns 0, or -1 (invalid arguments, no such kernel, or running).
  */
 int naa_swnaa_remove_kernel(struct naa_swnaa *naa, unsigned int fncode);
 
 /*
  Sets the most concurrent connections (at least 1); more are rejected with a reason.
- Returns 0, or −1 (invalid arguments, or running).
+ Returns 0, or -1 (invalid arguments, or running).
  */
 int naa_swnaa_set_max_connections(struct naa_swnaa *naa, unsigned int max);
 
 /*
  Sets how long a kernel may run (milliseconds, at least 1) before the RPC is answered with
- KERNEL_TIMEOUT. Returns 0, or −1 (invalid arguments, or running).
+ KERNEL_TIMEOUT. Returns 0, or -1 (invalid arguments, or running).
  */
 int naa_swnaa_set_kernel_timeout_ms(struct naa_swnaa *naa, uint64_t ms);
 
@@ -366,7 +366,7 @@ int naa_swnaa_set_kernel_timeout_ms(struct naa_swnaa *naa, uint64_t ms);
  and `port` (0 picks a free port, see `naa_swnaa_port`; the reference uses 12345), on
  background threads, with the transport `NAAICE_TRANSPORT` selects. Returns at once.
 
- Returns 0, or −1 (already running, address invalid or in use, transport unavailable).
+ Returns 0, or -1 (already running, address invalid or in use, transport unavailable).
 
  # Safety
  `address` must be NULL or a NUL-terminated string.
@@ -374,19 +374,19 @@ int naa_swnaa_set_kernel_timeout_ms(struct naa_swnaa *naa, uint64_t ms);
 int naa_swnaa_start(struct naa_swnaa *naa, const char *address, uint16_t port);
 
 /*
- The port the running server listens on, or −1 if it is not running.
+ The port the running server listens on, or -1 if it is not running.
  */
 int naa_swnaa_port(struct naa_swnaa *naa);
 
 /*
  Stops serving: stops accepting, disconnects every client and waits for all server
  threads (a kernel still running is waited for). It can be started again. Returns 0, or
- −1 (not running, invalid arguments).
+ -1 (not running, invalid arguments).
  */
 int naa_swnaa_stop(struct naa_swnaa *naa);
 
 /*
- Stops the server if it runs (like `naa_swnaa_stop`) and frees it. Returns 0, or −1 if
+ Stops the server if it runs (like `naa_swnaa_stop`) and frees it. Returns 0, or -1 if
  `naa` is NULL or not a live software NAA (for example destroyed already: destroying twice
  is an error, not a crash).
  */

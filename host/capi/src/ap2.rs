@@ -1,7 +1,7 @@
 //! The middleware API (AP2) for C: `naa_create`, `naa_invoke`, `naa_test`, `naa_wait`,
-//! `naa_finalize` (spec §6).
+//! `naa_finalize` (spec section 6).
 //!
-//! Every function returns 0 on success and −1 on failure, like the reference; the reason for
+//! Every function returns 0 on success and -1 on failure, like the reference; the reason for
 //! a failure is logged on stderr (see `NAAICE_LOG`). The parameters' memory stays the
 //! program's: the NAA's results are written straight into it, and inputs are read from it
 //! while an RPC is in flight, so the program must not touch parameter memory between
@@ -28,7 +28,7 @@ use crate::types::{
     naaice_communication_state,
 };
 
-/// Most parameters (regions) of one handle (spec §2.8).
+/// Most parameters (regions) of one handle (spec section 2.8).
 const MAX_PARAMS: usize = 32;
 
 /// One `naa_create` handle.
@@ -201,18 +201,18 @@ fn to_params(
 /// Connects to the NAA serving `function_code` and prepares the parameters for RPCs.
 ///
 /// The NAA is the first unused `NAA_SPEC` entry with this function code whose
-/// `param_count` equals `input_amount` (spec §6.3; `NAA_SPEC` is read once per process);
+/// `param_count` equals `input_amount` (spec section 6.3; `NAA_SPEC` is read once per process);
 /// `NAA_LOCAL_IP` selects the local address, `NAAICE_TRANSPORT` the transport. Inputs are
 /// written to the NAA with every RPC (single-send inputs only with the first); outputs are
 /// written back by the NAA. A parameter given as input and output with the same `addr` is one
 /// in-place region. Connection setup and the memory-region exchange (MRSP) happen here,
 /// blocking.
 ///
-/// Returns 0 and fills `*handle` (`function_code` and `comm_ctx`) on success; −1 on failure,
+/// Returns 0 and fills `*handle` (`function_code` and `comm_ctx`) on success; -1 on failure,
 /// with `*handle` zeroed (so `naa_finalize` on it is a harmless no-op).
 ///
-/// Differences from the reference, all fixes of spec §9: a malformed `NAA_SPEC` is an error
-/// naming the entry; function codes must be 1–127 (the reference truncates to 8 bits, D-19);
+/// Differences from the reference, all fixes of spec section 9: a malformed `NAA_SPEC` is an error
+/// naming the entry; function codes must be 1-127 (the reference truncates to 8 bits, D-19);
 /// `handle->function_code` is filled in (D-19); the `NAA_SPEC` entry is released by
 /// `naa_finalize` (D-19); a single-send flag on an *output* has no effect (the reference turns
 /// such an output into a single-send input, quirk Q-4 / D-26); same-address parameters use the
@@ -325,7 +325,7 @@ unsafe fn put_status(out: *mut naa_status, status: naa_status) {
 /// and returns at once; the NAA computes and writes the outputs back. Complete it with
 /// `naa_test` or `naa_wait` before the next `naa_invoke`.
 ///
-/// Returns 0 if the RPC was started, −1 if not (no connection, an RPC already in flight, or
+/// Returns 0 if the RPC was started, -1 if not (no connection, an RPC already in flight, or
 /// posting failed; the reference returns 0 even when posting fails, D-16).
 ///
 /// # Safety
@@ -357,7 +357,7 @@ pub unsafe extern "C" fn naa_invoke(handle: *mut naa_handle) -> c_int {
 /// (the NAA's return code: NAA_SUCCESS, SOCKET_UNAVAIL, KERNEL_TIMEOUT or an application
 /// code) and `bytes_received`. After completion it keeps reporting the last RPC's status.
 ///
-/// Returns 0, or −1 if the RPC failed locally (connection lost, deadline passed; then
+/// Returns 0, or -1 if the RPC failed locally (connection lost, deadline passed; then
 /// `*flag` is true and `status->state` is ERROR), or if no RPC was ever invoked, or on invalid
 /// arguments. Unlike the reference it never waits (the reference waits up to 500 ms, D-14).
 /// If another thread is inside a call on the same handle, it returns 0 with `*flag` false.
@@ -431,7 +431,7 @@ pub unsafe extern "C" fn naa_test(
 /// at once.
 ///
 /// Returns 0 when the RPC completed (check `status->naa_error` for the NAA's return code);
-/// −1 if it failed locally (then `status->state` is ERROR), if no RPC was ever invoked, or on
+/// -1 if it failed locally (then `status->state` is ERROR), if no RPC was ever invoked, or on
 /// invalid arguments. Unlike the reference it installs no SIGALRM handler and no alarm
 /// (D-13), and never tears the connection down behind the caller's back (D-09).
 ///
@@ -477,7 +477,7 @@ pub unsafe extern "C" fn naa_wait(handle: *mut naa_handle, status: *mut naa_stat
 /// If another thread is inside a call on this handle, waits for that call to return.
 ///
 /// Returns 0 on success, also for a handle whose `naa_create` failed (it is zeroed, nothing
-/// to free); −1 if `handle` is NULL or refers to no live connection (for example a copy of a
+/// to free); -1 if `handle` is NULL or refers to no live connection (for example a copy of a
 /// handle that was already finalized).
 ///
 /// # Safety

@@ -1,4 +1,4 @@
-//! The software NAA for C programs: `naa_swnaa_*` runs the reference's server (spec §5, minus
+//! The software NAA for C programs: `naa_swnaa_*` runs the reference's server (spec section 5, minus
 //! its defects) inside a C program, with kernels written in C and registered by function code.
 //!
 //! ```c
@@ -61,7 +61,7 @@ pub struct naa_swnaa_region {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct naa_swnaa_call {
-    /// Function code (1–127).
+    /// Function code (1-127).
     pub fncode: u8,
     /// The three user bytes of the client's immediate.
     pub user_bytes: [u8; 3],
@@ -70,7 +70,7 @@ pub struct naa_swnaa_call {
 }
 
 /// A kernel: computes on `regions[0..n_regions]` (results go into the output regions) and
-/// returns the RPC's return code: 0 (NAA_SUCCESS) or an application code (0x10–0x7F, up to
+/// returns the RPC's return code: 0 (NAA_SUCCESS) or an application code (0x10-0x7F, up to
 /// 0xFFFFFF); a larger value is sent as 0x03 (kernel failed).
 pub type naa_swnaa_kernel = Option<
     unsafe extern "C" fn(
@@ -175,7 +175,7 @@ fn with_server(
     })
 }
 
-/// The function code `code` if it is 1–127.
+/// The function code `code` if it is 1-127.
 fn function_code(name: &'static str, code: c_uint) -> Result<FunctionCode, c_int> {
     u8::try_from(code)
         .ok()
@@ -210,11 +210,11 @@ pub extern "C" fn naa_swnaa_new() -> *mut naa_swnaa {
     })
 }
 
-/// Registers (or replaces) the kernel for `fncode` (1–127). `user_data` is passed to every
+/// Registers (or replaces) the kernel for `fncode` (1-127). `user_data` is passed to every
 /// call. Kernels run on the server's worker threads, several at once for different clients:
 /// the kernel and `user_data` must be thread-safe and stay valid until `naa_swnaa_destroy`.
 ///
-/// Returns 0, or −1 (invalid arguments, or the server is running).
+/// Returns 0, or -1 (invalid arguments, or the server is running).
 #[unsafe(no_mangle)]
 pub extern "C" fn naa_swnaa_register_kernel(
     naa: *mut naa_swnaa,
@@ -246,7 +246,7 @@ pub extern "C" fn naa_swnaa_register_kernel(
 }
 
 /// Removes the kernel for `fncode` (also a built-in one); its RPCs are then answered with
-/// SOCKET_UNAVAIL. Returns 0, or −1 (invalid arguments, no such kernel, or running).
+/// SOCKET_UNAVAIL. Returns 0, or -1 (invalid arguments, no such kernel, or running).
 #[unsafe(no_mangle)]
 pub extern "C" fn naa_swnaa_remove_kernel(naa: *mut naa_swnaa, fncode: c_uint) -> c_int {
     const NAME: &str = "naa_swnaa_remove_kernel";
@@ -266,7 +266,7 @@ pub extern "C" fn naa_swnaa_remove_kernel(naa: *mut naa_swnaa, fncode: c_uint) -
 }
 
 /// Sets the most concurrent connections (at least 1); more are rejected with a reason.
-/// Returns 0, or −1 (invalid arguments, or running).
+/// Returns 0, or -1 (invalid arguments, or running).
 #[unsafe(no_mangle)]
 pub extern "C" fn naa_swnaa_set_max_connections(naa: *mut naa_swnaa, max: c_uint) -> c_int {
     const NAME: &str = "naa_swnaa_set_max_connections";
@@ -283,7 +283,7 @@ pub extern "C" fn naa_swnaa_set_max_connections(naa: *mut naa_swnaa, max: c_uint
 }
 
 /// Sets how long a kernel may run (milliseconds, at least 1) before the RPC is answered with
-/// KERNEL_TIMEOUT. Returns 0, or −1 (invalid arguments, or running).
+/// KERNEL_TIMEOUT. Returns 0, or -1 (invalid arguments, or running).
 #[unsafe(no_mangle)]
 pub extern "C" fn naa_swnaa_set_kernel_timeout_ms(naa: *mut naa_swnaa, ms: u64) -> c_int {
     const NAME: &str = "naa_swnaa_set_kernel_timeout_ms";
@@ -327,7 +327,7 @@ unsafe fn listen_addr(address: *const c_char, port: u16) -> Result<SocketAddr, S
 /// and `port` (0 picks a free port, see `naa_swnaa_port`; the reference uses 12345), on
 /// background threads, with the transport `NAAICE_TRANSPORT` selects. Returns at once.
 ///
-/// Returns 0, or −1 (already running, address invalid or in use, transport unavailable).
+/// Returns 0, or -1 (already running, address invalid or in use, transport unavailable).
 ///
 /// # Safety
 /// `address` must be NULL or a NUL-terminated string.
@@ -371,7 +371,7 @@ pub unsafe extern "C" fn naa_swnaa_start(
     })
 }
 
-/// The port the running server listens on, or −1 if it is not running.
+/// The port the running server listens on, or -1 if it is not running.
 #[unsafe(no_mangle)]
 pub extern "C" fn naa_swnaa_port(naa: *mut naa_swnaa) -> c_int {
     const NAME: &str = "naa_swnaa_port";
@@ -383,7 +383,7 @@ pub extern "C" fn naa_swnaa_port(naa: *mut naa_swnaa) -> c_int {
 
 /// Stops serving: stops accepting, disconnects every client and waits for all server
 /// threads (a kernel still running is waited for). It can be started again. Returns 0, or
-/// −1 (not running, invalid arguments).
+/// -1 (not running, invalid arguments).
 #[unsafe(no_mangle)]
 pub extern "C" fn naa_swnaa_stop(naa: *mut naa_swnaa) -> c_int {
     const NAME: &str = "naa_swnaa_stop";
@@ -396,7 +396,7 @@ pub extern "C" fn naa_swnaa_stop(naa: *mut naa_swnaa) -> c_int {
     })
 }
 
-/// Stops the server if it runs (like `naa_swnaa_stop`) and frees it. Returns 0, or −1 if
+/// Stops the server if it runs (like `naa_swnaa_stop`) and frees it. Returns 0, or -1 if
 /// `naa` is NULL or not a live software NAA (for example destroyed already: destroying twice
 /// is an error, not a crash).
 #[unsafe(no_mangle)]

@@ -1,4 +1,4 @@
-//! The C types of the middleware API, laid out exactly like the C reference's (spec §6.1).
+//! The C types of the middleware API, laid out exactly like the C reference's (spec section 6.1).
 //!
 //! Layouts on LP64 (x86-64, aarch64), checked by the tests below and by a C test against the
 //! reference's definitions: `naa_param_t` 24 bytes (`addr` 0, `size` 8, `single_send` 16),
@@ -26,7 +26,7 @@ impl CBool {
 }
 
 /// The value of a C `enum naa_error` (`enum naa_error` in the header). Besides the three
-/// enumerators it carries reserved (0x03–0x0F) and application-defined (0x10–0x7F and up)
+/// enumerators it carries reserved (0x03-0x0F) and application-defined (0x10-0x7F and up)
 /// return codes, which a Rust enum could not hold.
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -41,7 +41,7 @@ pub struct naa_param_t {
     pub addr: *mut c_void,
     /// Length in bytes.
     pub size: usize,
-    /// Transfer this input only with the first RPC (spec §3.3).
+    /// Transfer this input only with the first RPC (spec section 3.3).
     pub single_send: CBool,
 }
 
@@ -61,7 +61,7 @@ pub struct naa_handle {
     pub comm_ctx: *mut naaice_communication_context,
 }
 
-/// Communication states (spec §4.1); the values are compared numerically.
+/// Communication states (spec section 4.1); the values are compared numerically.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[allow(clippy::upper_case_acronyms)]
@@ -111,7 +111,7 @@ impl From<Phase> for naaice_communication_state {
     }
 }
 
-/// Return codes of the NAA (`status.naa_error`). 0x03–0x0F are reserved, 0x10–0x7F are
+/// Return codes of the NAA (`status.naa_error`). 0x03-0x0F are reserved, 0x10-0x7F are
 /// application-defined.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

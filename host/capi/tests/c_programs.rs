@@ -24,6 +24,26 @@ fn header_layout_matches_the_reference() {
 }
 
 #[test]
+fn header_works_from_cpp() {
+    let bin = out_dir("c").join("cxx_include");
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    let mut cmd = Command::new(cxx);
+    cmd.arg("-std=c++11")
+        .args(WARNINGS)
+        .args(SANITIZERS)
+        .arg("-I")
+        .arg(crate_dir().join("include"))
+        .arg(crate_dir().join("tests/c/cxx_include.cpp"))
+        .arg("-o")
+        .arg(&bin)
+        .arg(lib_dir().join("libnaaice_ap2.a"))
+        .args(NATIVE_LIBS);
+    run_ok(&mut cmd, LIMIT);
+    let f = run_ok(sanitizer_env(&mut Command::new(bin)), LIMIT);
+    assert!(f.stdout.contains("returned 0, state 0"), "{}", f.stdout);
+}
+
+#[test]
 fn c_api_suite_under_sanitizers() {
     let bin = build_sanitized(&out_dir("c"), "ap2_test", &["tests/c/ap2_test.c"]);
     let f = run_ok(sanitizer_env(&mut Command::new(bin)), LIMIT);

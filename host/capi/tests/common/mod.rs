@@ -8,13 +8,11 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// Warnings as errors plus AddressSanitizer (with LeakSanitizer) and UBSan, every UBSan
-/// finding fatal.
-pub const SANITIZE: &[&str] = &[
-    "-std=c11",
-    "-Wall",
-    "-Wextra",
-    "-Werror",
+/// Warnings as errors.
+pub const WARNINGS: &[&str] = &["-Wall", "-Wextra", "-Werror", "-pedantic"];
+
+/// AddressSanitizer (with LeakSanitizer) and UBSan, every UBSan finding fatal.
+pub const SANITIZERS: &[&str] = &[
     "-g",
     "-fno-omit-frame-pointer",
     "-fsanitize=address,undefined",
@@ -71,7 +69,9 @@ pub fn cc() -> Command {
 pub fn build_sanitized(out: &Path, name: &str, sources: &[&str]) -> PathBuf {
     let bin = out.join(name);
     let mut cmd = cc();
-    cmd.args(SANITIZE)
+    cmd.arg("-std=c11")
+        .args(WARNINGS)
+        .args(SANITIZERS)
         .arg("-I")
         .arg(crate_dir().join("include"));
     for s in sources {
