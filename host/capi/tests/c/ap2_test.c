@@ -44,6 +44,7 @@ enum {
     FN_APP_ERR = 21,  /* returns the application code 0x42 */
     FN_SLOW = 22,     /* runs longer than the kernel timeout */
     FN_UNKNOWN = 30,  /* no kernel: SOCKET_UNAVAIL */
+    FN_REFUSED = 40,  /* NAA_SPEC entry whose port nobody listens on */
     FN_NO_ENTRY = 99, /* not in NAA_SPEC */
 };
 
@@ -145,6 +146,11 @@ static void test_invalid_arguments(void) {
     /* Parameter count differs from the NAA_SPEC entry: error, entry stays free. */
     naa_param_t two[2] = {param(buf, 8, false), param(buf + 8, 8, false)};
     CHECK(naa_create(FN_APP_ERR, two, 2, out, 0, &h) == -1);
+    CHECK(is_zeroed(&h));
+
+    /* Nobody listens at the entry's address: connection refused, handle zeroed. */
+    memset(&h, 0xAB, sizeof h);
+    CHECK(naa_create(FN_REFUSED, in, 1, out, 1, &h) == -1);
     CHECK(is_zeroed(&h));
 
     /* Transport selection errors. */
@@ -272,6 +278,22 @@ static void test_in_place(void) {
     CHECK(st.bytes_received == LEN);
     CHECK(naa_finalize(&h) == 0);
     free(x);
+}
+
+/* The same pointer twice among the inputs (and as output) is one in-place region. */
+static void test_duplicate_inputs(void) {
+    unsigned char x[300];
+    memset(x, 10, sizeof x);
+    naa_param_t in[2] = {param(x, sizeof x, false), param(x, sizeof x, false)};
+    naa_param_t out[1] = {param(x, sizeof x, false)};
+    naa_handle h;
+    naa_status st;
+    REQUIRE(naa_create(FN_ADD1, in, 2, out, 1, &h) == 0);
+    REQUIRE(naa_invoke(&h) == 0);
+    REQUIRE(naa_wait(&h, &st) == 0);
+    CHECK(st.naa_error == NAA_SUCCESS && st.bytes_received == sizeof x);
+    CHECK(x[0] == 11 && x[sizeof x - 1] == 11); /* one region: +1 once, not twice */
+    CHECK(naa_finalize(&h) == 0);
 }
 
 static int add_cfg_calls = 0;
@@ -490,7 +512,7 @@ int main(void) {
     int n = snprintf(spec, sizeof spec,
                      "127.0.0.1:%d:1:2,127.0.0.1:%d:2:1,127.0.0.1:%d:2:1,127.0.0.1:%d:2:1,"
                      "127.0.0.1:%d:2:1,127.0.0.1:%d:2:1,127.0.0.1:%d:3:1,127.0.0.1:%d:20:2,"
-                     "127.0.0.1:%d:21:1,127.0.0.1:%d:22:1,127.0.0.1:%d:30:1",
+                     "127.0.0.1:%d:21:1,127.0.0.1:%d:22:1,127.0.0.1:%d:30:1,127.0.0.1:1:40:1",
                      port, port, port, port, port, port, port, port, port, port, port);
     REQUIRE(n > 0 && (size_t)n < sizeof spec);
     setenv("NAA_SPEC", spec, 1);
@@ -498,6 +520,7 @@ int main(void) {
     test_invalid_arguments();
     test_many_rpcs();
     test_in_place();
+    test_duplicate_inputs();
     test_single_send();
     test_error_codes();
     test_threads();

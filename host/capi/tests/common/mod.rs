@@ -36,20 +36,27 @@ pub fn crate_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Where cargo put `libnaaice_ap2.{a,so}` for this build (the test binary sits in its
-/// `deps/` folder).
+/// Where cargo put `libnaaice_ap2.{a,so}` for this build. `cargo test` writes them next to
+/// the test binary (`target/<profile>/deps/`); `cargo build` copies its own build to
+/// `target/<profile>/`, which may be older. The newer pair wins.
 pub fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
-    let mut dir = exe.parent().expect("test binary folder").to_path_buf();
-    if dir.ends_with("deps") {
-        dir.pop();
-    }
-    assert!(
-        dir.join("libnaaice_ap2.a").is_file() && dir.join("libnaaice_ap2.so").is_file(),
-        "libnaaice_ap2.a / .so not found in {}",
-        dir.display()
-    );
-    dir
+    let deps = exe.parent().expect("test binary folder").to_path_buf();
+    let candidates = [
+        deps.clone(),
+        deps.parent().map(Path::to_path_buf).unwrap_or(deps),
+    ];
+    let built = |dir: &PathBuf| -> Option<std::time::SystemTime> {
+        let a = std::fs::metadata(dir.join("libnaaice_ap2.a")).ok()?;
+        std::fs::metadata(dir.join("libnaaice_ap2.so")).ok()?;
+        a.modified().ok()
+    };
+    candidates
+        .iter()
+        .filter_map(|d| built(d).map(|t| (t, d)))
+        .max_by_key(|(t, _)| *t)
+        .map(|(_, d)| d.clone())
+        .unwrap_or_else(|| panic!("libnaaice_ap2.a / .so not found next to {}", exe.display()))
 }
 
 /// A scratch folder for this test binary's outputs.
