@@ -387,12 +387,23 @@ pub extern "C" fn naa_swnaa_port(naa: *mut naa_swnaa) -> c_int {
 #[unsafe(no_mangle)]
 pub extern "C" fn naa_swnaa_stop(naa: *mut naa_swnaa) -> c_int {
     const NAME: &str = "naa_swnaa_stop";
-    with_server(NAME, naa, |state| match state.running.take() {
-        Some(h) => {
-            h.shutdown();
-            SUCCESS
+    guard(NAME, FAILURE, || {
+        if naa.is_null() {
+            return fail(NAME, "naa is NULL");
         }
-        None => fail(NAME, "not running"),
+        let Some(server) = SERVERS.get(id_of(naa)) else {
+            return fail(NAME, "unknown software NAA (destroyed, or never created)");
+        };
+        // Take the server out under the lock, shut it down without holding the lock (a
+        // kernel that is still running may call into this server meanwhile).
+        let running = server.lock().running.take();
+        match running {
+            Some(h) => {
+                h.shutdown();
+                SUCCESS
+            }
+            None => fail(NAME, "not running"),
+        }
     })
 }
 

@@ -205,7 +205,11 @@ static void test_invalid_arguments(void) {
     CHECK(naa_swnaa_start(s, "127.0.0.1", 0) == -1);             /* already running */
     CHECK(naa_swnaa_register_kernel(s, 5, slow, NULL) == -1);    /* running */
     CHECK(naa_swnaa_stop(s) == 0);
-    CHECK(naa_swnaa_destroy(s) == 0);
+    CHECK(naa_swnaa_port(s) == -1);
+    CHECK(naa_swnaa_register_kernel(s, 5, slow, NULL) == 0); /* stopped: allowed again */
+    CHECK(naa_swnaa_start(s, "127.0.0.1", 0) == 0);           /* and it starts again */
+    CHECK(naa_swnaa_port(s) > 0);
+    CHECK(naa_swnaa_destroy(s) == 0); /* stops it */
     CHECK(naa_swnaa_destroy(s) == -1); /* destroyed twice: an error, not a crash */
     CHECK(naa_swnaa_port(s) == -1);
 }
