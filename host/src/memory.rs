@@ -125,7 +125,8 @@ impl Buffer {
     /// last clone of the returned buffer (and every registration of it) is dropped. While the
     /// buffer exists, the memory may be accessed only through it: nothing else may read or
     /// write it while a transport may access it (for an RPC buffer: from posting the RPC until
-    /// its completion). Two buffers must not cover overlapping memory.
+    /// its completion). If several buffers cover the same memory, it must not be written
+    /// through one of them while another one may access it.
     pub unsafe fn from_raw_parts(ptr: std::ptr::NonNull<u8>, len: usize) -> Self {
         Self {
             inner: Arc::new(Inner {

@@ -253,7 +253,8 @@ extern "C" {
  `handle` must be NULL or point to a writable `naa_handle`. `input_params` (`output_params`)
  must be NULL or point to `input_amount` (`output_amount`) readable `naa_param_t`. Each
  parameter's memory must stay valid until `naa_finalize` and must not be accessed while an
- RPC is in flight.
+ RPC is in flight (memory shared with another handle's parameters must not be written while
+ either handle has an RPC in flight).
  */
 int naa_create(naa_function_code_t function_code,
                struct naa_param_t *input_params,

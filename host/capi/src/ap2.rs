@@ -170,8 +170,9 @@ fn to_params(
         // SAFETY: the C caller of `naa_create` guarantees (documented contract, as for RDMA
         // registration in the reference) that each parameter's `size` bytes at `addr` are
         // valid, stay allocated until `naa_finalize`, and are not touched while an RPC is in
-        // flight. Distinct buffers do not overlap (checked above); every parameter with the
-        // same address shares this one buffer, which covers the largest size given for it.
+        // flight, nor written while another handle sharing them has one in flight. The
+        // buffers of one handle do not overlap (checked above); every parameter with the same
+        // address shares this one buffer, which covers the largest size given for it.
         m.buffer = Some(unsafe { Buffer::from_raw_parts(ptr, m.size) });
     }
     let param = |p: &naa_param_t| -> Param {
@@ -223,7 +224,8 @@ fn to_params(
 /// `handle` must be NULL or point to a writable `naa_handle`. `input_params` (`output_params`)
 /// must be NULL or point to `input_amount` (`output_amount`) readable `naa_param_t`. Each
 /// parameter's memory must stay valid until `naa_finalize` and must not be accessed while an
-/// RPC is in flight.
+/// RPC is in flight (memory shared with another handle's parameters must not be written while
+/// either handle has an RPC in flight).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn naa_create(
     function_code: naa_function_code_t,
