@@ -40,7 +40,8 @@ pub(crate) enum Inaccessible {
 
 /// The shared allocation behind a [`Buffer`].
 struct Inner {
-    /// Start of the allocation (from `Box<[u8]>::into_raw`); never null, valid for `len` bytes.
+    /// Start of the memory; never null, valid for `len` bytes. Owned memory comes from
+    /// `Box<[u8]>::into_raw`; foreign memory from [`Buffer::from_raw_parts`].
     ptr: *mut u8,
     /// Length in bytes.
     len: usize,
@@ -48,6 +49,8 @@ struct Inner {
     state: AtomicU32,
     /// Serialises application guards.
     app: Mutex<()>,
+    /// True if `ptr` came from `Box::into_raw` and is freed on drop; false for foreign memory.
+    owned: bool,
 }
 
 // SAFETY: `Inner` owns its allocation (like a `Box<[u8]>`, which is `Send`). The raw pointer is
@@ -61,6 +64,10 @@ unsafe impl Sync for Inner {}
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        if !self.owned {
+            // Foreign memory (`Buffer::from_raw_parts`) belongs to the caller.
+            return;
+        }
         let slice = std::ptr::slice_from_raw_parts_mut(self.ptr, self.len);
         // SAFETY: `ptr`/`len` came from `Box::into_raw` of a `Box<[u8]>` in `Buffer::from_vec`
         // and are freed exactly once, here, when the last `Arc<Inner>` goes away (no guard or
@@ -104,6 +111,30 @@ impl Buffer {
                 len,
                 state: AtomicU32::new(0),
                 app: Mutex::new(()),
+                owned: true,
+            }),
+        }
+    }
+
+    /// A buffer over memory the caller owns (for example a C program's array), without
+    /// copying. Dropping the last clone does not free it.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must be valid for reads and writes of `len` bytes, and must stay valid until the
+    /// last clone of the returned buffer (and every registration of it) is dropped. While the
+    /// buffer exists, the memory may be accessed only through it: nothing else may read or
+    /// write it while a transport may access it (for an RPC buffer: from posting the RPC until
+    /// its completion). If several buffers cover the same memory, it must not be written
+    /// through one of them while another one may access it.
+    pub unsafe fn from_raw_parts(ptr: std::ptr::NonNull<u8>, len: usize) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                ptr: ptr.as_ptr(),
+                len,
+                state: AtomicU32::new(0),
+                app: Mutex::new(()),
+                owned: false,
             }),
         }
     }
@@ -373,6 +404,24 @@ mod tests {
         assert_eq!(e.to_vec(), Vec::<u8>::new());
         assert_eq!(e.nic_read(0, 0, |b| b.len()), Ok(0));
         assert_eq!(e.nic_write(0, 1, |_| ()), Err(Inaccessible::OutOfBounds));
+    }
+
+    #[test]
+    fn foreign_memory_is_shared_and_not_freed() {
+        let mut backing = vec![1u8, 2, 3, 4];
+        let ptr = std::ptr::NonNull::new(backing.as_mut_ptr()).unwrap();
+        {
+            // SAFETY: `backing` outlives the buffer and is not touched while it exists.
+            let b = unsafe { Buffer::from_raw_parts(ptr, backing.len()) };
+            assert_eq!(b.addr(), ptr.as_ptr() as usize as u64);
+            assert_eq!(b.nic_write(1, 2, |s| s.copy_from_slice(&[9, 9])), Ok(()));
+            assert_eq!(b.to_vec(), vec![1, 9, 9, 4]);
+            let c = b.clone();
+            drop(b);
+            c.lock()[3] = 7;
+        }
+        // Dropping the buffer left the memory alone (Miri would flag a double free).
+        assert_eq!(backing, vec![1, 9, 9, 7]);
     }
 
     #[test]

@@ -297,6 +297,13 @@ impl<E: Endpoint> Naa<E> {
         }
     }
 
+    /// The connection's current phase (`naa_status.state`): MRSP_DONE after create,
+    /// DATA_SENDING / DATA_RECEIVING while an RPC is in flight, FINISHED after one, ERROR
+    /// after a failure.
+    pub fn state(&self) -> Phase {
+        self.conn.phase()
+    }
+
     /// True while an RPC is in flight.
     pub fn is_busy(&self) -> bool {
         self.in_flight

@@ -1,0 +1,59 @@
+//! The ABI boundary: logging setup and catching panics, shared by every export.
+
+use std::ffi::c_int;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Once;
+
+/// Return value of a failed call (the reference's convention).
+pub(crate) const FAILURE: c_int = -1;
+/// Return value of a successful call.
+pub(crate) const SUCCESS: c_int = 0;
+
+/// Installs a stderr logger filtered by `NAAICE_LOG` (default `warn`), once per process. If
+/// the program already has a `tracing` subscriber (a Rust program linking the rlib), that one
+/// is kept.
+pub(crate) fn init_logging() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let filter = tracing_subscriber::EnvFilter::try_from_env("NAAICE_LOG")
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_ansi(ansi)
+            .with_target(false)
+            .try_init();
+    });
+}
+
+/// Runs the body of export `name`: a panic becomes `on_panic` (logged), never an unwind
+/// across the C boundary.
+pub(crate) fn guard<R>(name: &'static str, on_panic: R, body: impl FnOnce() -> R) -> R {
+    init_logging();
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(r) => r,
+        Err(_) => {
+            tracing::error!("{name}: internal error (panic caught at the C boundary)");
+            on_panic
+        }
+    }
+}
+
+/// Logs `message` as the reason export `name` fails and returns [`FAILURE`].
+pub(crate) fn fail(name: &'static str, message: impl std::fmt::Display) -> c_int {
+    tracing::error!("{name}: {message}");
+    FAILURE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_the_failure_value() {
+        assert_eq!(guard("t", FAILURE, || SUCCESS), SUCCESS);
+        let r = guard("t", FAILURE, || -> c_int { panic!("boom") });
+        assert_eq!(r, FAILURE);
+    }
+}

@@ -1,0 +1,443 @@
+//! The software NAA for C programs: `naa_swnaa_*` runs the reference's server (spec section 5, minus
+//! its defects) inside a C program, with kernels written in C and registered by function code.
+//!
+//! ```c
+//! naa_swnaa *naa = naa_swnaa_new();               // built-in kernels 1, 2, 3 registered
+//! naa_swnaa_register_kernel(naa, 10, vector_add, NULL);
+//! naa_swnaa_start(naa, "0.0.0.0", 12345);          // serves on background threads
+//! ...
+//! naa_swnaa_destroy(naa);                           // disconnects clients, joins threads
+//! ```
+//!
+//! Each connection is served by its own thread, so a kernel may run on several threads at
+//! once (for different clients): kernels and their `user_data` must be thread-safe. A kernel
+//! that runs longer than the kernel timeout is answered with KERNEL_TIMEOUT (the kernel itself
+//! runs to its end; its result is discarded). Function codes without a kernel are answered
+//! with SOCKET_UNAVAIL. The transport is chosen by `NAAICE_TRANSPORT` like for clients.
+
+use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use naaice::core::{FunctionCode, ReturnCode};
+use naaice::swnaa::{
+    KERNEL_FAILED, Kernel, KernelContext, KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle,
+};
+use naaice::transport::soft::SoftTransport;
+
+use crate::backend::{TransportKind, not_built};
+use crate::boundary::{FAILURE, SUCCESS, fail, guard};
+use crate::handles::{Handles, as_ptr, id_of};
+
+/// Region flag: NAA-only scratch memory (never transferred).
+pub const NAA_REGION_INTERNAL: u8 = 0x01;
+/// Region flag: an input transferred only with the first RPC.
+pub const NAA_REGION_SINGLESEND: u8 = 0x02;
+/// Region flag: the client writes this region with every RPC.
+pub const NAA_REGION_INPUT: u8 = 0x04;
+/// Region flag: the NAA writes this region back after every RPC.
+pub const NAA_REGION_OUTPUT: u8 = 0x08;
+
+/// A software NAA (opaque; the pointer is an identifier, never dereferenced).
+pub struct naa_swnaa {
+    _private: [u8; 0],
+}
+
+/// One region as a kernel sees it: the NAA's copy of a client parameter (or an internal
+/// region), in the client's parameter order.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct naa_swnaa_region {
+    /// Start of the region's memory (valid for the kernel's run only).
+    pub addr: *mut c_void,
+    /// Length in bytes.
+    pub size: usize,
+    /// `NAA_REGION_*` flags the client announced.
+    pub flags: u8,
+}
+
+/// The RPC a kernel runs for.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct naa_swnaa_call {
+    /// Function code (1-127).
+    pub fncode: u8,
+    /// The three user bytes of the client's immediate.
+    pub user_bytes: [u8; 3],
+    /// 1-based RPC number on this connection.
+    pub rpc: u32,
+}
+
+/// A kernel: computes on `regions[0..n_regions]` (results go into the output regions) and
+/// returns the RPC's return code: 0 (NAA_SUCCESS) or an application code (0x10-0x7F, up to
+/// 0xFFFFFF); a larger value is sent as 0x03 (kernel failed).
+pub type naa_swnaa_kernel = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        call: *const naa_swnaa_call,
+        regions: *mut naa_swnaa_region,
+        n_regions: usize,
+    ) -> u32,
+>;
+
+/// The kernel function of a [`CKernel`].
+type KernelFn =
+    unsafe extern "C" fn(*mut c_void, *const naa_swnaa_call, *mut naa_swnaa_region, usize) -> u32;
+
+/// A C kernel and its user data.
+struct CKernel {
+    run: KernelFn,
+    user_data: UserData,
+}
+
+/// The C program's `user_data` pointer, passed back to its kernel.
+struct UserData(*mut c_void);
+
+// SAFETY: the pointer is never dereferenced by the library, only handed back to the C kernel.
+// `naa_swnaa_register_kernel` documents that kernels (with their user data) are called from
+// several threads, so the C program guarantees that sharing it across threads is sound.
+unsafe impl Send for UserData {}
+// SAFETY: see `Send`.
+unsafe impl Sync for UserData {}
+
+impl Kernel for CKernel {
+    fn run(&self, ctx: &mut KernelContext<'_, '_>) -> ReturnCode {
+        let call = naa_swnaa_call {
+            fncode: ctx.fncode(),
+            user_bytes: ctx.user_bytes(),
+            rpc: ctx.rpc(),
+        };
+        let mut regions: Vec<naa_swnaa_region> = ctx
+            .regions()
+            .iter_mut()
+            .map(|r| naa_swnaa_region {
+                addr: r.data.as_mut_ptr().cast(),
+                size: r.data.len(),
+                flags: r.flags.bits(),
+            })
+            .collect();
+        // SAFETY: `run` is a C function the program registered with this signature. `call`
+        // and `regions` are valid for the call; each region pointer comes from an exclusive
+        // guard of the region's buffer (held by `ctx` until the kernel returns), valid for
+        // `size` bytes of reads and writes.
+        let rc =
+            unsafe { (self.run)(self.user_data.0, &call, regions.as_mut_ptr(), regions.len()) };
+        ReturnCode::new(rc).unwrap_or_else(|| {
+            tracing::warn!(
+                fncode = call.fncode,
+                "kernel returned {rc:#x}, over 24 bits; sending 0x03"
+            );
+            KERNEL_FAILED
+        })
+    }
+}
+
+/// A software NAA: its settings and kernels, and the running server.
+struct Server {
+    state: Mutex<ServerState>,
+}
+
+struct ServerState {
+    kernels: KernelRegistry,
+    config: SoftNaaConfig,
+    running: Option<SoftNaaHandle>,
+}
+
+impl Server {
+    fn lock(&self) -> MutexGuard<'_, ServerState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+static SERVERS: Handles<Server> = Handles::new();
+
+/// Number of live software NAAs.
+pub(crate) fn live_servers() -> usize {
+    SERVERS.len()
+}
+
+/// Runs `body` on the software NAA `naa` refers to.
+fn with_server(
+    name: &'static str,
+    naa: *const naa_swnaa,
+    body: impl FnOnce(&mut ServerState) -> c_int,
+) -> c_int {
+    guard(name, FAILURE, || {
+        if naa.is_null() {
+            return fail(name, "naa is NULL");
+        }
+        let Some(server) = SERVERS.get(id_of(naa)) else {
+            return fail(name, "unknown software NAA (destroyed, or never created)");
+        };
+        let mut state = server.lock();
+        body(&mut state)
+    })
+}
+
+/// The function code `code` if it is 1-127.
+fn function_code(name: &'static str, code: c_uint) -> Result<FunctionCode, c_int> {
+    u8::try_from(code)
+        .ok()
+        .and_then(FunctionCode::new)
+        .ok_or_else(|| fail(name, format!("function code {code} is not in 1..=127")))
+}
+
+/// Refuses changes while the server runs.
+fn stopped(name: &'static str, state: &ServerState) -> Result<(), c_int> {
+    match state.running {
+        Some(_) => Err(fail(name, "the software NAA is running; stop it first")),
+        None => Ok(()),
+    }
+}
+
+/// Creates a software NAA (not yet listening) with the reference's built-in kernels: 1 adds
+/// 1 to every byte of every parameter region, 2 adds 2, 3 does nothing. Defaults: at most as
+/// many concurrent connections as the machine has cores, 10 s kernel timeout.
+///
+/// Returns NULL on failure. Free it with `naa_swnaa_destroy`.
+#[unsafe(no_mangle)]
+pub extern "C" fn naa_swnaa_new() -> *mut naa_swnaa {
+    guard("naa_swnaa_new", std::ptr::null_mut(), || {
+        let id = SERVERS.insert(Server {
+            state: Mutex::new(ServerState {
+                kernels: KernelRegistry::builtin(),
+                config: SoftNaaConfig::default(),
+                running: None,
+            }),
+        });
+        as_ptr(id)
+    })
+}
+
+/// Registers (or replaces) the kernel for `fncode` (1-127). `user_data` is passed to every
+/// call. Kernels run on the server's worker threads, several at once for different clients:
+/// the kernel and `user_data` must be thread-safe and stay valid until `naa_swnaa_destroy`.
+///
+/// Returns 0, or -1 (invalid arguments, or the server is running).
+#[unsafe(no_mangle)]
+pub extern "C" fn naa_swnaa_register_kernel(
+    naa: *mut naa_swnaa,
+    fncode: c_uint,
+    kernel: naa_swnaa_kernel,
+    user_data: *mut c_void,
+) -> c_int {
+    const NAME: &str = "naa_swnaa_register_kernel";
+    with_server(NAME, naa, |state| {
+        let code = match function_code(NAME, fncode) {
+            Ok(c) => c,
+            Err(rc) => return rc,
+        };
+        let Some(run) = kernel else {
+            return fail(NAME, "kernel is NULL");
+        };
+        if let Err(rc) = stopped(NAME, state) {
+            return rc;
+        }
+        state.kernels.register(
+            code,
+            CKernel {
+                run,
+                user_data: UserData(user_data),
+            },
+        );
+        SUCCESS
+    })
+}
+
+/// Removes the kernel for `fncode` (also a built-in one); its RPCs are then answered with
+/// SOCKET_UNAVAIL. Returns 0, or -1 (invalid arguments, no such kernel, or running).
+#[unsafe(no_mangle)]
+pub extern "C" fn naa_swnaa_remove_kernel(naa: *mut naa_swnaa, fncode: c_uint) -> c_int {
+    const NAME: &str = "naa_swnaa_remove_kernel";
+    with_server(NAME, naa, |state| {
+        let code = match function_code(NAME, fncode) {
+            Ok(c) => c,
+            Err(rc) => return rc,
+        };
+        if let Err(rc) = stopped(NAME, state) {
+            return rc;
+        }
+        match state.kernels.remove(code) {
+            Some(_) => SUCCESS,
+            None => fail(NAME, format!("no kernel for function code {fncode}")),
+        }
+    })
+}
+
+/// Sets the most concurrent connections (at least 1); more are rejected with a reason.
+/// Returns 0, or -1 (invalid arguments, or running).
+#[unsafe(no_mangle)]
+pub extern "C" fn naa_swnaa_set_max_connections(naa: *mut naa_swnaa, max: c_uint) -> c_int {
+    const NAME: &str = "naa_swnaa_set_max_connections";
+    with_server(NAME, naa, |state| {
+        if max == 0 {
+            return fail(NAME, "max must be at least 1");
+        }
+        if let Err(rc) = stopped(NAME, state) {
+            return rc;
+        }
+        state.config.max_connections = max as usize;
+        SUCCESS
+    })
+}
+
+/// Sets how long a kernel may run (milliseconds, at least 1) before the RPC is answered with
+/// KERNEL_TIMEOUT. Returns 0, or -1 (invalid arguments, or running).
+#[unsafe(no_mangle)]
+pub extern "C" fn naa_swnaa_set_kernel_timeout_ms(naa: *mut naa_swnaa, ms: u64) -> c_int {
+    const NAME: &str = "naa_swnaa_set_kernel_timeout_ms";
+    with_server(NAME, naa, |state| {
+        if ms == 0 {
+            return fail(NAME, "the timeout must be at least 1 ms");
+        }
+        if let Err(rc) = stopped(NAME, state) {
+            return rc;
+        }
+        state.config.kernel_timeout = Duration::from_millis(ms);
+        SUCCESS
+    })
+}
+
+/// Parses the listen address.
+///
+/// # Safety
+/// `address` must be NULL or a NUL-terminated string.
+unsafe fn listen_addr(address: *const c_char, port: u16) -> Result<SocketAddr, String> {
+    let host = if address.is_null() {
+        "0.0.0.0".to_owned()
+    } else {
+        // SAFETY: non-null and NUL-terminated by the caller's guarantee.
+        let s = unsafe { CStr::from_ptr(address) };
+        s.to_str()
+            .map_err(|_| "address is not valid UTF-8".to_owned())?
+            .trim()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned()
+    };
+    (host.as_str(), port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {host:?}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("no address for {host:?}"))
+}
+
+/// Starts serving on `address` (an IP address or host name; NULL means all IPv4 addresses)
+/// and `port` (0 picks a free port, see `naa_swnaa_port`; the reference uses 12345), on
+/// background threads, with the transport `NAAICE_TRANSPORT` selects. Returns at once.
+///
+/// Returns 0, or -1 (already running, address invalid or in use, transport unavailable).
+///
+/// # Safety
+/// `address` must be NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn naa_swnaa_start(
+    naa: *mut naa_swnaa,
+    address: *const c_char,
+    port: u16,
+) -> c_int {
+    const NAME: &str = "naa_swnaa_start";
+    with_server(NAME, naa, |state| {
+        if state.running.is_some() {
+            return fail(NAME, "already running");
+        }
+        // SAFETY: forwarded caller guarantee.
+        let addr = match unsafe { listen_addr(address, port) } {
+            Ok(a) => a,
+            Err(e) => return fail(NAME, e),
+        };
+        let kind = match TransportKind::from_env() {
+            Ok(k) => k,
+            Err(e) => return fail(NAME, e),
+        };
+        let (config, kernels) = (state.config.clone(), state.kernels.clone());
+        let spawned = match kind {
+            TransportKind::Soft => SoftNaa::bind(SoftTransport::default(), addr, config, kernels)
+                .and_then(SoftNaa::spawn)
+                .map_err(|e| e.to_string()),
+            // transport: with the verbs transport compiled in, this arm becomes
+            // `SoftNaa::bind(VerbsTransport::new()?, addr, config, kernels)...spawn()`.
+            TransportKind::Verbs => Err(not_built(kind)),
+        };
+        match spawned {
+            Ok(handle) => {
+                tracing::info!(addr = %handle.local_addr(), "software NAA started");
+                state.running = Some(handle);
+                SUCCESS
+            }
+            Err(e) => fail(NAME, format!("cannot serve on {addr}: {e}")),
+        }
+    })
+}
+
+/// The port the running server listens on, or -1 if it is not running.
+#[unsafe(no_mangle)]
+pub extern "C" fn naa_swnaa_port(naa: *mut naa_swnaa) -> c_int {
+    const NAME: &str = "naa_swnaa_port";
+    with_server(NAME, naa, |state| match &state.running {
+        Some(h) => c_int::from(h.local_addr().port()),
+        None => fail(NAME, "not running"),
+    })
+}
+
+/// Stops serving: stops accepting, disconnects every client and waits for all server
+/// threads (a kernel still running is waited for). It can be started again. Returns 0, or
+/// -1 (not running, invalid arguments).
+#[unsafe(no_mangle)]
+pub extern "C" fn naa_swnaa_stop(naa: *mut naa_swnaa) -> c_int {
+    const NAME: &str = "naa_swnaa_stop";
+    guard(NAME, FAILURE, || {
+        if naa.is_null() {
+            return fail(NAME, "naa is NULL");
+        }
+        let Some(server) = SERVERS.get(id_of(naa)) else {
+            return fail(NAME, "unknown software NAA (destroyed, or never created)");
+        };
+        // Take the server out under the lock, shut it down without holding the lock (a
+        // kernel that is still running may call into this server meanwhile).
+        let running = server.lock().running.take();
+        match running {
+            Some(h) => {
+                h.shutdown();
+                SUCCESS
+            }
+            None => fail(NAME, "not running"),
+        }
+    })
+}
+
+/// Stops the server if it runs (like `naa_swnaa_stop`) and frees it. Returns 0, or -1 if
+/// `naa` is NULL or not a live software NAA (for example destroyed already: destroying twice
+/// is an error, not a crash).
+#[unsafe(no_mangle)]
+pub extern "C" fn naa_swnaa_destroy(naa: *mut naa_swnaa) -> c_int {
+    const NAME: &str = "naa_swnaa_destroy";
+    guard(NAME, FAILURE, || {
+        if naa.is_null() {
+            return fail(NAME, "naa is NULL");
+        }
+        let Some(server) = SERVERS.remove(id_of(naa)) else {
+            return fail(NAME, "unknown software NAA (destroyed, or never created)");
+        };
+        let running = server.lock().running.take();
+        if let Some(h) = running {
+            h.shutdown();
+        }
+        SUCCESS
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use naaice::core::RegionFlags;
+
+    #[test]
+    fn region_flags_are_the_wire_values() {
+        assert_eq!(NAA_REGION_INTERNAL, RegionFlags::INTERNAL.bits());
+        assert_eq!(NAA_REGION_SINGLESEND, RegionFlags::SINGLESEND.bits());
+        assert_eq!(NAA_REGION_INPUT, RegionFlags::INPUT.bits());
+        assert_eq!(NAA_REGION_OUTPUT, RegionFlags::OUTPUT.bits());
+    }
+}

@@ -1,0 +1,96 @@
+//! Through the C functions, called from Rust: `naa_finalize` and `naa_swnaa_destroy` free
+//! everything (no handle left in the tables, every library thread joined), also after failed
+//! calls and when called twice.
+
+use std::ffi::c_void;
+use std::ptr;
+
+use naaice_ap2::ap2::*;
+use naaice_ap2::swnaa::*;
+use naaice_ap2::*;
+
+/// Threads of this process.
+fn threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+fn param(buf: &mut [u8]) -> naa_param_t {
+    naa_param_t {
+        addr: buf.as_mut_ptr().cast::<c_void>(),
+        size: buf.len(),
+        single_send: CBool(0),
+    }
+}
+
+#[test]
+fn finalize_and_destroy_free_everything() {
+    // SAFETY: the only test in this binary, and no other thread exists yet.
+    unsafe { std::env::set_var("NAAICE_TRANSPORT", "soft") };
+    let baseline = threads();
+    let naa = naa_swnaa_new();
+    assert!(!naa.is_null());
+    // SAFETY: a NUL-terminated literal.
+    assert_eq!(unsafe { naa_swnaa_start(naa, c"127.0.0.1".as_ptr(), 0) }, 0);
+    let port = naa_swnaa_port(naa);
+    assert!(port > 0);
+    assert_eq!(live_servers(), 1);
+    // SAFETY: the only test in this binary; the server's threads never read the environment
+    // (NAA_SPEC is read by the first naa_create, below).
+    unsafe { std::env::set_var("NAA_SPEC", format!("127.0.0.1:{port}:1:1")) };
+
+    let mut x = vec![7u8; 4096];
+    let mut p = [param(&mut x)];
+    let mut h = naa_handle {
+        function_code: 0,
+        comm_ctx: ptr::null_mut(),
+    };
+    let mut st = naa_status::in_state(naaice_communication_state::INIT);
+    // SAFETY (all calls below): pointers to live locals; `x` outlives the handle.
+    unsafe {
+        // A failed create leaves nothing behind.
+        assert_eq!(
+            naa_create(1, p.as_mut_ptr(), 1, p.as_mut_ptr(), 1, ptr::null_mut()),
+            -1
+        );
+        assert_eq!(
+            naa_create(1, ptr::null_mut(), 1, p.as_mut_ptr(), 1, &mut h),
+            -1
+        );
+        assert_eq!(live_handles(), 0);
+        assert_eq!(naa_finalize(&mut h), 0);
+
+        assert_eq!(
+            naa_create(1, p.as_mut_ptr(), 1, p.as_mut_ptr(), 1, &mut h),
+            0
+        );
+        assert_eq!(h.function_code, 1);
+        assert_eq!(live_handles(), 1);
+        for _ in 0..10 {
+            assert_eq!(naa_invoke(&mut h), 0);
+            assert_eq!(naa_wait(&mut h, &mut st), 0);
+        }
+        assert_eq!(st.state, naaice_communication_state::FINISHED);
+        assert_eq!(st.naa_error, NaaErrorValue(0));
+        assert_eq!(st.bytes_received, 4096);
+        let copy = h;
+        assert_eq!(naa_finalize(&mut h), 0);
+        assert_eq!(live_handles(), 0);
+        assert!(h.comm_ctx.is_null());
+        assert_eq!(naa_finalize(&mut h), 0);
+        let mut copy = copy;
+        assert_eq!(naa_finalize(&mut copy), -1);
+    }
+    // 10 RPCs of +1 on the in-place parameter.
+    assert!(x.iter().all(|&b| b == 17));
+
+    assert_eq!(naa_swnaa_destroy(naa), 0);
+    assert_eq!(live_servers(), 0);
+    assert_eq!(naa_swnaa_destroy(naa), -1);
+    assert_eq!(
+        threads(),
+        baseline,
+        "library threads still running after finalize and destroy"
+    );
+}
