@@ -19,8 +19,7 @@ use rand_core::CryptoRng;
 use crate::clock::Clock;
 use crate::config::FirmwareConfig;
 use crate::engine::{
-    Access, Completion, CompletionKind, ConnId, EngineEvent, RegionEntry, RoceEngine,
-    WriteRequest,
+    Access, Completion, CompletionKind, ConnId, EngineEvent, RegionEntry, RoceEngine, WriteRequest,
 };
 use crate::kernel::{KernelDone, KernelJob, KernelUnit};
 use crate::log::{debug, info, warning};
@@ -170,7 +169,9 @@ where
             .filter_map(|s| s.server.poll_timeout())
             .min();
         match deadline {
-            Some(d) => d.saturating_duration_since(now).min(self.config.poll_interval),
+            Some(d) => d
+                .saturating_duration_since(now)
+                .min(self.config.poll_interval),
             None => self.config.poll_interval,
         }
     }
@@ -273,7 +274,7 @@ where
         let Some(slot) = self.slots[index].as_mut() else {
             return false;
         };
-        if !slot.server.poll_timeout().is_some_and(|d| now >= d) {
+        if slot.server.poll_timeout().is_none_or(|d| now < d) {
             return false;
         }
         let calculating = slot.server.phase() == Phase::Calculating;
@@ -302,13 +303,23 @@ where
             match action {
                 Action::PostRecv { wr_id, buffer } => {
                     let message = buffer == RecvBuffer::Message;
-                    if self.hw.engine.post_recv(conn, wr_id.raw(), message).is_err() {
+                    if self
+                        .hw
+                        .engine
+                        .post_recv(conn, wr_id.raw(), message)
+                        .is_err()
+                    {
                         slot.server.handle_input(now, Input::PostFailed(wr_id));
                     }
                 }
                 Action::Send { wr_id, len } => {
                     let message = &self.msg[..len.min(MRSP_RECV_LEN)];
-                    if self.hw.engine.post_send(conn, wr_id.raw(), message).is_err() {
+                    if self
+                        .hw
+                        .engine
+                        .post_send(conn, wr_id.raw(), message)
+                        .is_err()
+                    {
                         slot.server.handle_input(now, Input::PostFailed(wr_id));
                     }
                 }

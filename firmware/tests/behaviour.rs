@@ -81,13 +81,20 @@ fn internal_regions_get_memory_but_no_table_entry() {
     let mut records = standard_request();
     records.push(internal(MEMORY.base + 0x8000, 4096));
     let reply = connect_and_mrsp(&mut fw, 1, &records);
-    assert_eq!(advert(&reply).len(), 2, "internal regions are not advertised");
+    assert_eq!(
+        advert(&reply).len(),
+        2,
+        "internal regions are not advertised"
+    );
     assert_eq!(fw.hardware().engine.tables[&1].len(), 2);
     let regions = fw.server(1).expect("open").regions().regions();
     assert_eq!(regions[2].local.map(|l| l.addr), Some(MEMORY.base + 0x8000));
 }
 
-fn refused_with(records: &[naaice_core::wire::mrsp::RequestRecord], max_regions: u8) -> MrspErrorCode {
+fn refused_with(
+    records: &[naaice_core::wire::mrsp::RequestRecord],
+    max_regions: u8,
+) -> MrspErrorCode {
     let mut c = config();
     c.max_regions = max_regions;
     let (mut fw, _, _) = firmware_with::<_, 2>(c, CountingPin::default(), 1);
@@ -160,7 +167,13 @@ fn rpc_starts_the_kernel_with_a_pulse_and_writes_back_with_the_return_code() {
         );
         fw.hardware_mut().engine.write_imm(4, imm);
         settle(&mut fw);
-        let job = fw.hardware().kernels.jobs.last().cloned().expect("kernel loaded");
+        let job = fw
+            .hardware()
+            .kernels
+            .jobs
+            .last()
+            .cloned()
+            .expect("kernel loaded");
         assert_eq!(job.fncode, KERNEL);
         assert_eq!(job.user, [0xA, 0xB, rpc as u8]);
         assert_eq!(job.rpc, rpc);
@@ -279,9 +292,11 @@ fn disconnect_clears_the_table_and_the_client_can_reconnect() {
 fn connections_up_to_the_limit_each_with_its_own_table() {
     let (mut fw, _, done) = firmware();
     let a = advert(&connect_and_mrsp(&mut fw, 10, &standard_request()));
-    let other = [
-        param(RegionFlags::INPUT | RegionFlags::OUTPUT, MEMORY.base + 0x10000, 256),
-    ];
+    let other = [param(
+        RegionFlags::INPUT | RegionFlags::OUTPUT,
+        MEMORY.base + 0x10000,
+        256,
+    )];
     let b = advert(&connect_and_mrsp(&mut fw, 11, &other));
     let engine = &mut fw.hardware_mut().engine;
     engine.events.push_back(EngineEvent::ConnectRequest(12));
@@ -305,7 +320,10 @@ fn connections_up_to_the_limit_each_with_its_own_table() {
     done.signal(1, 7);
     settle(&mut fw);
     let (conn, w) = fw.hardware().engine.writes[0];
-    assert_eq!((conn, w.imm, w.local_addr), (11, Some(7 << 8), MEMORY.base + 0x10000));
+    assert_eq!(
+        (conn, w.imm, w.local_addr),
+        (11, Some(7 << 8), MEMORY.base + 0x10000)
+    );
 
     // A freed slot takes the next connection.
     fw.hardware_mut()
@@ -388,17 +406,23 @@ fn client_error_signal_and_failed_work_end_the_connection() {
     advert(&connect_and_mrsp(&mut fw, 2, &standard_request()));
     fw.hardware_mut().engine.write_imm(2, 0);
     settle(&mut fw);
-    assert!(fw.hardware().kernels.jobs.is_empty(), "no stale kernel (D-07)");
+    assert!(
+        fw.hardware().kernels.jobs.is_empty(),
+        "no stale kernel (D-07)"
+    );
     assert_eq!(fw.connections(), 0);
 
     advert(&connect_and_mrsp(&mut fw, 3, &standard_request()));
-    fw.hardware_mut().engine.events.push_back(EngineEvent::Completion(
-        3,
-        Completion {
-            wr_id: 0xdead,
-            kind: CompletionKind::Failed(WorkError::RetryExceeded),
-        },
-    ));
+    fw.hardware_mut()
+        .engine
+        .events
+        .push_back(EngineEvent::Completion(
+            3,
+            Completion {
+                wr_id: 0xdead,
+                kind: CompletionKind::Failed(WorkError::RetryExceeded),
+            },
+        ));
     settle(&mut fw);
     assert_eq!(fw.connections(), 0);
 }

@@ -401,8 +401,14 @@ fn run_kernel(memory: &NaaMemory, job: &Job) -> ReturnCode {
     };
     match job.fncode {
         ADD_ONE => {
-            let inputs = job.regions.iter().filter(|r| r.0.contains(RegionFlags::INPUT));
-            let outputs = job.regions.iter().filter(|r| r.0.contains(RegionFlags::OUTPUT));
+            let inputs = job
+                .regions
+                .iter()
+                .filter(|r| r.0.contains(RegionFlags::INPUT));
+            let outputs = job
+                .regions
+                .iter()
+                .filter(|r| r.0.contains(RegionFlags::OUTPUT));
             for (input, output) in inputs.zip(outputs) {
                 let (Some(src), Some(dst)) = (buffer(input.1), buffer(output.1)) else {
                     return ReturnCode::application(0x7F).unwrap_or(ReturnCode::SUCCESS);

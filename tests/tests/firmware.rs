@@ -153,10 +153,7 @@ fn concurrent_connections_need_disjoint_memory_and_respect_the_limit() {
         ClientConfig::new(code(ADD_ONE)),
     );
     assert!(
-        matches!(
-            third,
-            Err(Error::Transport(TransportError::Rejected(_)))
-        ),
+        matches!(third, Err(Error::Transport(TransportError::Rejected(_)))),
         "{third:?}"
     );
     for conn in [&mut a, &mut b] {

@@ -12,11 +12,11 @@
 mod image {
     use core::time::Duration;
 
+    use chacha20::ChaCha8Rng;
     use naaice_core::config::MRSP_RECV_LEN;
     use naaice_core::{FunctionCode, KernelSet};
     use naaice_firmware::board::{self, Board, CONNECTIONS, KERNEL_DONE};
     use naaice_firmware::{Firmware, FirmwareConfig, Hardware, MemoryMap};
-    use chacha20::ChaCha8Rng;
     use riscv::delay::McycleDelay;
     use static_cell::StaticCell;
 

@@ -47,7 +47,10 @@ unsafe impl defmt::Logger for UartLogger {
         // SAFETY: released in `release` (or below on re-entry), with the state it returned.
         let restore = unsafe { critical_section::acquire() };
         // Interrupts are off inside a frame, so only a bug logs from within one.
-        assert!(!TAKEN.load(Ordering::Relaxed), "defmt logger taken reentrantly");
+        assert!(
+            !TAKEN.load(Ordering::Relaxed),
+            "defmt logger taken reentrantly"
+        );
         TAKEN.store(true, Ordering::Relaxed);
         // SAFETY: inside the critical section and holding `TAKEN`: exclusive access.
         unsafe {

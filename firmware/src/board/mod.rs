@@ -8,10 +8,10 @@ mod mmio;
 
 use core::convert::Infallible;
 
+use chacha20::ChaCha8Rng;
 use embedded_hal::digital::{ErrorType, OutputPin};
 use naaice_core::Instant;
 use naaice_core::machine::WorkError;
-use chacha20::ChaCha8Rng;
 use rand_core::SeedableRng;
 
 use self::mmio::Reg;

@@ -303,7 +303,11 @@ pub fn firmware_with<P: OutputPin, const N: usize>(
 }
 
 /// A firmware for up to 2 connections with a counting start pin.
-pub fn firmware() -> (TestFirmware<CountingPin, 2>, SimClock, &'static KernelDone<2>) {
+pub fn firmware() -> (
+    TestFirmware<CountingPin, 2>,
+    SimClock,
+    &'static KernelDone<2>,
+) {
     firmware_with(config(), CountingPin::default(), 7)
 }
 

@@ -210,12 +210,7 @@ impl SoftEndpoint {
         }
         st.regions.insert(key, registered);
         drop(st);
-        tracing::trace!(
-            key,
-            addr,
-            len = buffer.len(),
-            "soft transport: register"
-        );
+        tracing::trace!(key, addr, len = buffer.len(), "soft transport: register");
         Ok(SoftRegion {
             shared: Arc::downgrade(&self.shared),
             key,
