@@ -191,6 +191,9 @@ where
         }
     }
 
+    // Kept out of line: the new machine (about 2.9 KiB) is built on the stack, and that frame
+    // must not add to the deepest call chain (step → handle_input → MRSP parsing).
+    #[inline(never)]
     fn on_connect_request(&mut self, now: Instant, conn: ConnId) {
         let free = self.slots.iter().position(Option::is_none);
         let (Some(index), None) = (free, self.slot_of(conn)) else {

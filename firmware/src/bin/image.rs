@@ -54,6 +54,15 @@ mod image {
 
     #[riscv_rt::entry]
     fn main() -> ! {
+        let fw = setup();
+        Board::enable_interrupts(&mut Board::init());
+        fw.run(&mut McycleDelay::new(board::CORE_HZ))
+    }
+
+    /// Builds the firmware into its static cell. Out of line, so that the temporaries of the
+    /// construction are off the stack before the main loop starts.
+    #[inline(never)]
+    fn setup() -> &'static mut Fw {
         let mut b = Board::init();
         let rng = b.rng();
         let mut config = FirmwareConfig::new(MEMORY, KERNELS);
@@ -67,9 +76,7 @@ mod image {
             start: b.start,
             clock: b.clock,
         };
-        let fw = FIRMWARE.init_with(|| Firmware::new(config, hw, rng, &KERNEL_DONE, msg));
-        Board::enable_interrupts(&mut Board::init());
-        fw.run(&mut McycleDelay::new(board::CORE_HZ))
+        FIRMWARE.init_with(|| Firmware::new(config, hw, rng, &KERNEL_DONE, msg))
     }
 
     #[panic_handler]
