@@ -1066,3 +1066,49 @@ fn performance_against_raw_tcp() {
         bw / tcp_bw
     );
 }
+
+#[test]
+fn register_at_uses_the_chosen_address_and_key() {
+    let (mut client, mut server, (r, rbuf)) = pair(config(), |ep| {
+        let rbuf = Buffer::zeroed(256);
+        let r = ep.register_at(&rbuf, 0x4000, 0xA5A5_0001).unwrap();
+        // The key is taken now; a zero-length buffer is refused as by `register`.
+        assert!(
+            ep.register_at(&Buffer::zeroed(8), 0x8000, 0xA5A5_0001)
+                .is_err()
+        );
+        assert!(ep.register_at(&rbuf, u64::MAX - 8, 0xA5A5_0002).is_err());
+        ep.post_recv(5, None).unwrap();
+        (r, rbuf)
+    });
+    assert_eq!(
+        (r.addr(), r.rkey(), r.lkey()),
+        (0x4000, 0xA5A5_0001, 0xA5A5_0001)
+    );
+    let sbuf = Buffer::from_vec(pattern(64, 3));
+    let s = client.region(&sbuf);
+    let target = RemoteAddr {
+        addr: 0x4000 + 16,
+        rkey: 0xA5A5_0001,
+    };
+    client
+        .ep
+        .post_send(&[wr(1, SendOp::WriteWithImm(target, 7), Some(sge(&s, 0, 64)))])
+        .unwrap();
+    assert_eq!(server.completions(1, LONG)[0].imm, Some(7));
+    assert_eq!(client.completions(1, LONG)[0].status, WcStatus::Success);
+    assert_eq!(rbuf.to_vec()[16..80], pattern(64, 3)[..]);
+    // The buffer's own virtual address is not an alias for it.
+    let own = RemoteAddr {
+        addr: rbuf.addr(),
+        rkey: 0xA5A5_0001,
+    };
+    client
+        .ep
+        .post_send(&[wr(2, SendOp::Write(own), Some(sge(&s, 0, 8)))])
+        .unwrap();
+    assert_eq!(
+        client.completions(1, LONG)[0].status,
+        WcStatus::RemoteAccess
+    );
+}

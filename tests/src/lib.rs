@@ -2,6 +2,8 @@
 //! test kernels, and a way to run a test body in a child process (for kill tests and for
 //! process-wide settings such as `NAA_SPEC`).
 
+pub mod fpga;
+
 use std::net::SocketAddr;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;

@@ -10,7 +10,9 @@ use std::time::Instant;
 use super::SoftConfig;
 use super::frame::{Frame, MAX_REASON};
 use super::inline::receive_inline;
-use super::qp::{Local, Phase, RecvEntry, SendEntry, Shared, State, TxToken, memory_key};
+use super::qp::{
+    Local, Phase, RecvEntry, Registered, SendEntry, Shared, State, TxToken, memory_key,
+};
 use super::tx::{pump, send, send_final};
 use super::{nic, tx};
 use crate::memory::Buffer;
@@ -23,12 +25,13 @@ use crate::transport::{
 pub struct SoftRegion {
     shared: Weak<Shared>,
     key: u32,
+    addr: u64,
     buffer: Buffer,
 }
 
 impl MemoryRegion for SoftRegion {
     fn addr(&self) -> u64 {
-        self.buffer.addr()
+        self.addr
     }
     fn len(&self) -> usize {
         self.buffer.len()
@@ -159,14 +162,15 @@ impl SoftEndpoint {
 
     /// Resolves an SGE against the registered regions.
     fn local(st: &State, sge: &Sge) -> Result<Local> {
-        let buffer = st
+        let region = st
             .regions
             .get(&sge.lkey)
             .ok_or(TransportError::InvalidRequest("unknown lkey"))?;
+        let buffer = &region.buffer;
         let outside = TransportError::InvalidRequest("SGE outside its region");
         let offset = sge
             .addr
-            .checked_sub(buffer.addr())
+            .checked_sub(region.addr)
             .and_then(|o| usize::try_from(o).ok())
             .ok_or(outside)?;
         let len = sge.len as usize;
@@ -181,6 +185,42 @@ impl SoftEndpoint {
     }
 }
 
+impl SoftEndpoint {
+    /// Registers `buffer` under a memory key and an address chosen by the caller, as a
+    /// hardware RoCE engine's region table does: the peer (and local SGEs) then address the
+    /// buffer as `addr .. addr + len` with key `key`. Used to play an FPGA NAA, whose firmware
+    /// places regions at NAA addresses and picks the rkeys. Fails if `key` is taken.
+    pub fn register_at(&mut self, buffer: &Buffer, addr: u64, key: u32) -> Result<SoftRegion> {
+        if buffer.is_empty() {
+            return Err(TransportError::InvalidRequest("zero-length buffer"));
+        }
+        if addr.checked_add(buffer.len() as u64).is_none() {
+            return Err(TransportError::InvalidRequest("region address range wraps"));
+        }
+        self.insert_region(buffer, addr, key)
+    }
+
+    fn insert_region(&mut self, buffer: &Buffer, addr: u64, key: u32) -> Result<SoftRegion> {
+        let registered = Registered {
+            buffer: buffer.clone(),
+            addr,
+        };
+        let mut st = self.shared.lock();
+        if st.regions.contains_key(&key) {
+            return Err(TransportError::InvalidRequest("memory key in use"));
+        }
+        st.regions.insert(key, registered);
+        drop(st);
+        tracing::trace!(key, addr, len = buffer.len(), "soft transport: register");
+        Ok(SoftRegion {
+            shared: Arc::downgrade(&self.shared),
+            key,
+            addr,
+            buffer: buffer.clone(),
+        })
+    }
+}
+
 impl Endpoint for SoftEndpoint {
     type Region = SoftRegion;
 
@@ -189,23 +229,19 @@ impl Endpoint for SoftEndpoint {
             return Err(TransportError::InvalidRequest("zero-length buffer"));
         }
         let mut st = self.shared.lock();
-        st.registrations = st.registrations.wrapping_add(1);
-        let key = memory_key(self.shared.key_salt, st.registrations);
-        if st.regions.contains_key(&key) {
-            return Err(TransportError::InvalidRequest("memory keys exhausted"));
+        // Skip keys taken by `register_at` (generated keys never repeat among themselves).
+        let mut key = None;
+        for _ in 0..4 {
+            st.registrations = st.registrations.wrapping_add(1);
+            let k = memory_key(self.shared.key_salt, st.registrations);
+            if !st.regions.contains_key(&k) {
+                key = Some(k);
+                break;
+            }
         }
-        st.regions.insert(key, buffer.clone());
-        tracing::trace!(
-            key,
-            addr = buffer.addr(),
-            len = buffer.len(),
-            "soft transport: register"
-        );
-        Ok(SoftRegion {
-            shared: Arc::downgrade(&self.shared),
-            key,
-            buffer: buffer.clone(),
-        })
+        let key = key.ok_or(TransportError::InvalidRequest("memory keys exhausted"))?;
+        drop(st);
+        self.insert_region(buffer, buffer.addr(), key)
     }
 
     fn post_recv(&mut self, wr_id: u64, buf: Option<Sge>) -> Result<()> {

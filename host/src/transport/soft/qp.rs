@@ -156,7 +156,7 @@ pub(crate) struct State {
     /// Connection phase.
     pub(crate) phase: Phase,
     /// Registered regions by key (lkey = rkey).
-    pub(crate) regions: HashMap<u32, Buffer>,
+    pub(crate) regions: HashMap<u32, Registered>,
     /// Registrations so far (key generator).
     pub(crate) registrations: u32,
     /// Posted receives, oldest first.
@@ -248,6 +248,16 @@ impl State {
             None
         }
     }
+}
+
+/// A registered region: the buffer and the address it is known by (its own virtual address,
+/// or one chosen with [`super::SoftEndpoint::register_at`]).
+#[derive(Clone, Debug)]
+pub(crate) struct Registered {
+    /// The memory.
+    pub(crate) buffer: Buffer,
+    /// Address of its first byte as seen in SGEs and by the peer.
+    pub(crate) addr: u64,
 }
 
 /// State shared by an endpoint, its regions and its engine threads.

@@ -313,13 +313,13 @@ impl Rx<'_> {
     /// Validates an RDMA WRITE target: known rkey, in bounds, accessible.
     fn target(&self, len: u32, remote: RemoteAddr) -> Result<(Buffer, usize), End> {
         let refuse = End::Refuse(WcStatus::RemoteAccess);
-        let buffer = match self.shared.lock().regions.get(&remote.rkey) {
-            Some(b) => b.clone(),
+        let (buffer, base) = match self.shared.lock().regions.get(&remote.rkey) {
+            Some(r) => (r.buffer.clone(), r.addr),
             None => return Err(refuse),
         };
         let Some(offset) = remote
             .addr
-            .checked_sub(buffer.addr())
+            .checked_sub(base)
             .and_then(|o| usize::try_from(o).ok())
         else {
             return Err(refuse);
