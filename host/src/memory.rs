@@ -387,7 +387,7 @@ impl Drop for BufferGuard<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicBool;
+    use std::sync::atomic::{AtomicBool, AtomicU64};
 
     #[test]
     fn constructors_and_contents() {
@@ -485,10 +485,12 @@ mod tests {
         let rounds: usize = if cfg!(miri) { 20 } else { 2000 };
         let b = Buffer::zeroed(LEN);
         let stop = Arc::new(AtomicBool::new(false));
+        let writes = Arc::new(AtomicU64::new(0));
         let mut nics = Vec::new();
         for t in 0..2u8 {
             let b = b.clone();
             let stop = stop.clone();
+            let writes = writes.clone();
             nics.push(std::thread::spawn(move || {
                 let (mut ok, mut refused) = (0u64, 0u64);
                 let mut i = 0u8;
@@ -497,7 +499,10 @@ mod tests {
                     // Each NIC write fills the whole buffer with one value: if writes never
                     // overlap with the application's view, it always sees a uniform buffer.
                     match b.nic_write(0, LEN, |s| s.fill(i.wrapping_mul(2).wrapping_add(t))) {
-                        Ok(()) => ok += 1,
+                        Ok(()) => {
+                            ok += 1;
+                            writes.fetch_add(1, Ordering::Relaxed);
+                        }
                         Err(Inaccessible::Locked) => refused += 1,
                         Err(e) => panic!("unexpected {e:?}"),
                     }
@@ -526,6 +531,12 @@ mod tests {
             if round % 4 == 0 {
                 std::thread::yield_now();
             }
+        }
+        // On a loaded machine the NIC threads may not have run yet: give them the buffer
+        // (unlocked) until one write got through, or a generous bound.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while writes.load(Ordering::Relaxed) == 0 && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
         stop.store(true, Ordering::Relaxed);
         let mut total_ok = 0;
