@@ -73,19 +73,18 @@ impl Rx<'_> {
             }
             if self.buffered() < HDR_LEN {
                 self.flush_wake();
+                // Input ran dry. A due ACK waits a moment, so that a reply the application
+                // posts meanwhile carries it (no extra segment, no extra wake-up at the
+                // peer); the engine is offered to application threads meanwhile.
                 let delay = self.shared.config.ack_delay;
-                if self.buffered() == 0 && self.ack_due() && !delay.is_zero() {
-                    // Input ran dry with an ACK due: give the application a moment to post a
-                    // reply that carries it (no extra segment, no extra wake-up at the peer).
-                    if wait_readable(self.shared, false, Some(delay)) == Readiness::Socket {
-                        self.read_available()?;
-                        continue;
-                    }
-                }
-                if self.buffered() == 0 {
+                let ack_due = self.buffered() == 0 && self.ack_due();
+                if ack_due && delay.is_zero() {
                     self.send_ack();
                 }
-                self.idle()?;
+                let timeout = (ack_due && !delay.is_zero()).then_some(delay);
+                if self.idle(timeout)? {
+                    self.send_ack();
+                }
                 continue;
             }
             let frame = self.peek()?;
@@ -116,10 +115,11 @@ impl Rx<'_> {
         }
     }
 
-    /// Input ran dry: offers the engine to application threads, waits until input arrives (or
-    /// an application thread hands the engine back), and takes the engine again; then reads
-    /// what has arrived.
-    fn idle(&mut self) -> Result<(), End> {
+    /// Input ran dry: offers the engine to application threads (waking one that waits for a
+    /// completion, so that it receives for itself from now on), waits until input arrives, an
+    /// application thread hands the engine back, or `timeout` passes, and takes the engine
+    /// again; then reads what has arrived. Returns true if `timeout` passed without input.
+    fn idle(&mut self, timeout: Option<std::time::Duration>) -> Result<bool, End> {
         let shared = self.shared;
         self.set_timeout(None);
         {
@@ -129,23 +129,29 @@ impl Rx<'_> {
             }
             st.engine = Some(std::mem::take(&mut self.e));
             st.rx_polling = true;
+            if st.app_waiters > 0 {
+                shared.app_cv.notify_all();
+            }
         }
-        let ready = wait_readable(shared, true, None);
+        let ready = wait_readable(shared, true, timeout);
         let mut st = shared.lock();
         st.rx_polling = false;
-        if ready == Readiness::Socket
+        if ready != Readiness::Bell
             && matches!(st.reader, Reader::Thread | Reader::Reserved)
             && let Some(e) = st.engine.take()
         {
-            // Read what came (an application thread may have held the engine meanwhile and
-            // left frames in it).
+            // Nobody took it, or it was handed back: read what came (an application thread
+            // may have left frames in it).
             st.reader = Reader::Thread;
             self.e = e;
             drop(st);
+            if ready == Readiness::Timeout && self.buffered() == 0 {
+                return Ok(true);
+            }
             if self.buffered() < HDR_LEN && self.e.pending_end.is_none() {
                 self.read_available()?;
             }
-            return Ok(());
+            return Ok(false);
         }
         drop(st);
         // An application thread holds the engine, or handed it back (bell): take it when
@@ -154,7 +160,7 @@ impl Rx<'_> {
         if self.buffered() < HDR_LEN && self.e.pending_end.is_none() {
             self.read_available()?;
         }
-        Ok(())
+        Ok(false)
     }
 }
 

@@ -173,6 +173,8 @@ pub(crate) struct State {
     pub(crate) token: TxToken,
     /// A partly written control frame.
     pub(crate) ctrl: Option<PartialCtrl>,
+    /// A blocking transmission failed part-way: the byte stream may end inside a frame.
+    pub(crate) wire_torn: bool,
     /// Data messages received and placed (responder side msn).
     pub(crate) rx_msn: u64,
     /// Highest msn acknowledged to the peer.
@@ -315,6 +317,7 @@ impl Shared {
                 tx_offset: 0,
                 token: TxToken::Free,
                 ctrl: None,
+                wire_torn: false,
                 rx_msn: 0,
                 ack_sent: 0,
                 nop_due: false,

@@ -318,6 +318,10 @@ pub(crate) fn run_sender(shared: Arc<Shared>) {
                 };
                 st = shared.lock();
                 st.token = TxToken::Free;
+                if result.is_err() {
+                    // A frame may have been cut off mid-way: nothing may follow it.
+                    st.wire_torn = true;
+                }
                 let failure = match result {
                     Ok(()) => {
                         if msn.is_some_and(|msn| st.tx_next == msn) {
@@ -374,19 +378,22 @@ pub(crate) fn run_sender(shared: Arc<Shared>) {
 /// peer then sees the connection close instead).
 pub(crate) fn send_final(shared: &Shared, frame: Frame) {
     let mut st = shared.lock();
+    // Wait for the token: a short transmission ends at once, the sender thread's within one
+    // socket time slice (it stops between chunks once the connection is closed).
+    let give_up = Instant::now() + 4 * shared.config.nic_access_timeout;
     let mut spins = 0u32;
-    while st.token == TxToken::Short {
+    while st.token != TxToken::Free && Instant::now() < give_up {
         drop(st);
         spins += 1;
         if spins < 64 {
             std::hint::spin_loop();
         } else {
-            std::thread::yield_now();
+            std::thread::sleep(std::time::Duration::from_micros(50));
         }
         st = shared.lock();
     }
-    if st.token == TxToken::Long {
-        tracing::debug!("soft transport: final frame skipped (data frame in flight)");
+    if st.token != TxToken::Free || st.wire_torn || st.tx_offset > 0 {
+        tracing::debug!("soft transport: final frame skipped (a data frame is partly sent)");
         return;
     }
     st.token = TxToken::Long;
