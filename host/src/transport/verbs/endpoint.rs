@@ -15,7 +15,7 @@ use super::cq::{CompletionChannel, CompletionQueue};
 use super::mr::{KeyTable, VerbsRegion};
 use super::pd::ProtectionDomain;
 use super::qp::QueuePair;
-use super::{MAX_SGE, MAX_WR, VerbsConfig, sockaddr};
+use super::{MAX_WR, VerbsConfig, sockaddr};
 use crate::memory::Buffer;
 use crate::transport::{
     Completion, ConnectionEvent, Endpoint, Result, SendOp, SendWr, Sge, TransportError, WcOpcode,
@@ -126,19 +126,26 @@ impl VerbsEndpoint {
     fn read_cm_events(&mut self) -> Result<()> {
         use rdma_cm_event_type::*;
         while let Some(event) = self.id.channel().try_next()? {
-            tracing::debug!(event = event.name(), status = event.status, "verbs: cm event");
+            tracing::debug!(
+                event = event.name(),
+                status = event.status,
+                "verbs: cm event"
+            );
             match event.kind {
-                RDMA_CM_EVENT_ESTABLISHED => {
-                    if self.state != State::Closed {
-                        self.state = State::Connected;
-                        self.events.push_back(ConnectionEvent::Established);
-                    }
+                RDMA_CM_EVENT_ESTABLISHED if self.state != State::Closed => {
+                    self.state = State::Connected;
+                    self.events.push_back(ConnectionEvent::Established);
                 }
                 RDMA_CM_EVENT_DISCONNECTED
                 | RDMA_CM_EVENT_DEVICE_REMOVAL
                 | RDMA_CM_EVENT_CONNECT_ERROR
                 | RDMA_CM_EVENT_UNREACHABLE
-                | RDMA_CM_EVENT_REJECTED => self.close(),
+                | RDMA_CM_EVENT_REJECTED => {
+                    // What completed before the peer left is handed out before the event
+                    // (e.g. an MRSP error message followed by the NAA's disconnect).
+                    self.fill()?;
+                    self.close();
+                }
                 _ => {}
             }
         }
@@ -236,7 +243,7 @@ impl Endpoint for VerbsEndpoint {
             next: std::ptr::null_mut(),
             sg_list: sge
                 .as_mut()
-                .map_or(std::ptr::null_mut(), |s| std::ptr::from_mut(s)),
+                .map_or(std::ptr::null_mut(), std::ptr::from_mut),
             num_sge: i32::from(sge.is_some()),
         };
         // SAFETY: one request, null-terminated; its SGE (if any) was checked against a live
@@ -255,7 +262,6 @@ impl Endpoint for VerbsEndpoint {
         if wrs.len() > MAX_WR as usize {
             return Err(TransportError::InvalidRequest("send queue full"));
         }
-        debug_assert!(MAX_SGE >= 1);
         let mut sges = std::mem::take(&mut self.send_sges);
         let mut list = std::mem::take(&mut self.send_wrs);
         sges.clear();
@@ -278,9 +284,11 @@ impl Endpoint for VerbsEndpoint {
                 let (opcode, remote, imm) = match wr.op {
                     SendOp::Send => (ibv_wr_opcode::IBV_WR_SEND, None, None),
                     SendOp::Write(r) => (ibv_wr_opcode::IBV_WR_RDMA_WRITE, Some(r), None),
-                    SendOp::WriteWithImm(r, imm) => {
-                        (ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM, Some(r), Some(imm))
-                    }
+                    SendOp::WriteWithImm(r, imm) => (
+                        ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM,
+                        Some(r),
+                        Some(imm),
+                    ),
                 };
                 let mut flags = ibv_send_flags::IBV_SEND_SIGNALED.0;
                 if wr.solicited {
@@ -354,6 +362,10 @@ impl Endpoint for VerbsEndpoint {
     fn poll_event(&mut self) -> Option<ConnectionEvent> {
         if let Err(e) = self.read_cm_events() {
             tracing::warn!(error = %e, "verbs: reading connection events failed");
+        }
+        // Completions taken off the CQ before a disconnect go first (see `read_cm_events`).
+        if self.events.front() == Some(&ConnectionEvent::Disconnected) && !self.ready.is_empty() {
+            return None;
         }
         self.events.pop_front()
     }

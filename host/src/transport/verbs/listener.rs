@@ -14,7 +14,9 @@ use rdma_sys::{
 use super::cm::{CmEvent, CmId, EventChannel};
 use super::endpoint::{State, VerbsEndpoint};
 use super::sockaddr::{self, CSockAddr};
-use super::{BACKLOG, MAX_REJECT_DATA, Result, TransportError, VerbsConfig, millis_until, os_error};
+use super::{
+    BACKLOG, MAX_REJECT_DATA, Result, TransportError, VerbsConfig, millis_until, os_error,
+};
 use crate::transport::{Incoming, Listener};
 
 /// The connection parameters of connect and accept (spec §1.1): no private data,
@@ -56,7 +58,11 @@ fn expect_event(
         let Some(event) = channel.next(deadline)? else {
             return Err(TransportError::TimedOut);
         };
-        tracing::debug!(event = event.name(), status = event.status, "verbs: connect");
+        tracing::debug!(
+            event = event.name(),
+            status = event.status,
+            "verbs: connect"
+        );
         match event.kind {
             k if k == want => return Ok(()),
             RDMA_CM_EVENT_REJECTED => {
@@ -232,7 +238,9 @@ impl Incoming for VerbsIncoming {
     type Endpoint = VerbsEndpoint;
 
     fn endpoint(&mut self) -> &mut VerbsEndpoint {
-        self.ep.as_mut().expect("endpoint present until accept or reject")
+        self.ep
+            .as_mut()
+            .expect("endpoint present until accept or reject")
     }
 
     fn accept(mut self) -> Result<VerbsEndpoint> {
@@ -259,7 +267,9 @@ impl Incoming for VerbsIncoming {
     }
 
     fn peer_addr(&self) -> Option<SocketAddr> {
-        self.ep.as_ref().and_then(|ep| crate::transport::Endpoint::peer_addr(ep))
+        self.ep
+            .as_ref()
+            .and_then(crate::transport::Endpoint::peer_addr)
     }
 }
 

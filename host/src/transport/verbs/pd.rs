@@ -99,7 +99,11 @@ pub(super) fn device_names() -> Result<Vec<String>> {
         let name = unsafe { ibv_get_device_name(dev) };
         if !name.is_null() {
             // SAFETY: non-null NUL-terminated string valid while the list lives.
-            names.push(unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned());
+            names.push(
+                unsafe { CStr::from_ptr(name) }
+                    .to_string_lossy()
+                    .into_owned(),
+            );
         }
     }
     // SAFETY: the list came from `ibv_get_device_list` and is freed once.

@@ -59,7 +59,10 @@ impl QueuePair {
                 let raw = unsafe { (*id.as_ptr()).qp };
                 let raw = NonNull::new(raw)
                     .ok_or(TransportError::Protocol("rdma_create_qp left no QP"))?;
-                tracing::debug!(inline = attr.cap.max_inline_data, "verbs: queue pair created");
+                tracing::debug!(
+                    inline = attr.cap.max_inline_data,
+                    "verbs: queue pair created"
+                );
                 return Ok(Self {
                     raw,
                     max_inline: attr.cap.max_inline_data,
@@ -106,7 +109,9 @@ impl QueuePair {
 fn post_error(e: std::io::Error) -> TransportError {
     match e.raw_os_error() {
         Some(libc::ENOMEM) => TransportError::InvalidRequest("work queue full"),
-        Some(libc::EINVAL) => TransportError::InvalidRequest("work request refused by the provider"),
+        Some(libc::EINVAL) => {
+            TransportError::InvalidRequest("work request refused by the provider")
+        }
         Some(libc::EBADF) | Some(libc::EPIPE) | Some(libc::ENOTCONN) => {
             TransportError::NotConnected
         }

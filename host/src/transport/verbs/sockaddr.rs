@@ -66,7 +66,10 @@ pub(super) unsafe fn from_c(sa: *const libc::sockaddr) -> Option<SocketAddr> {
             // SAFETY: the family says the storage holds a `sockaddr_in` (caller: large enough).
             let sin = unsafe { std::ptr::read_unaligned(sa.cast::<libc::sockaddr_in>()) };
             let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
-            Some(SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(sin.sin_port))))
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                ip,
+                u16::from_be(sin.sin_port),
+            )))
         }
         libc::AF_INET6 => {
             // SAFETY: the family says the storage holds a `sockaddr_in6`.
@@ -88,7 +91,12 @@ mod tests {
 
     #[test]
     fn round_trip_v4_and_v6() {
-        for s in ["10.77.0.1:12345", "0.0.0.0:0", "[::1]:7", "[fe80::1%3]:4791"] {
+        for s in [
+            "10.77.0.1:12345",
+            "0.0.0.0:0",
+            "[::1]:7",
+            "[fe80::1%3]:4791",
+        ] {
             let addr: SocketAddr = s.parse().unwrap();
             let mut c = CSockAddr::new(addr);
             // SAFETY: `c` holds a full `sockaddr_storage`.
