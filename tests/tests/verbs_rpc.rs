@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use naaice::core::machine::Error as ProtocolError;
 use naaice::core::{ClientConfig, MrspErrorCode, Phase, ReturnCode};
 use naaice::swnaa::{KERNEL_FAILED, SoftNaa, SoftNaaConfig, SoftNaaHandle};
-use naaice::transport::verbs::{VerbsEndpoint, VerbsTransport, device_names};
+use naaice::transport::verbs::{VerbsConfig, VerbsEndpoint, VerbsTransport, device_names};
 use naaice::transport::{Transport, TransportError};
 use naaice::{Buffer, Connection, Error, Naa, NaaOptions, Param};
 use naaice_tests::{APP_ERROR, PANIC, PROBE, SLEEP, code, test_kernels};
@@ -344,6 +344,55 @@ fn four_concurrent_clients() {
                         assert!(h.wait()?.naa_error.is_success());
                     }
                     assert_eq!(h.output(0)?.to_vec(), plus(&start, 30));
+                    Ok::<_, Error>(())
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("client thread").expect("client RPCs");
+        }
+    });
+}
+
+/// Sixteen clients at once, both sides without busy-polling, so every wait goes through
+/// arming the completion channel and sleeping: a lost wake-up (D-15: the C server hung 8 of
+/// 40 clients on Soft-RoCE) would hang a client until the test's limit.
+#[test]
+fn sixteen_event_driven_clients_never_miss_a_wakeup() {
+    verbs_test("event_driven", 240, |ip| {
+        let sleepy = VerbsTransport::new(VerbsConfig {
+            busy_poll: Duration::ZERO,
+            ..VerbsConfig::default()
+        });
+        let naa = SoftNaa::bind(
+            sleepy.clone(),
+            SocketAddr::new(ip, 0),
+            SoftNaaConfig {
+                max_connections: 16,
+                ..SoftNaaConfig::default()
+            },
+            test_kernels(),
+        )
+        .expect("bind")
+        .spawn()
+        .expect("spawn");
+        let addr = naa.local_addr();
+        let threads: Vec<_> = (0..16u8)
+            .map(|t| {
+                let transport = sleepy.clone();
+                std::thread::spawn(move || {
+                    let p = Param::from_vec(pattern(100 + usize::from(t), t));
+                    let opts = NaaOptions {
+                        rpc_timeout: Duration::from_secs(120),
+                        ..NaaOptions::at(addr)
+                    };
+                    let mut h = Naa::create_with(&transport, 1, vec![p.clone()], vec![p], &opts)?;
+                    let start = h.input(0)?.to_vec();
+                    for _ in 0..20 {
+                        h.invoke()?;
+                        assert!(h.wait()?.naa_error.is_success());
+                    }
+                    assert_eq!(h.output(0)?.to_vec(), plus(&start, 20));
                     Ok::<_, Error>(())
                 })
             })

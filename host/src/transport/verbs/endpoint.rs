@@ -438,3 +438,71 @@ impl Drop for VerbsEndpoint {
         self.disconnect();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wc(status: u32, opcode: u32, flags: u32, imm_be: u32) -> ibv_wc {
+        // SAFETY: plain old data; all-zero is valid.
+        let mut wc: ibv_wc = unsafe { std::mem::zeroed() };
+        wc.wr_id = 7;
+        wc.status = status;
+        wc.opcode = opcode;
+        wc.wc_flags = flags;
+        wc.byte_len = 512;
+        wc.imm_data_invalidated_rkey_union.imm_data = imm_be;
+        wc
+    }
+
+    #[test]
+    fn completions_convert_with_the_immediate_in_host_order() {
+        use ibv_wc_opcode::*;
+        use ibv_wc_status::*;
+        let with_imm = ibv_wc_flags::IBV_WC_WITH_IMM.0;
+        // The NAA's return code 0x42 << 8 travels as wire bytes 00 00 42 00.
+        let c = completion(&wc(
+            IBV_WC_SUCCESS,
+            IBV_WC_RECV_RDMA_WITH_IMM,
+            with_imm,
+            0x4200u32.to_be(),
+        ));
+        assert_eq!(
+            c,
+            Completion {
+                wr_id: 7,
+                status: WcStatus::Success,
+                opcode: WcOpcode::RecvRdmaWithImm,
+                byte_len: 512,
+                imm: Some(0x4200),
+            }
+        );
+        let c = completion(&wc(IBV_WC_SUCCESS, IBV_WC_RECV, 0, 0xdead));
+        assert_eq!((c.opcode, c.imm), (WcOpcode::Recv, None));
+        assert_eq!(
+            completion(&wc(IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 0, 0)).opcode,
+            WcOpcode::RdmaWrite
+        );
+        assert_eq!(
+            completion(&wc(IBV_WC_SUCCESS, IBV_WC_SEND, 0, 0)).opcode,
+            WcOpcode::Send
+        );
+        for (status, want) in [
+            (IBV_WC_WR_FLUSH_ERR, WcStatus::WrFlush),
+            (IBV_WC_REM_ACCESS_ERR, WcStatus::RemoteAccess),
+            (IBV_WC_RNR_RETRY_EXC_ERR, WcStatus::RnrRetryExceeded),
+            (IBV_WC_RETRY_EXC_ERR, WcStatus::RetryExceeded),
+            (IBV_WC_LOC_LEN_ERR, WcStatus::LocalLength),
+            (IBV_WC_LOC_PROT_ERR, WcStatus::LocalProtection),
+            (IBV_WC_REM_INV_REQ_ERR, WcStatus::RemoteInvalidRequest),
+            (IBV_WC_FATAL_ERR, WcStatus::General),
+        ] {
+            assert_eq!(completion(&wc(status, 0xff, 0, 0)).status, want);
+        }
+        // A successful completion of an operation this transport never posts is an error.
+        assert_eq!(
+            completion(&wc(IBV_WC_SUCCESS, IBV_WC_RDMA_READ, 0, 0)).status,
+            WcStatus::General
+        );
+    }
+}

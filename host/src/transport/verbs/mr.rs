@@ -142,3 +142,32 @@ impl Drop for VerbsRegion {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sges_must_lie_inside_a_live_registration() {
+        let keys = KeyTable::default();
+        keys.insert(5, 0x1000, 256);
+        let sge = |addr, len, lkey| Sge { addr, len, lkey };
+        assert!(keys.check(&sge(0x1000, 256, 5)).is_ok());
+        assert!(keys.check(&sge(0x10ff, 1, 5)).is_ok());
+        assert!(keys.check(&sge(0x1100, 0, 5)).is_ok());
+        for bad in [
+            sge(0x1000, 257, 5),
+            sge(0x0fff, 1, 5),
+            sge(0x1100, 1, 5),
+            sge(u64::MAX, 2, 5),
+            sge(0x1000, 1, 6),
+        ] {
+            assert!(
+                matches!(keys.check(&bad), Err(TransportError::InvalidRequest(_))),
+                "{bad:?}"
+            );
+        }
+        keys.remove(5);
+        assert!(keys.check(&sge(0x1000, 1, 5)).is_err(), "deregistered");
+    }
+}
