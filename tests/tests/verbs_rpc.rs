@@ -595,6 +595,59 @@ fn connect_without_a_listener_fails_quickly() {
     });
 }
 
+/// The NAA listens on every address (`::`, as `naaice-swnaa` does by default) and an IPv4
+/// client reaches it; `0.0.0.0` works too.
+#[test]
+fn listening_on_all_addresses() {
+    verbs_test("all_addresses", 60, |ip| {
+        for any in ["[::]:0", "0.0.0.0:0"] {
+            let naa = SoftNaa::bind(
+                VerbsTransport::default(),
+                any.parse().unwrap(),
+                SoftNaaConfig::default(),
+                test_kernels(),
+            )
+            .unwrap_or_else(|e| panic!("bind {any}: {e}"))
+            .spawn()
+            .unwrap();
+            let port = naa.local_addr().port();
+            assert_ne!(port, 0, "the bound port is reported");
+            let p = Param::from_vec(pattern(300, 4));
+            let mut h = Naa::create_with(
+                &VerbsTransport::default(),
+                2,
+                vec![p.clone()],
+                vec![p],
+                &NaaOptions::at(SocketAddr::new(ip, port)),
+            )
+            .unwrap_or_else(|e| panic!("connect to {ip}:{port} (NAA on {any}): {e}"));
+            h.invoke().unwrap();
+            assert!(h.wait().unwrap().naa_error.is_success());
+            assert_eq!(h.output(0).unwrap().to_vec(), plus(&pattern(300, 4), 2));
+        }
+    });
+}
+
+/// A connect that nobody answers (rdma_cm would retry the REQ for minutes) ends at the
+/// caller's deadline.
+#[test]
+fn connect_to_a_silent_address_ends_at_the_deadline() {
+    verbs_test("silent_address", 60, |ip| {
+        let IpAddr::V4(v4) = ip else {
+            println!("IPv6 RDMA address: no silent neighbour to pick");
+            return;
+        };
+        let [a, b, c, d] = v4.octets();
+        let silent = SocketAddr::new(IpAddr::from([a, b, c, d.wrapping_add(100)]), 12345);
+        let t = Instant::now();
+        let r = VerbsTransport::default().connect(silent, None, t + Duration::from_secs(2));
+        let took = t.elapsed();
+        println!("connect to {silent}: {:?} after {took:?}", r.as_ref().err());
+        assert!(r.is_err(), "nobody owns {silent}");
+        assert!(took < Duration::from_secs(10), "took {took:?}");
+    });
+}
+
 /// Connects and leaves at once, before the MRSP, many times (the C software NAA crashes on
 /// this, D-31); then a normal client still gets served.
 #[test]
