@@ -24,6 +24,8 @@ use crate::transport::{
 
 /// Completions fetched from the CQ per `ibv_poll_cq`.
 const POLL_BATCH: usize = 32;
+/// How long the busy-poll phase spins without yielding the CPU.
+const PURE_SPIN: std::time::Duration = std::time::Duration::from_micros(5);
 
 /// Where a connection is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -381,13 +383,23 @@ impl Endpoint for VerbsEndpoint {
         if self.state == State::Closed {
             return Err(TransportError::NotConnected);
         }
-        // Busy-poll briefly: a completion is often microseconds away.
-        let spin_until = (Instant::now() + self.config.busy_poll).min(deadline);
-        while Instant::now() < spin_until {
+        // Busy-poll briefly: a completion is often microseconds away. After the first few
+        // microseconds, yield between polls, so that work the kernel deferred on this CPU can
+        // run (Soft-RoCE completes work requests in softirqs, which a spinning thread would
+        // hold off until the next scheduler tick).
+        let start = Instant::now();
+        let spin_until = (start + self.config.busy_poll).min(deadline);
+        let mut now = start;
+        while now < spin_until {
             if self.fill()? > 0 {
                 return Ok(true);
             }
-            std::hint::spin_loop();
+            if now - start < PURE_SPIN {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+            now = Instant::now();
         }
         let fds = [self.cq.channel_fd(), self.id.channel().fd()];
         loop {
