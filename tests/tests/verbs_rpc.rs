@@ -681,6 +681,81 @@ fn clients_leaving_before_the_mrsp_do_not_hurt_the_naa() {
     });
 }
 
+/// Clients that vanish in every phase: during the MRSP, while their input writes are in
+/// flight, and while the NAA writes the outputs back (D-31). Every worker ends and returns
+/// its slot (all four slots are usable afterwards), and the NAA keeps serving.
+#[test]
+fn clients_vanishing_in_every_phase() {
+    verbs_test("vanish", 120, |ip| {
+        let naa = start_naa(
+            ip,
+            SoftNaaConfig {
+                max_connections: 4,
+                ..SoftNaaConfig::default()
+            },
+        );
+        let addr = naa.local_addr();
+        let big = pattern(4 << 20, 1);
+        let with_region = |fncode: u8, data: &[u8]| {
+            let mut conn = connect_retrying(addr, fncode);
+            let b = Buffer::from_slice(data);
+            let id = conn.add_param(&b).unwrap();
+            conn.set_input(id).unwrap();
+            conn.set_output(id).unwrap();
+            conn
+        };
+        for round in 0..3 {
+            // During the MRSP.
+            let mut conn = with_region(1, &big[..4096]);
+            conn.init_mrsp().unwrap();
+            drop(conn);
+            // While 4 MiB of input is being written.
+            let mut conn = with_region(1, &big);
+            conn.do_mrsp().unwrap();
+            conn.init_transfer().unwrap();
+            drop(conn);
+            // While the NAA writes 4 MiB back.
+            let mut conn = with_region(2, &big);
+            conn.do_mrsp().unwrap();
+            conn.init_transfer().unwrap();
+            std::thread::sleep(Duration::from_millis(10 + 20 * round));
+            conn.disconnect();
+        }
+        let mut handles: Vec<_> = (0..4)
+            .map(|_| {
+                let mut conn = with_region(1, &big[..4096]);
+                conn.do_mrsp().unwrap();
+                conn
+            })
+            .collect();
+        for conn in &mut handles {
+            for _ in 0..2 {
+                assert!(conn.do_transfer().unwrap().status.is_success());
+            }
+        }
+    });
+}
+
+/// Connects, retrying while the NAA is at its connection limit (workers of clients that just
+/// left may still be finishing).
+fn connect_retrying(addr: SocketAddr, fncode: u8) -> Conn {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match Connection::connect(
+            &VerbsTransport::default(),
+            addr,
+            None,
+            ClientConfig::new(code(fncode)),
+        ) {
+            Ok(c) => return c,
+            Err(Error::Transport(TransportError::Rejected(_))) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => panic!("connect: {e}"),
+        }
+    }
+}
+
 /// A client that disconnects while its RPC runs on the NAA (and one that leaves right after
 /// the MRSP); the NAA finishes cleanly and serves the next client.
 #[test]
