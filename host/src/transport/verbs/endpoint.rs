@@ -145,7 +145,7 @@ impl VerbsEndpoint {
                 | RDMA_CM_EVENT_REJECTED => {
                     // What completed before the peer left is handed out before the event
                     // (e.g. an MRSP error message followed by the NAA's disconnect).
-                    self.fill()?;
+                    while self.fill()? == POLL_BATCH {}
                     self.close();
                 }
                 _ => {}
