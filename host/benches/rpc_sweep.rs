@@ -42,7 +42,8 @@
 //!   `ib_write_lat` / `ib_write_bw`); the steady state aims at 32 MiB of payload per size, and
 //!   the summary file is a CSV: `byte_length,steady_n,steady_rpc_us,steady_rpc_MBps,
 //!   fresh_setup_us,fresh_transfer_us` (medians; MB/s = 2·size / time), after `#` comment lines.
-//!   `--busy-poll-us` overrides the verbs transport's busy-poll time.
+//!   `--busy-poll-us` overrides the verbs transport's busy-poll time (e.g. `100000`: spin
+//!   like perftest does; under emulation every sleep/wake-up of a vCPU costs milliseconds).
 //!
 //! Over verbs in the Soft-RoCE VM (build with `cargo bench -p naaice --features verbs --bench
 //! rpc_sweep --no-run`, then run the printed binary with the VM runner):
