@@ -814,30 +814,47 @@ fn client_disconnect_mid_rpc_and_the_naa_continues() {
 }
 
 /// The server disconnects (shutdown) while a client waits for its reply: the client gets an
-/// error, not a hang.
+/// error, not a hang, also while it busy-polls (a 60 s busy-poll phase still looks at
+/// connection events).
 #[test]
 fn naa_shutdown_mid_rpc_fails_the_client() {
-    verbs_test("server_gone", 60, |ip| {
-        let naa = start_naa(ip, SoftNaaConfig::default());
-        let mut conn = connect(naa.local_addr(), SLEEP);
-        let buf = Buffer::zeroed(64);
-        let id = conn.add_param(&buf).unwrap();
-        conn.set_input(id).unwrap();
-        conn.set_output(id).unwrap();
-        conn.do_mrsp().unwrap();
-        conn.set_immediate([100, 0, 0]).unwrap(); // 1 s kernel
-        conn.init_transfer().unwrap();
-        let stopper = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(100));
-            naa.shutdown();
-        });
-        let t = Instant::now();
-        let r = conn.wait();
-        stopper.join().unwrap();
-        assert!(
-            r.is_err(),
-            "RPC succeeded although the NAA went away: {r:?}"
-        );
-        assert!(t.elapsed() < Duration::from_secs(30));
+    verbs_test("server_gone", 120, |ip| {
+        let spinning = VerbsConfig {
+            busy_poll: Duration::from_secs(60),
+            ..VerbsConfig::default()
+        };
+        for config in [VerbsConfig::default(), spinning] {
+            let naa = start_naa(ip, SoftNaaConfig::default());
+            let mut conn = Connection::connect(
+                &VerbsTransport::new(config.clone()),
+                naa.local_addr(),
+                None,
+                ClientConfig::new(code(SLEEP)),
+            )
+            .unwrap();
+            let buf = Buffer::zeroed(64);
+            let id = conn.add_param(&buf).unwrap();
+            conn.set_input(id).unwrap();
+            conn.set_output(id).unwrap();
+            conn.do_mrsp().unwrap();
+            conn.set_immediate([100, 0, 0]).unwrap(); // 1 s kernel
+            conn.init_transfer().unwrap();
+            let stopper = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(100));
+                naa.shutdown();
+            });
+            let t = Instant::now();
+            let r = conn.wait();
+            stopper.join().unwrap();
+            assert!(
+                r.is_err(),
+                "RPC succeeded although the NAA went away: {r:?}"
+            );
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "noticed after {:?} ({config:?})",
+                t.elapsed()
+            );
+        }
     });
 }

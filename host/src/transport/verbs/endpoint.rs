@@ -26,6 +26,8 @@ use crate::transport::{
 const POLL_BATCH: usize = 32;
 /// How long the busy-poll phase spins without yielding the CPU.
 const PURE_SPIN: std::time::Duration = std::time::Duration::from_micros(5);
+/// How often the busy-poll phase looks for connection events.
+const EVENT_CHECK: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Where a connection is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -387,12 +389,21 @@ impl Endpoint for VerbsEndpoint {
         // microseconds, yield between polls, so that work the kernel deferred on this CPU can
         // run (Soft-RoCE completes work requests in softirqs, which a spinning thread would
         // hold off until the next scheduler tick).
+        // Connection events are looked at every millisecond meanwhile.
         let start = Instant::now();
         let spin_until = (start + self.config.busy_poll).min(deadline);
         let mut now = start;
+        let mut next_event_check = start + EVENT_CHECK;
         while now < spin_until {
             if self.fill()? > 0 {
                 return Ok(true);
+            }
+            if now >= next_event_check {
+                self.read_cm_events()?;
+                if !self.events.is_empty() {
+                    return Ok(true);
+                }
+                next_event_check = now + EVENT_CHECK;
             }
             if now - start < PURE_SPIN {
                 std::hint::spin_loop();
