@@ -44,6 +44,10 @@ pub(super) enum State {
 ///
 /// Dropping it disconnects; its queue pair, CQ and channels are destroyed, and the protection
 /// domain and rdma_cm id live on while a [`VerbsRegion`] registered on it does.
+///
+/// `post_send` checks the whole list (state, length, every SGE against the live
+/// registrations) before posting; if the provider still refuses a request part-way, the
+/// requests before it are posted and complete as usual, and the error is returned.
 pub struct VerbsEndpoint {
     qp: QueuePair,
     cq: Arc<CompletionQueue>,
