@@ -36,6 +36,21 @@
 //! * `--stream-secs`: duration of the raw stream-bandwidth measurement per size (default 0.5).
 //! * `--wait-spin-us`, `--ack-delay-us`: override the software transport's `wait_spin` and
 //!   `ack_delay` (for diagnosis; the defaults are what is measured otherwise).
+//! * `--transport verbs --addr IP` (built with `--features verbs`): the same sweep over the
+//!   verbs transport, the NAA listening on `IP` (an address of an RDMA device, e.g. the
+//!   Soft-RoCE VM's `$RXE_VM_ADDR`). There is no raw TCP baseline then (compare with perftest's
+//!   `ib_write_lat` / `ib_write_bw`); the steady state aims at 32 MiB of payload per size, and
+//!   the summary file is a CSV: `byte_length,steady_n,steady_rpc_us,steady_rpc_MBps,
+//!   fresh_setup_us,fresh_transfer_us` (medians; MB/s = 2·size / time), after `#` comment lines.
+//!   `--busy-poll-us` overrides the verbs transport's busy-poll time (e.g. `100000`: spin
+//!   like perftest does; under emulation every sleep/wake-up of a vCPU costs milliseconds).
+//!
+//! Over verbs in the Soft-RoCE VM (build with `cargo bench -p naaice --features verbs --bench
+//! rpc_sweep --no-run`, then run the printed binary with the VM runner):
+//!
+//! ```text
+//! run-in-rxe-vm.sh sh -c '<bench binary> --transport verbs --addr $RXE_VM_ADDR --max-size 4194304'
+//! ```
 //!
 //! Memory: the largest size needs about 4× its size (client and NAA buffers of the RPC, and
 //! both ends of the raw echo).
@@ -51,7 +66,8 @@ use std::time::{Duration, Instant};
 use naaice::Buffer;
 use naaice::Connection;
 use naaice::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig};
-use naaice::transport::soft::{SoftConfig, SoftEndpoint, SoftTransport};
+use naaice::transport::soft::{SoftConfig, SoftTransport};
+use naaice::transport::{Endpoint, Transport};
 use naaice_core::{ClientConfig, FunctionCode};
 
 type Error = Box<dyn std::error::Error>;
@@ -63,6 +79,8 @@ const GIB: u64 = 1024 * MIB;
 const EMPTY_KERNEL: u8 = 3;
 /// Payload per size the steady state aims at (bounds the run time of large sizes).
 const STEADY_BYTES: u64 = 256 * MIB;
+/// The same over verbs (Soft-RoCE moves ~0.2 GB/s under emulation).
+const STEADY_BYTES_VERBS: u64 = 32 * MIB;
 /// Most steady-state RPCs per size.
 const STEADY_MAX: usize = 2000;
 /// Fewest steady-state RPCs per size.
@@ -81,6 +99,12 @@ struct Opts {
     /// Transport overrides (diagnosis only; defaults are measured otherwise).
     wait_spin_us: Option<u64>,
     ack_delay_us: Option<u64>,
+    /// `verbs` instead of the software transport.
+    verbs: bool,
+    /// Listening address of the NAA over verbs.
+    addr: Option<std::net::IpAddr>,
+    /// Verbs busy-poll override.
+    busy_poll_us: Option<u64>,
 }
 
 fn parse_args() -> Result<Opts, Error> {
@@ -93,6 +117,9 @@ fn parse_args() -> Result<Opts, Error> {
         stream_secs: 0.5,
         wait_spin_us: None,
         ack_delay_us: None,
+        verbs: false,
+        addr: None,
+        busy_poll_us: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -117,11 +144,21 @@ fn parse_args() -> Result<Opts, Error> {
             "--stream-secs" => o.stream_secs = value()?.parse()?,
             "--wait-spin-us" => o.wait_spin_us = Some(value()?.parse()?),
             "--ack-delay-us" => o.ack_delay_us = Some(value()?.parse()?),
+            "--transport" => {
+                o.verbs = match value()?.as_str() {
+                    "soft" => false,
+                    "verbs" => true,
+                    other => return Err(format!("unknown transport {other}").into()),
+                }
+            }
+            "--addr" => o.addr = Some(value()?.parse()?),
+            "--busy-poll-us" => o.busy_poll_us = Some(value()?.parse()?),
             "-h" | "--help" => {
                 println!(
                     "rpc_sweep [--max-size BYTES] [--reps N] [--steady N] [--csv PATH] \
                      [--summary PATH] [--stream-secs SECS] [--wait-spin-us US] \
-                     [--ack-delay-us US]"
+                     [--ack-delay-us US] [--transport soft|verbs] [--addr IP] \
+                     [--busy-poll-us US]"
                 );
                 std::process::exit(0);
             }
@@ -131,6 +168,9 @@ fn parse_args() -> Result<Opts, Error> {
     }
     if o.max_size == 0 {
         return Err("--max-size must be at least 1".into());
+    }
+    if o.verbs && o.addr.is_none() {
+        return Err("--transport verbs needs --addr IP (an address of an RDMA device)".into());
     }
     Ok(o)
 }
@@ -189,7 +229,7 @@ fn fncode() -> FunctionCode {
 }
 
 /// Connects (retrying a few times: a just-closed connection may still hold its slot).
-fn connect(transport: &SoftTransport, naa: SocketAddr) -> Result<Connection<SoftEndpoint>, Error> {
+fn connect<T: Transport>(transport: &T, naa: SocketAddr) -> Result<Connection<T::Endpoint>, Error> {
     let mut tries = 0;
     loop {
         match Connection::connect(transport, naa, None, ClientConfig::new(fncode())) {
@@ -205,7 +245,7 @@ fn connect(transport: &SoftTransport, naa: SocketAddr) -> Result<Connection<Soft
 }
 
 /// Registers `buffer` as one in-place region (flags 0x0C) and runs the MRSP.
-fn setup(conn: &mut Connection<SoftEndpoint>, buffer: &Buffer) -> Result<(), Error> {
+fn setup<E: Endpoint>(conn: &mut Connection<E>, buffer: &Buffer) -> Result<(), Error> {
     let id = conn.add_param(buffer)?;
     conn.set_input(id)?;
     conn.set_output(id)?;
@@ -214,7 +254,7 @@ fn setup(conn: &mut Connection<SoftEndpoint>, buffer: &Buffer) -> Result<(), Err
 }
 
 /// One RPC; returns its duration in seconds.
-fn rpc(conn: &mut Connection<SoftEndpoint>) -> Result<f64, Error> {
+fn rpc<E: Endpoint>(conn: &mut Connection<E>) -> Result<f64, Error> {
     let t = Instant::now();
     let r = conn.do_transfer()?;
     let dt = t.elapsed().as_secs_f64();
@@ -225,8 +265,8 @@ fn rpc(conn: &mut Connection<SoftEndpoint>) -> Result<f64, Error> {
 }
 
 /// One fresh-connection sample: (setup_time, transfer_time) in seconds.
-fn fresh_sample(
-    transport: &SoftTransport,
+fn fresh_sample<T: Transport>(
+    transport: &T,
     naa: SocketAddr,
     buffer: &Buffer,
 ) -> Result<(f64, f64), Error> {
@@ -396,8 +436,13 @@ impl Row {
 }
 
 fn steady_count(o: &Opts, size: u64) -> usize {
+    let budget = if o.verbs {
+        STEADY_BYTES_VERBS
+    } else {
+        STEADY_BYTES
+    };
     o.steady
-        .unwrap_or_else(|| ((STEADY_BYTES / size) as usize).clamp(STEADY_MIN, STEADY_MAX))
+        .unwrap_or_else(|| ((budget / size) as usize).clamp(STEADY_MIN, STEADY_MAX))
 }
 
 fn fresh_reps(o: &Opts, size: u64) -> usize {
@@ -410,18 +455,19 @@ fn fresh_reps(o: &Opts, size: u64) -> usize {
     })
 }
 
-fn measure_size(
+/// Measures one size; without a raw peer (verbs) only the RPCs.
+fn measure_size<T: Transport>(
     o: &Opts,
-    transport: &SoftTransport,
+    transport: &T,
     naa: SocketAddr,
-    peer: &RawPeer,
+    peer: Option<&RawPeer>,
     size: u64,
     csv: Option<&mut String>,
 ) -> Result<Row, Error> {
     let buffer = filled(size);
     let n = steady_count(o, size);
     let mut streams = Vec::new();
-    if size >= MIB {
+    if let Some(peer) = peer.filter(|_| size >= MIB) {
         streams.push(stream_bw(peer, o.stream_secs / 2.0)?);
     }
 
@@ -430,25 +476,32 @@ fn measure_size(
     {
         let mut conn = connect(transport, naa)?;
         setup(&mut conn, &buffer)?;
-        let mut raw = peer.open(MODE_ECHO, size)?;
-        let mut raw_buf = vec![0x33u8; size as usize];
+        let mut raw = peer.map(|p| p.open(MODE_ECHO, size)).transpose()?;
+        let mut raw_buf = vec![0x33u8; if raw.is_some() { size as usize } else { 0 }];
+        let mut raw_rtt = |raw_t: &mut Vec<f64>| -> Result<(), Error> {
+            if let Some(raw) = raw.as_mut() {
+                raw_t.push(raw_rtt(raw, &mut raw_buf)?);
+            }
+            Ok(())
+        };
         let warmup = (n / 10).clamp(1, 50);
+        let mut discard = Vec::new();
         for _ in 0..warmup {
             rpc(&mut conn)?;
-            raw_rtt(&mut raw, &mut raw_buf)?;
+            raw_rtt(&mut discard)?;
         }
         for i in 0..n {
             if i % 2 == 0 {
-                raw_t.push(raw_rtt(&mut raw, &mut raw_buf)?);
+                raw_rtt(&mut raw_t)?;
                 rpc_t.push(rpc(&mut conn)?);
             } else {
                 rpc_t.push(rpc(&mut conn)?);
-                raw_t.push(raw_rtt(&mut raw, &mut raw_buf)?);
+                raw_rtt(&mut raw_t)?;
             }
         }
         conn.disconnect();
     }
-    if size >= MIB {
+    if let Some(peer) = peer.filter(|_| size >= MIB) {
         streams.push(stream_bw(peer, o.stream_secs / 2.0)?);
     }
 
@@ -588,8 +641,9 @@ fn summary(rows: &[Row]) -> String {
     s
 }
 
-fn main() -> Result<(), Error> {
-    let o = parse_args()?;
+/// The sizes to measure: the reference list up to `--max-size` (in the CSV) plus 64 B and
+/// 4 KiB (not in the CSV).
+fn sweep_sizes(o: &Opts) -> Vec<(u64, bool)> {
     let mut sizes: Vec<(u64, bool)> = reference_sizes()
         .into_iter()
         .filter(|&s| s <= o.max_size)
@@ -601,6 +655,126 @@ fn main() -> Result<(), Error> {
         }
     }
     sizes.sort_unstable();
+    sizes
+}
+
+/// Measures every size; returns the rows and the reference CSV.
+fn sweep<T: Transport>(
+    o: &Opts,
+    transport: &T,
+    naa: SocketAddr,
+    peer: Option<&RawPeer>,
+    sizes: &[(u64, bool)],
+) -> Result<(Vec<Row>, String), Error> {
+    let mut csv = String::from("byte_length,setup_time,transfer_time\n");
+    let mut rows = Vec::new();
+    for &(size, in_csv) in sizes {
+        let t = Instant::now();
+        let row = measure_size(o, transport, naa, peer, size, in_csv.then_some(&mut csv))?;
+        eprintln!(
+            "{size:>10} B: rpc {:>10.1} µs, raw {:>10.1} µs ({:.2}×), fresh {:>10.1} µs  [{:.1} s]",
+            us(row.rpc_med),
+            us(row.raw_med),
+            row.ratio(),
+            us(row.fresh_xfer_med),
+            t.elapsed().as_secs_f64()
+        );
+        rows.push(row);
+    }
+    Ok((rows, csv))
+}
+
+/// Writes `contents` to `path`, creating its directory.
+fn write_file(path: &std::path::Path, contents: &str) -> Result<(), Error> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, contents)?;
+    Ok(())
+}
+
+/// The machine-readable summary of a verbs run (CSV after `#` comment lines).
+#[cfg(feature = "verbs")]
+fn verbs_summary(rows: &[Row], header: &str) -> String {
+    let mut s = String::new();
+    for line in header.lines() {
+        let _ = writeln!(s, "# {line}");
+    }
+    s.push_str(
+        "byte_length,steady_n,steady_rpc_us,steady_rpc_MBps,fresh_setup_us,fresh_transfer_us\n",
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{},{},{:.3},{:.3},{:.3},{:.3}",
+            r.size,
+            r.steady_n,
+            us(r.rpc_med),
+            r.rpc_bw() / 1e6,
+            us(r.fresh_setup_med),
+            us(r.fresh_xfer_med)
+        );
+    }
+    s
+}
+
+#[cfg(feature = "verbs")]
+fn run_verbs(o: &Opts, sizes: &[(u64, bool)]) -> Result<(), Error> {
+    use naaice::transport::verbs::{VerbsConfig, VerbsTransport};
+    let ip = o.addr.ok_or("--transport verbs needs --addr")?;
+    let mut config = VerbsConfig::default();
+    if let Some(us) = o.busy_poll_us {
+        config.busy_poll = Duration::from_micros(us);
+    }
+    let transport = VerbsTransport::new(config.clone());
+    let naa = SoftNaa::bind(
+        transport.clone(),
+        SocketAddr::new(ip, 0),
+        SoftNaaConfig {
+            max_connections: 16,
+            ..SoftNaaConfig::default()
+        },
+        KernelRegistry::builtin(),
+    )?
+    .spawn()?;
+    println!(
+        "software NAA over verbs on {}; {} sizes up to {} bytes",
+        naa.local_addr(),
+        sizes.len(),
+        o.max_size
+    );
+    let started = Instant::now();
+    let (rows, csv) = sweep(o, &transport, naa.local_addr(), None, sizes)?;
+    write_file(&o.csv, &csv)?;
+    let cpus = std::thread::available_parallelism().map_or(0, usize::from);
+    let header = format!(
+        "rpc_sweep over verbs: software NAA (kernel 3) in-process on {}, {cpus} CPUs, {:.1} s\n\
+         transport: busy_poll {:?}\n\
+         steady = median over steady_n RPCs on one connection (MB/s = 2*size/time);\n\
+         fresh = median over new connections: setup = registration + MRSP, transfer = first RPC",
+        naa.local_addr(),
+        started.elapsed().as_secs_f64(),
+        config.busy_poll
+    );
+    let summary = verbs_summary(&rows, &header);
+    println!("\n{summary}");
+    write_file(&o.summary, &summary)?;
+    println!("CSV: {}  summary: {}", o.csv.display(), o.summary.display());
+    naa.shutdown();
+    Ok(())
+}
+
+#[cfg(not(feature = "verbs"))]
+fn run_verbs(_: &Opts, _: &[(u64, bool)]) -> Result<(), Error> {
+    Err("this build has no verbs transport: build with --features verbs".into())
+}
+
+fn main() -> Result<(), Error> {
+    let o = parse_args()?;
+    let sizes = sweep_sizes(&o);
+    if o.verbs {
+        return run_verbs(&o, &sizes);
+    }
 
     let mut soft = SoftConfig::default();
     if let Some(us) = o.wait_spin_us {
@@ -631,35 +805,8 @@ fn main() -> Result<(), Error> {
     );
 
     let started = Instant::now();
-    let mut csv = String::from("byte_length,setup_time,transfer_time\n");
-    let mut rows = Vec::new();
-    for &(size, in_csv) in &sizes {
-        let t = Instant::now();
-        let row = measure_size(
-            &o,
-            &transport,
-            naa.local_addr(),
-            &peer,
-            size,
-            in_csv.then_some(&mut csv),
-        )?;
-        eprintln!(
-            "{size:>10} B: rpc {:>10.1} µs, tcp {:>10.1} µs ({:.2}×), fresh {:>10.1} µs  [{:.1} s]",
-            us(row.rpc_med),
-            us(row.raw_med),
-            row.ratio(),
-            us(row.fresh_xfer_med),
-            t.elapsed().as_secs_f64()
-        );
-        rows.push(row);
-    }
-
-    for path in [&o.csv, &o.summary] {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)?;
-        }
-    }
-    std::fs::write(&o.csv, &csv)?;
+    let (rows, csv) = sweep(&o, &transport, naa.local_addr(), Some(&peer), &sizes)?;
+    write_file(&o.csv, &csv)?;
     let table = table(&rows);
     let summary = summary(&rows);
     let cpus = std::thread::available_parallelism().map_or(0, usize::from);
@@ -675,7 +822,7 @@ fn main() -> Result<(), Error> {
         soft.ack_delay
     );
     println!("\n{report}");
-    std::fs::write(&o.summary, &report)?;
+    write_file(&o.summary, &report)?;
     println!("CSV: {}  summary: {}", o.csv.display(), o.summary.display());
     drop(peer);
     naa.shutdown();

@@ -22,8 +22,19 @@ manifest="$here/Cargo.toml"
 mkdir -p "$1"
 prefix=$(cd "$1" && pwd)
 
+# The verbs transport (NAAICE_TRANSPORT=verbs, the run-time default) is built in when the
+# rdma-core development files are present (Debian: pkg-config libibverbs-dev librdmacm-dev
+# libclang-dev); NAAICE_VERBS=no leaves it out, NAAICE_VERBS=yes insists on it.
+verbs=${NAAICE_VERBS:-auto}
+if [ "$verbs" = auto ]; then
+    if pkg-config --exists libibverbs librdmacm 2>/dev/null; then verbs=yes; else verbs=no; fi
+fi
+features=""
+[ "$verbs" = yes ] && features="--features verbs"
+
 if [ -z "${NAAICE_LIB_DIR:-}" ]; then
-    cargo build --release --locked -p naaice-capi --manifest-path "$manifest"
+    # shellcheck disable=SC2086
+    cargo build --release --locked -p naaice-capi $features --manifest-path "$manifest"
     target=$(cargo metadata --format-version 1 --no-deps --manifest-path "$manifest" |
         sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
     NAAICE_LIB_DIR="$target/release"
@@ -39,6 +50,7 @@ pkgid=$(cargo pkgid --manifest-path "$manifest" -p naaice-capi)
 version=${pkgid##*[@#]}
 # What a static link needs besides the library (rustc --print native-static-libs).
 private_libs="-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
+[ "$verbs" = yes ] && private_libs="-lrdmacm -libverbs $private_libs"
 
 install -d "$prefix/include" "$prefix/lib/pkgconfig"
 install -m 644 "$here/include/naaice_ap2.h" "$prefix/include/naaice_ap2.h"

@@ -53,10 +53,11 @@ impl TransportKind {
 }
 
 /// The error for a transport that this build does not contain.
+#[cfg_attr(feature = "verbs", allow(dead_code))]
 pub(crate) fn not_built(kind: TransportKind) -> String {
     format!(
         "the {kind:?} transport is not part of this build of libnaaice_ap2; \
-         set {TRANSPORT_VAR}=soft for the software transport, or rebuild with the transport enabled"
+         set {TRANSPORT_VAR}=soft for the software transport, or rebuild with the transport enabled (cargo feature `verbs`)"
     )
 }
 
@@ -78,9 +79,10 @@ fn rpc_timeout_from_env() -> Result<Duration, String> {
 /// An AP2 handle on one of the transports.
 pub(crate) enum Backend {
     /// On the software transport.
-    Soft(Naa<SoftEndpoint>),
-    // transport: `Verbs(Naa<naaice::transport::verbs::VerbsEndpoint>)` goes here, under
-    // `#[cfg(feature = "verbs")]`.
+    Soft(Box<Naa<SoftEndpoint>>),
+    /// Over the verbs transport (RoCEv2 / InfiniBand through libibverbs and librdmacm).
+    #[cfg(feature = "verbs")]
+    Verbs(Box<Naa<naaice::transport::verbs::VerbsEndpoint>>),
 }
 
 /// Runs `$body` with `$naa` bound to the handle of whichever transport `$backend` uses.
@@ -88,7 +90,8 @@ macro_rules! with_naa {
     ($backend:expr, $naa:ident => $body:expr) => {
         match $backend {
             Backend::Soft($naa) => $body,
-            // transport: `#[cfg(feature = "verbs")] Backend::Verbs($naa) => $body,`
+            #[cfg(feature = "verbs")]
+            Backend::Verbs($naa) => $body,
         }
     };
 }
@@ -108,11 +111,20 @@ impl Backend {
         match kind {
             TransportKind::Soft => {
                 Naa::create_with(&SoftTransport::default(), fncode, inputs, outputs, &options)
-                    .map(Self::Soft)
+                    .map(|naa| Self::Soft(Box::new(naa)))
                     .map_err(|e| e.to_string())
             }
-            // transport: with the verbs transport compiled in, this arm becomes
-            // `Naa::create_with(&VerbsTransport::new()?, ...).map(Self::Verbs)`.
+            #[cfg(feature = "verbs")]
+            TransportKind::Verbs => Naa::create_with(
+                &naaice::transport::verbs::VerbsTransport::default(),
+                fncode,
+                inputs,
+                outputs,
+                &options,
+            )
+            .map(|naa| Self::Verbs(Box::new(naa)))
+            .map_err(|e| e.to_string()),
+            #[cfg(not(feature = "verbs"))]
             TransportKind::Verbs => Err(not_built(kind)),
         }
     }
@@ -155,6 +167,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(not(feature = "verbs"))]
     fn verbs_names_the_fix_when_not_built() {
         let msg = not_built(TransportKind::Verbs);
         assert!(msg.contains("NAAICE_TRANSPORT=soft"), "{msg}");

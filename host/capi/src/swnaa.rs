@@ -26,7 +26,9 @@ use naaice::swnaa::{
 };
 use naaice::transport::soft::SoftTransport;
 
-use crate::backend::{TransportKind, not_built};
+use crate::backend::TransportKind;
+#[cfg(not(feature = "verbs"))]
+use crate::backend::not_built;
 use crate::boundary::{FAILURE, SUCCESS, fail, guard};
 use crate::handles::{Handles, as_ptr, id_of};
 
@@ -356,8 +358,16 @@ pub unsafe extern "C" fn naa_swnaa_start(
             TransportKind::Soft => SoftNaa::bind(SoftTransport::default(), addr, config, kernels)
                 .and_then(SoftNaa::spawn)
                 .map_err(|e| e.to_string()),
-            // transport: with the verbs transport compiled in, this arm becomes
-            // `SoftNaa::bind(VerbsTransport::new()?, addr, config, kernels)...spawn()`.
+            #[cfg(feature = "verbs")]
+            TransportKind::Verbs => SoftNaa::bind(
+                naaice::transport::verbs::VerbsTransport::default(),
+                addr,
+                config,
+                kernels,
+            )
+            .and_then(SoftNaa::spawn)
+            .map_err(|e| e.to_string()),
+            #[cfg(not(feature = "verbs"))]
             TransportKind::Verbs => Err(not_built(kind)),
         };
         match spawned {

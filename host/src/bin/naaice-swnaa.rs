@@ -9,14 +9,17 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use naaice::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig};
-use naaice::transport::DEFAULT_PORT;
 use naaice::transport::soft::SoftTransport;
+use naaice::transport::{DEFAULT_PORT, Transport};
 
 /// The transports the server can listen on.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum TransportKind {
     /// RC semantics over TCP (no RDMA hardware needed).
     Soft,
+    /// RDMA verbs through librdmacm (RoCEv2, InfiniBand, Soft-RoCE).
+    #[cfg(feature = "verbs")]
+    Verbs,
 }
 
 /// Software NAA: serves NAAICE RPCs like the FPGA NAA, for testing without hardware.
@@ -86,20 +89,31 @@ fn run(args: Args) -> Result<(), String> {
             .map_err(|e| format!("signal handler: {e}"))?;
     }
     let addr = SocketAddr::new(args.address, args.port);
-    let naa = match args.transport {
-        TransportKind::Soft => SoftNaa::bind(
-            SoftTransport::default(),
+    match args.transport {
+        TransportKind::Soft => serve(SoftTransport::default(), addr, config, &stop),
+        #[cfg(feature = "verbs")]
+        TransportKind::Verbs => serve(
+            naaice::transport::verbs::VerbsTransport::default(),
             addr,
             config,
-            KernelRegistry::builtin(),
+            &stop,
         ),
     }
-    .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+}
+
+fn serve<T: Transport + 'static>(
+    transport: T,
+    addr: SocketAddr,
+    config: SoftNaaConfig,
+    stop: &Arc<AtomicBool>,
+) -> Result<(), String> {
+    let naa = SoftNaa::bind(transport, addr, config, KernelRegistry::builtin())
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     eprintln!(
         "naaice-swnaa listening on {} (kernels 1, 2, 3)",
         naa.local_addr()
     );
-    naa.run(&stop).map_err(|e| e.to_string())
+    naa.run(stop).map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {

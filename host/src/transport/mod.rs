@@ -18,6 +18,9 @@
 //! [`WcStatus::WrFlush`] and a [`ConnectionEvent::Disconnected`] is reported.
 
 pub mod soft;
+#[cfg(feature = "verbs")]
+#[allow(unsafe_code)]
+pub mod verbs;
 
 use std::net::SocketAddr;
 use std::time::Instant;

@@ -1,0 +1,535 @@
+//! [`VerbsEndpoint`]: one RC connection (QP, CQ, PD, rdma_cm id) behind the transport seam.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rdma_sys::{
+    ibv_recv_wr, ibv_send_flags, ibv_send_wr, ibv_sge, ibv_wc, ibv_wc_flags, ibv_wc_opcode,
+    ibv_wc_status, ibv_wr_opcode, rdma_cm_event_type, rdma_disconnect, rdma_get_peer_addr,
+};
+
+use super::cm::{CmId, wait_readable};
+use super::cq::{CompletionChannel, CompletionQueue};
+use super::mr::{KeyTable, VerbsRegion};
+use super::pd::ProtectionDomain;
+use super::qp::QueuePair;
+use super::{MAX_WR, VerbsConfig, sockaddr};
+use crate::memory::Buffer;
+use crate::transport::{
+    Completion, ConnectionEvent, Endpoint, Result, SendOp, SendWr, Sge, TransportError, WcOpcode,
+    WcStatus,
+};
+
+/// Completions fetched from the CQ per `ibv_poll_cq`.
+const POLL_BATCH: usize = 32;
+/// How long the busy-poll phase spins without yielding the CPU.
+const PURE_SPIN: std::time::Duration = std::time::Duration::from_micros(5);
+/// How often the busy-poll phase looks for connection events.
+const EVENT_CHECK: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// Where a connection is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum State {
+    /// Requested, not accepted or established yet (receives may be posted).
+    Pending,
+    /// Established (or accepted): everything may be posted.
+    Connected,
+    /// Disconnected or broken.
+    Closed,
+}
+
+/// One end of a verbs RC connection (see the [module](super) documentation).
+///
+/// Dropping it disconnects; its queue pair, CQ and channels are destroyed, and the protection
+/// domain and rdma_cm id live on while a [`VerbsRegion`] registered on it does.
+///
+/// `post_send` checks the whole list (state, length, every SGE against the live
+/// registrations) before posting; if the provider still refuses a request part-way, the
+/// requests before it are posted and complete as usual, and the error is returned.
+pub struct VerbsEndpoint {
+    qp: QueuePair,
+    cq: Arc<CompletionQueue>,
+    pd: Arc<ProtectionDomain>,
+    id: Arc<CmId>,
+    keys: Arc<KeyTable>,
+    config: VerbsConfig,
+    state: State,
+    /// Armed for all completions, and no CQ event consumed since.
+    armed: bool,
+    /// Completions taken off the CQ by `wait`, not handed out yet.
+    ready: VecDeque<Completion>,
+    events: VecDeque<ConnectionEvent>,
+    wcs: Vec<ibv_wc>,
+    send_wrs: Vec<ibv_send_wr>,
+    send_sges: Vec<ibv_sge>,
+    peer: Option<SocketAddr>,
+}
+
+impl std::fmt::Debug for VerbsEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerbsEndpoint")
+            .field("peer", &self.peer)
+            .field("state", &self.state)
+            .field("max_inline", &self.qp.max_inline())
+            .finish_non_exhaustive()
+    }
+}
+
+// SAFETY: the verbs objects are `Send` (see their types). The scratch vectors `send_wrs` and
+// `send_sges` hold raw pointers only between filling and posting inside one `post_send` call
+// (`&mut self`), never across calls or threads.
+unsafe impl Send for VerbsEndpoint {}
+
+impl VerbsEndpoint {
+    /// Creates PD, completion channel, CQ (armed solicited-only) and QP on `id`.
+    pub(super) fn new(id: Arc<CmId>, config: VerbsConfig, state: State) -> Result<Self> {
+        let pd = ProtectionDomain::new(&id)?;
+        let channel = CompletionChannel::new(&pd)?;
+        let cq = CompletionQueue::new(&channel)?;
+        let qp = QueuePair::new(&id, &pd, &cq)?;
+        // SAFETY: the id is live; rdma_cm keeps its addresses in `sockaddr_storage` fields.
+        let peer = unsafe { sockaddr::from_c(rdma_get_peer_addr(&*id.as_ptr())) };
+        Ok(Self {
+            qp,
+            cq,
+            pd,
+            id,
+            keys: Arc::new(KeyTable::default()),
+            config,
+            state,
+            armed: false,
+            ready: VecDeque::new(),
+            events: VecDeque::new(),
+            // SAFETY: `ibv_wc` is plain old data; all-zero is a valid value.
+            wcs: (0..POLL_BATCH)
+                .map(|_| unsafe { std::mem::zeroed::<ibv_wc>() })
+                .collect(),
+            send_wrs: Vec::new(),
+            send_sges: Vec::new(),
+            peer,
+        })
+    }
+
+    /// The connection's rdma_cm id.
+    pub(super) fn id(&self) -> &CmId {
+        &self.id
+    }
+
+    /// Marks the connection established (connect returned) or accepted.
+    pub(super) fn set_connected(&mut self, event: bool) {
+        self.state = State::Connected;
+        if event {
+            self.events.push_back(ConnectionEvent::Established);
+        }
+    }
+
+    /// The connection's state.
+    pub(super) fn state(&self) -> State {
+        self.state
+    }
+
+    /// Handles every pending rdma_cm event of this connection. Never blocks.
+    fn read_cm_events(&mut self) -> Result<()> {
+        use rdma_cm_event_type::*;
+        while let Some(event) = self.id.channel().try_next()? {
+            tracing::debug!(
+                event = event.name(),
+                status = event.status,
+                "verbs: cm event"
+            );
+            match event.kind {
+                RDMA_CM_EVENT_ESTABLISHED if self.state != State::Closed => {
+                    self.state = State::Connected;
+                    self.events.push_back(ConnectionEvent::Established);
+                }
+                RDMA_CM_EVENT_DISCONNECTED
+                | RDMA_CM_EVENT_DEVICE_REMOVAL
+                | RDMA_CM_EVENT_CONNECT_ERROR
+                | RDMA_CM_EVENT_UNREACHABLE
+                | RDMA_CM_EVENT_REJECTED => {
+                    // What completed before the peer left is handed out before the event
+                    // (e.g. an MRSP error message followed by the NAA's disconnect).
+                    while self.fill()? == POLL_BATCH {}
+                    self.close();
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves to `Closed`: the QP goes to the error state (outstanding work requests flush)
+    /// and `Disconnected` is reported once.
+    fn close(&mut self) {
+        if self.state == State::Closed {
+            return;
+        }
+        self.state = State::Closed;
+        // SAFETY: the id is live. On a connected id this sends DREQ and moves the QP to the
+        // error state; on an id that is already disconnected it fails harmlessly.
+        let rc = unsafe { rdma_disconnect(self.id.as_ptr()) };
+        if rc != 0 {
+            tracing::trace!(error = %std::io::Error::last_os_error(), "verbs: rdma_disconnect");
+        }
+        self.events.push_back(ConnectionEvent::Disconnected);
+    }
+
+    /// Moves completions from the CQ into `ready`; returns how many.
+    fn fill(&mut self) -> Result<usize> {
+        let n = self.cq.poll(&mut self.wcs)?;
+        for wc in &self.wcs[..n] {
+            self.ready.push_back(completion(wc));
+        }
+        Ok(n)
+    }
+
+    fn sge(&self, sge: &Sge) -> Result<ibv_sge> {
+        self.keys.check(sge)?;
+        Ok(ibv_sge {
+            addr: sge.addr,
+            length: sge.len,
+            lkey: sge.lkey,
+        })
+    }
+}
+
+/// Converts a work completion.
+fn completion(wc: &ibv_wc) -> Completion {
+    use ibv_wc_status::*;
+    let mut status = match wc.status {
+        IBV_WC_SUCCESS => WcStatus::Success,
+        IBV_WC_LOC_LEN_ERR => WcStatus::LocalLength,
+        IBV_WC_LOC_PROT_ERR | IBV_WC_LOC_ACCESS_ERR => WcStatus::LocalProtection,
+        IBV_WC_WR_FLUSH_ERR => WcStatus::WrFlush,
+        IBV_WC_REM_ACCESS_ERR => WcStatus::RemoteAccess,
+        IBV_WC_REM_INV_REQ_ERR => WcStatus::RemoteInvalidRequest,
+        IBV_WC_RNR_RETRY_EXC_ERR => WcStatus::RnrRetryExceeded,
+        IBV_WC_RETRY_EXC_ERR => WcStatus::RetryExceeded,
+        _ => WcStatus::General,
+    };
+    let opcode = match wc.opcode {
+        ibv_wc_opcode::IBV_WC_SEND => WcOpcode::Send,
+        ibv_wc_opcode::IBV_WC_RDMA_WRITE => WcOpcode::RdmaWrite,
+        ibv_wc_opcode::IBV_WC_RECV => WcOpcode::Recv,
+        ibv_wc_opcode::IBV_WC_RECV_RDMA_WITH_IMM => WcOpcode::RecvRdmaWithImm,
+        _ => {
+            if status == WcStatus::Success {
+                // Never posted by this transport (READ, atomics ...).
+                status = WcStatus::General;
+            }
+            WcOpcode::Send
+        }
+    };
+    let imm = (wc.wc_flags & ibv_wc_flags::IBV_WC_WITH_IMM.0 != 0)
+        // SAFETY: with IBV_WC_WITH_IMM set, the union holds the immediate (big-endian).
+        .then(|| u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data }));
+    Completion {
+        wr_id: wc.wr_id,
+        status,
+        opcode,
+        byte_len: wc.byte_len,
+        imm,
+    }
+}
+
+impl Endpoint for VerbsEndpoint {
+    type Region = VerbsRegion;
+
+    fn register(&mut self, buffer: &Buffer) -> Result<VerbsRegion> {
+        VerbsRegion::register(&self.pd, &self.keys, buffer)
+    }
+
+    fn post_recv(&mut self, wr_id: u64, buf: Option<Sge>) -> Result<()> {
+        if self.state == State::Closed {
+            return Err(TransportError::NotConnected);
+        }
+        let mut sge = buf.map(|s| self.sge(&s)).transpose()?;
+        let mut wr = ibv_recv_wr {
+            wr_id,
+            next: std::ptr::null_mut(),
+            sg_list: sge
+                .as_mut()
+                .map_or(std::ptr::null_mut(), std::ptr::from_mut),
+            num_sge: i32::from(sge.is_some()),
+        };
+        // SAFETY: one request, null-terminated; its SGE (if any) was checked against a live
+        // registration, whose region keeps the memory registered (the caller keeps the region
+        // until the receive completes, as the seam requires).
+        unsafe { self.qp.post_recv(&mut wr) }
+    }
+
+    fn post_send(&mut self, wrs: &[SendWr]) -> Result<()> {
+        if self.state != State::Connected {
+            return Err(TransportError::NotConnected);
+        }
+        if wrs.is_empty() {
+            return Ok(());
+        }
+        if wrs.len() > MAX_WR as usize {
+            return Err(TransportError::InvalidRequest("send queue full"));
+        }
+        let mut sges = std::mem::take(&mut self.send_sges);
+        let mut list = std::mem::take(&mut self.send_wrs);
+        sges.clear();
+        list.clear();
+        let result = (|| {
+            // First every SGE (so the vector never reallocates after pointers are taken).
+            for wr in wrs {
+                let sge = match &wr.local {
+                    Some(s) => self.sge(s)?,
+                    None => ibv_sge {
+                        addr: 0,
+                        length: 0,
+                        lkey: 0,
+                    },
+                };
+                sges.push(sge);
+            }
+            let max_inline = self.qp.max_inline();
+            for (i, wr) in wrs.iter().enumerate() {
+                let (opcode, remote, imm) = match wr.op {
+                    SendOp::Send => (ibv_wr_opcode::IBV_WR_SEND, None, None),
+                    SendOp::Write(r) => (ibv_wr_opcode::IBV_WR_RDMA_WRITE, Some(r), None),
+                    SendOp::WriteWithImm(r, imm) => (
+                        ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM,
+                        Some(r),
+                        Some(imm),
+                    ),
+                };
+                let mut flags = ibv_send_flags::IBV_SEND_SIGNALED.0;
+                if wr.solicited {
+                    flags |= ibv_send_flags::IBV_SEND_SOLICITED.0;
+                }
+                let len = wr.local.map_or(0, |s| s.len);
+                if len > 0 && len <= max_inline {
+                    flags |= ibv_send_flags::IBV_SEND_INLINE.0;
+                }
+                // SAFETY: `ibv_send_wr` is plain old data (integers, raw pointers, unions of
+                // them); all-zero is a valid value.
+                let mut w: ibv_send_wr = unsafe { std::mem::zeroed() };
+                w.wr_id = wr.wr_id;
+                w.sg_list = if wr.local.is_some() {
+                    std::ptr::from_mut(&mut sges[i])
+                } else {
+                    std::ptr::null_mut()
+                };
+                w.num_sge = i32::from(wr.local.is_some());
+                w.opcode = opcode;
+                w.send_flags = flags;
+                if let Some(imm) = imm {
+                    w.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
+                }
+                if let Some(r) = remote {
+                    w.wr.rdma.remote_addr = r.addr;
+                    w.wr.rdma.rkey = r.rkey;
+                }
+                list.push(w);
+            }
+            for i in 1..list.len() {
+                let next = std::ptr::from_mut(&mut list[i]);
+                list[i - 1].next = next;
+            }
+            // SAFETY: `list` is a null-terminated chain (the last `next` stays null) of valid
+            // requests whose SGEs point into `sges`, both alive for this call (the provider
+            // copies requests while posting). Every SGE was checked against a live
+            // registration; the regions keep the memory registered until completion.
+            unsafe { self.qp.post_send(list.as_mut_ptr()) }
+        })();
+        self.send_sges = sges;
+        self.send_wrs = list;
+        result
+    }
+
+    fn poll(&mut self, out: &mut [Completion]) -> Result<usize> {
+        let mut n = 0;
+        while n < out.len() {
+            match self.ready.pop_front() {
+                Some(c) => {
+                    out[n] = c;
+                    n += 1;
+                }
+                None => break,
+            }
+        }
+        while n < out.len() {
+            let want = (out.len() - n).min(self.wcs.len());
+            let got = self.cq.poll(&mut self.wcs[..want])?;
+            for (slot, wc) in out[n..].iter_mut().zip(&self.wcs[..got]) {
+                *slot = completion(wc);
+            }
+            n += got;
+            if got < want {
+                break;
+            }
+        }
+        Ok(n)
+    }
+
+    fn poll_event(&mut self) -> Option<ConnectionEvent> {
+        if let Err(e) = self.read_cm_events() {
+            tracing::warn!(error = %e, "verbs: reading connection events failed");
+        }
+        // Completions taken off the CQ before a disconnect go first (see `read_cm_events`).
+        if self.events.front() == Some(&ConnectionEvent::Disconnected) && !self.ready.is_empty() {
+            return None;
+        }
+        self.events.pop_front()
+    }
+
+    fn wait(&mut self, deadline: Instant) -> Result<bool> {
+        if !self.ready.is_empty() || !self.events.is_empty() {
+            return Ok(true);
+        }
+        self.read_cm_events()?;
+        if !self.events.is_empty() || self.fill()? > 0 {
+            return Ok(true);
+        }
+        if self.state == State::Closed {
+            return Err(TransportError::NotConnected);
+        }
+        // Busy-poll briefly: a completion is often microseconds away. After the first few
+        // microseconds, yield between polls, so that work the kernel deferred on this CPU can
+        // run (Soft-RoCE completes work requests in softirqs, which a spinning thread would
+        // hold off until the next scheduler tick).
+        // Connection events are looked at every millisecond meanwhile.
+        let start = Instant::now();
+        let spin_until = (start + self.config.busy_poll).min(deadline);
+        let mut now = start;
+        let mut next_event_check = start + EVENT_CHECK;
+        while now < spin_until {
+            if self.fill()? > 0 {
+                return Ok(true);
+            }
+            if now >= next_event_check {
+                self.read_cm_events()?;
+                if !self.events.is_empty() {
+                    return Ok(true);
+                }
+                next_event_check = now + EVENT_CHECK;
+            }
+            if now - start < PURE_SPIN {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+            now = Instant::now();
+        }
+        let fds = [self.cq.channel_fd(), self.id.channel().fd()];
+        loop {
+            if !self.armed {
+                self.cq.arm(false)?;
+                self.armed = true;
+                // D-15: a completion queued before the arming raises no event. Poll again.
+                if self.fill()? > 0 {
+                    return Ok(true);
+                }
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(false);
+            }
+            let [cq_ready, cm_ready] = wait_readable(&fds, deadline - now)?;
+            if cq_ready {
+                while self.cq.take_event()? {
+                    self.armed = false;
+                }
+            }
+            if cm_ready {
+                self.read_cm_events()?;
+                if !self.events.is_empty() {
+                    return Ok(true);
+                }
+            }
+            if self.fill()? > 0 {
+                return Ok(true);
+            }
+        }
+    }
+
+    fn disconnect(&mut self) {
+        if self.state == State::Connected {
+            tracing::debug!("verbs: disconnect");
+            self.close();
+        }
+    }
+
+    fn peer_addr(&self) -> Option<SocketAddr> {
+        self.peer
+    }
+}
+
+impl Drop for VerbsEndpoint {
+    fn drop(&mut self) {
+        self.disconnect();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wc(status: u32, opcode: u32, flags: u32, imm_be: u32) -> ibv_wc {
+        // SAFETY: plain old data; all-zero is valid.
+        let mut wc: ibv_wc = unsafe { std::mem::zeroed() };
+        wc.wr_id = 7;
+        wc.status = status;
+        wc.opcode = opcode;
+        wc.wc_flags = flags;
+        wc.byte_len = 512;
+        wc.imm_data_invalidated_rkey_union.imm_data = imm_be;
+        wc
+    }
+
+    #[test]
+    fn completions_convert_with_the_immediate_in_host_order() {
+        use ibv_wc_opcode::*;
+        use ibv_wc_status::*;
+        let with_imm = ibv_wc_flags::IBV_WC_WITH_IMM.0;
+        // The NAA's return code 0x42 << 8 travels as wire bytes 00 00 42 00.
+        let c = completion(&wc(
+            IBV_WC_SUCCESS,
+            IBV_WC_RECV_RDMA_WITH_IMM,
+            with_imm,
+            0x4200u32.to_be(),
+        ));
+        assert_eq!(
+            c,
+            Completion {
+                wr_id: 7,
+                status: WcStatus::Success,
+                opcode: WcOpcode::RecvRdmaWithImm,
+                byte_len: 512,
+                imm: Some(0x4200),
+            }
+        );
+        let c = completion(&wc(IBV_WC_SUCCESS, IBV_WC_RECV, 0, 0xdead));
+        assert_eq!((c.opcode, c.imm), (WcOpcode::Recv, None));
+        assert_eq!(
+            completion(&wc(IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 0, 0)).opcode,
+            WcOpcode::RdmaWrite
+        );
+        assert_eq!(
+            completion(&wc(IBV_WC_SUCCESS, IBV_WC_SEND, 0, 0)).opcode,
+            WcOpcode::Send
+        );
+        for (status, want) in [
+            (IBV_WC_WR_FLUSH_ERR, WcStatus::WrFlush),
+            (IBV_WC_REM_ACCESS_ERR, WcStatus::RemoteAccess),
+            (IBV_WC_RNR_RETRY_EXC_ERR, WcStatus::RnrRetryExceeded),
+            (IBV_WC_RETRY_EXC_ERR, WcStatus::RetryExceeded),
+            (IBV_WC_LOC_LEN_ERR, WcStatus::LocalLength),
+            (IBV_WC_LOC_PROT_ERR, WcStatus::LocalProtection),
+            (IBV_WC_REM_INV_REQ_ERR, WcStatus::RemoteInvalidRequest),
+            (IBV_WC_FATAL_ERR, WcStatus::General),
+        ] {
+            assert_eq!(completion(&wc(status, 0xff, 0, 0)).status, want);
+        }
+        // A successful completion of an operation this transport never posts is an error.
+        assert_eq!(
+            completion(&wc(IBV_WC_SUCCESS, IBV_WC_RDMA_READ, 0, 0)).status,
+            WcStatus::General
+        );
+    }
+}
