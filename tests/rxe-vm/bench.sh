@@ -7,9 +7,7 @@
 #
 #   --rounds     rpc_sweep rounds, each between two perftest rounds (default 2)
 #   --sizes      perftest sizes; the ratios use the sizes both measured (default: 64 and 4096,
-#                rpc_sweep's extra small sizes (steady state only), 72 and 2763, its reference
-#                sizes next to them (also in the fresh-connection CSV, hence the first-RPC
-#                ratio), and its reference sizes from 1 MiB to --max-size)
+#                rpc_sweep's small sizes, and its reference sizes from 1 MiB to --max-size)
 #   --max-size   largest rpc_sweep size (default 4194304; perftest allows up to 8 MiB)
 #   --transport  verbs (default) or soft (the software transport inside the VM: only to try the
 #                pipeline, its ratios mean nothing)
@@ -81,14 +79,14 @@ command -v python3 > /dev/null || { echo "bench.sh: python3 is needed for the re
 
 if [ -z "$sizes" ]; then
     # rpc_sweep's extra small sizes, and its reference sizes (spec 8.1: s(0) = 1,
-    # s(k+1) = round_half_even(1.5 s(k))) 72, 2763 and from 1 MiB up to --max-size (and
-    # perftest's limit, 8 MiB).
+    # s(k+1) = round_half_even(1.5 s(k))) from 1 MiB up to --max-size (and perftest's limit,
+    # 8 MiB).
     sizes=$(python3 -c '
 import sys
 top = min(int(sys.argv[1]), 8 << 20)
 s, out = 1, [n for n in (64, 4096) if n <= top]
 while s < 1 << 30:
-    if s <= top and (s in (72, 2763) or s >= 1 << 20):
+    if s <= top and s >= 1 << 20:
         out.append(s)
     s = round(1.5 * s)
 print(" ".join(map(str, sorted(out))))' "$max_size")
@@ -117,7 +115,9 @@ echo "bench.sh: results in $out; sizes: $sizes" >&2
 
 start=$SECONDS
 status=0
-RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-1800} RXE_VM_SHARE="$out${RXE_VM_SHARE:+:$RXE_VM_SHARE}" \
+bin=$(realpath "$bin")
+# The results and the binary must be visible in the VM (the repository is shared anyway).
+RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-1800} RXE_VM_SHARE="$out:$(dirname "$bin")${RXE_VM_SHARE:+:$RXE_VM_SHARE}" \
     "$HERE/run.sh" "$HERE/bench-guest.sh" "$out" "$rounds" "$sizes" "$transport" "$bin" \
     --max-size "$max_size" "$@" || status=$?
 echo "bench.sh: VM run took $((SECONDS - start)) s (status $status)" >&2

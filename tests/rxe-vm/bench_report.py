@@ -8,10 +8,13 @@ OUT is the directory bench-guest.sh filled (bench.sh runs both):
 * perftest/<round>/ib_write_lat-<size>.txt, ib_write_bw-<size>.txt: perftest client output.
   Latency: t_typical (perftest's median one-way latency, usec). Bandwidth: BW average, in
   perftest's MB/sec, which are MiB/s.
-* rpc/<round>/rpc_sweep.csv: the reference CSV (byte_length,setup_time,transfer_time in
+* rpc/<round>/summary.txt: rpc_sweep's summary. Over verbs a CSV after "#" comment lines:
+  byte_length,steady_n,steady_rpc_us,steady_rpc_MBps,fresh_setup_us,fresh_transfer_us (medians;
+  fresh = a new connection: setup = registration + MRSP, transfer = its first RPC). Over the
+  software transport a text table whose rows start with "bytes n |", the first number after the
+  first "|" being the steady-state median RPC time (usec); the fresh-connection figures then come
+  from rpc/<round>/rpc_sweep.csv, the reference CSV (byte_length,setup_time,transfer_time in
   seconds, one fresh connection and its first RPC per row).
-* rpc/<round>/summary.txt: rpc_sweep's summary; its table rows start with
-  "bytes n |" and the first number after the first "|" is the steady-state median RPC time (usec).
 
 rpc_sweep round k ran between perftest rounds k-1 and k, so each RPC figure is compared with the
 mean of those two perftest figures; a ratio is the median over the rounds. Prints the report and
@@ -61,32 +64,45 @@ def perftest_round(directory):
 TABLE_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s*\|([^|]*)\|")
 
 
+def median_us(values):
+    return statistics.median(values) if values else None
+
+
 def rpc_round(directory):
     """{size: (steady_us, first_rpc_us, setup_us)} of one rpc_sweep round."""
     summary = directory / "summary.txt"
-    table = directory / "rpc_sweep.csv"
-    if not summary.exists() or not table.exists():
-        raise ReportError(f"{directory}: rpc_sweep wrote no summary.txt / rpc_sweep.csv")
+    if not summary.exists():
+        raise ReportError(f"{directory}: rpc_sweep wrote no summary.txt")
+    text = [line for line in summary.read_text().splitlines() if not line.startswith("#")]
+    if text and text[0].startswith("byte_length,"):
+        # Verbs run: the summary is a CSV of medians per size.
+        out = {}
+        for row in csv.DictReader(text):
+            out[int(row["byte_length"])] = (
+                float(row["steady_rpc_us"]),
+                float(row["fresh_transfer_us"]),
+                float(row["fresh_setup_us"]),
+            )
+        return out
+    # Software transport: steady medians from the summary table, fresh connections from the
+    # reference CSV (which has the reference sizes only).
     steady = {}
-    for line in summary.read_text().splitlines():
+    for line in text:
         m = TABLE_ROW.match(line)
         if m:
             steady[int(m.group(1))] = float(m.group(3).split()[0])
     fresh = {}
-    with table.open(newline="") as f:
-        for row in csv.DictReader(f):
-            size = int(row["byte_length"])
-            fresh.setdefault(size, ([], []))
-            fresh[size][0].append(float(row["setup_time"]) * 1e6)
-            fresh[size][1].append(float(row["transfer_time"]) * 1e6)
+    table = directory / "rpc_sweep.csv"
+    if table.exists():
+        with table.open(newline="") as f:
+            for row in csv.DictReader(f):
+                setup, first = fresh.setdefault(int(row["byte_length"]), ([], []))
+                setup.append(float(row["setup_time"]) * 1e6)
+                first.append(float(row["transfer_time"]) * 1e6)
     out = {}
     for size in set(steady) | set(fresh):
         setup, first = fresh.get(size, ([], []))
-        out[size] = (
-            steady.get(size),
-            statistics.median(first) if first else None,
-            statistics.median(setup) if setup else None,
-        )
+        out[size] = (steady.get(size), median_us(first), median_us(setup))
     return out
 
 
