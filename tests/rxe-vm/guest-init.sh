@@ -93,6 +93,7 @@ c_out=$!
 $B cat /run/cmd.err > $err &
 c_err=$!
 say "running the command"
+: > $H/started
 /bin/bash $H/cmd.sh < /dev/null > /run/cmd.out 2> /run/cmd.err
 rc=$?
 # Whatever the command left running could keep the pipes open: end it.
