@@ -40,8 +40,8 @@ note() { echo "$(date +%s.%N) $*" >> "$timeline"; }
 
 # Waits until a TCP port is listening (perftest's out-of-band exchange), at most ~10 s.
 wait_listen() {
-    local i
-    for i in $(seq 200); do
+    local _
+    for _ in $(seq 200); do
         ss -ltnH "sport = :$1" 2> /dev/null | grep -q . && return 0
         sleep 0.05
     done

@@ -20,7 +20,7 @@ step() {
     printf '[check] %-58s' "$1"
     t=$SECONDS
 }
-ok() { echo "ok (${1:-$((SECONDS - t)) s})"; }
+ok() { echo "ok ($((SECONDS - t)) s)"; }
 bad() {
     echo "FAILED: $*"
     failed=1

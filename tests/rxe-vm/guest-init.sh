@@ -70,14 +70,16 @@ while :; do
     $B sleep 0.05
 done
 
+# shellcheck disable=SC3045 # busybox ash has ulimit -l and -c
 ulimit -l unlimited
+# shellcheck disable=SC3045
 ulimit -c 0
 RXE_VM_ADDR=${RXE_VM_IP%/*}
 export RXE_VM_ADDR RXE_VM_IP RXE_VM_DEV RXE_VM_NETDEV RXE_VM_MTU
 
 if [ "$MODE" = shell ]; then
     say "root shell; $RXE_VM_DEV on $RXE_VM_NETDEV $RXE_VM_IP; 'exit' powers off"
-    cd "$RXE_VM_CWD" 2> /dev/null
+    cd "$RXE_VM_CWD" 2> /dev/null || cd /
     /usr/bin/setsid -w -c /bin/bash -l < /dev/ttyS0 > /dev/ttyS0 2>&1
     poweroff_now
 fi
@@ -86,7 +88,7 @@ fi
 # only once, and programs reopen /dev/stdout.
 out=/dev/virtio-ports/rxe.stdout
 err=/dev/virtio-ports/rxe.stderr
-[ -e $out ] && [ -e $err ] || fail "the virtio-serial ports are missing"
+if [ ! -e $out ] || [ ! -e $err ]; then fail "the virtio-serial ports are missing"; fi
 $B mkfifo /run/cmd.out /run/cmd.err
 $B cat /run/cmd.out > $out &
 c_out=$!

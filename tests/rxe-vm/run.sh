@@ -89,7 +89,9 @@ die() {
     exit 125
 }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
-words() { echo $*; } # collapse whitespace
+# The words of a whitespace-separated list, on one line.
+# shellcheck disable=SC2048,SC2086 # splitting is the point
+words() { echo $*; }
 
 # ------------------------------------------------------------------------------------- image
 
@@ -142,7 +144,7 @@ install_host_packages() {
 kernel_from_index() {
     local lists=$1/var/lib/apt/lists
     local index
-    index=$(ls "$lists"/*_dists_"${SUITE}"_main_binary-amd64_Packages 2> /dev/null | head -n 1)
+    index=$(find "$lists" -maxdepth 1 -name "*_dists_${SUITE}_main_binary-amd64_Packages" | head -n 1)
     [ -n "$index" ] || die "debootstrap left no package index in $lists"
     local pkg
     pkg=$(awk '/^Package: /{p=$2} p=="linux-image-amd64" && /^Depends: /{
@@ -204,13 +206,13 @@ build_image() {
     # 2. Kernel: the suite's current linux-image, straight from the mirror.
     local kfile ksha kpkg
     read -r kfile ksha kpkg <<< "$(kernel_from_index "$root")"
-    [ -n "$kfile" ] && [ -n "$ksha" ] || die "cannot find the kernel package in the index"
+    if [ -z "$kfile" ] || [ -z "$ksha" ]; then die "cannot find the kernel package in the index"; fi
     log "kernel package $kpkg"
     wget -q -O "$work/kernel.deb" "$MIRROR/$kfile" || die "download of $MIRROR/$kfile failed"
     echo "$ksha  $work/kernel.deb" | sha256sum -c --quiet - || die "$kfile: checksum mismatch"
     dpkg-deb -x "$work/kernel.deb" "$work/kernel"
     local kver
-    kver=$(ls "$work/kernel/lib/modules" | head -n 1)
+    kver=$(find "$work/kernel/lib/modules" -mindepth 1 -maxdepth 1 -printf '%f\n' | head -n 1)
     [ -f "$work/kernel/boot/vmlinuz-$kver" ] || die "$kpkg has no /boot/vmlinuz-$kver"
     depmod -b "$work/kernel" "$kver"
 
@@ -336,9 +338,8 @@ case "$MODE" in
     } ;;
 esac
 
-[[ "$TIMEOUT" =~ ^[0-9]+$ ]] && [ "$TIMEOUT" -gt 0 ] || die "RXE_VM_TIMEOUT must be a number of seconds"
-[[ "$BOOT_TIMEOUT" =~ ^[0-9]+$ ]] && [ "$BOOT_TIMEOUT" -gt 0 ] \
-    || die "RXE_VM_BOOT_TIMEOUT must be a number of seconds"
+[[ "$TIMEOUT" =~ ^[1-9][0-9]*$ ]] || die "RXE_VM_TIMEOUT must be a number of seconds"
+[[ "$BOOT_TIMEOUT" =~ ^[1-9][0-9]*$ ]] || die "RXE_VM_BOOT_TIMEOUT must be a number of seconds"
 ensure_image
 if ! command -v qemu-system-x86_64 > /dev/null; then
     install_host_packages "${TMPDIR:-/tmp}/rxe-vm.apt.log" qemu-system-x86_64:qemu-system-x86
@@ -347,6 +348,7 @@ fi
 RUN=$(mktemp -d "${TMPDIR:-/tmp}/rxe-vm.XXXXXX")
 QEMU_PID=
 READERS=()
+# shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() {
     local p
     if [ -n "$QEMU_PID" ]; then kill "$QEMU_PID" 2> /dev/null || true; fi
