@@ -23,6 +23,7 @@ are reported, not errors: emulation makes absolute numbers meaningless and ratio
 """
 
 import csv
+import math
 import re
 import statistics
 import sys
@@ -41,11 +42,16 @@ class ReportError(Exception):
 
 
 def perftest_row(path):
-    """The numbers of the result line under perftest's ' #bytes' header."""
+    """The numbers of the result line under perftest's ' #bytes' header (None when perftest
+    printed inf or nan: its clock calibration failed)."""
     lines = path.read_text().splitlines()
     for i, line in enumerate(lines):
         if line.lstrip().startswith("#bytes") and i + 1 < len(lines):
-            return [float(x) for x in lines[i + 1].split()]
+            row = [float(x) for x in lines[i + 1].split()]
+            if not all(math.isfinite(x) for x in row):
+                print(f"bench_report: ignoring {path}: non-finite figures", file=sys.stderr)
+                return None
+            return row
     raise ReportError(f"{path}: no result line")
 
 
@@ -54,10 +60,12 @@ def perftest_round(directory):
     lat, bw = {}, {}
     for f in directory.glob("ib_write_lat-*.txt"):
         row = perftest_row(f)
-        lat[int(row[0])] = row[4]  # bytes iters t_min t_max t_typical ...
+        if row:
+            lat[int(row[0])] = row[4]  # bytes iters t_min t_max t_typical ...
     for f in directory.glob("ib_write_bw-*.txt"):
         row = perftest_row(f)
-        bw[int(row[0])] = row[3] * MIB  # bytes iters peak average msgrate
+        if row:
+            bw[int(row[0])] = row[3] * MIB  # bytes iters peak average msgrate
     return {s: (lat.get(s), bw.get(s)) for s in set(lat) | set(bw)}
 
 
@@ -231,11 +239,16 @@ def report(out):
         missing.append("large sizes (>= 1 MiB)")
     setups = [r for r in rows if r["setup"] is not None]
     if setups:
-        parts = []
-        for r in setups:
-            rel = f" = {r['setup'] / r['lat2']:.2f}x 2*lat" if r["lat2"] else ""
-            parts.append(f"{r['size']} B: {r['setup']:.1f} us{rel}")
-        lines.append("setup time (registration + MRSP) of a fresh connection: " + "; ".join(parts))
+        parts = [f"{r['size']} B: {r['setup']:.1f} us" for r in setups]
+        line = "setup time (registration + MRSP) of a fresh connection: " + ", ".join(parts)
+        base = rows[0]
+        if base["lat2"] and base["setup"] is not None:
+            # The MRSP is one small SEND each way, like one small round trip.
+            line += (
+                f"  (at {base['size']} B: {base['setup'] / base['lat2']:.2f}x "
+                f"2*ib_write_lat({base['size']} B) = {base['lat2']:.1f} us)"
+            )
+        lines.append(line)
     else:
         missing.append("setup time")
     text = "\n".join(lines) + "\n"
