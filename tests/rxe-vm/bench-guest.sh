@@ -1,0 +1,136 @@
+#!/bin/bash
+# bench-guest.sh -- runs INSIDE the VM (bench.sh starts it through run.sh):
+#
+#   bench-guest.sh OUT ROUNDS "SIZES" TRANSPORT RPC_SWEEP [rpc_sweep args...]
+#
+# Interleaves perftest and the project's RPC sweep so that the emulator's drift hits both:
+#
+#   perftest round 0, rpc_sweep round 1, perftest round 1, ..., rpc_sweep round N, perftest round N
+#
+# A perftest round runs ib_write_lat and ib_write_bw (server and client as two processes on the
+# rxe device, over RXE_VM_ADDR) for every size in SIZES; each run is retried up to 3 times, since
+# perftest aborts ("r^2 < 0.9") or reports inf when emulation disturbs its clock calibration. An
+# rpc_sweep round
+# runs RPC_SWEEP over TRANSPORT ("verbs": --transport verbs --addr $RXE_VM_ADDR; "soft": no
+# transport options, to try the pipeline) with its CSV and summary written into OUT.
+#
+# Files in OUT: perftest/<round>/<tool>-<size>.txt (client output of the successful run),
+# rpc/<round>/{rpc_sweep.csv,summary.txt,output.txt}, timeline.txt. bench_report.py reads them.
+set -u
+[ $# -ge 5 ] || {
+    echo "usage: bench-guest.sh OUT ROUNDS SIZES TRANSPORT RPC_SWEEP [args...]" >&2
+    exit 2
+}
+out=$1 rounds=$2 sizes=$3 transport=$4
+shift 4
+dev=${RXE_VM_DEV:?run this inside tests/rxe-vm/run.sh}
+addr=${RXE_VM_ADDR:?run this inside tests/rxe-vm/run.sh}
+case "$transport" in
+    verbs) transport_args=(--transport verbs --addr "$addr") ;;
+    soft) transport_args=() ;;
+    *)
+        echo "bench-guest: unknown transport $transport" >&2
+        exit 2
+        ;;
+esac
+mkdir -p "$out"
+timeline=$out/timeline.txt
+: > "$timeline"
+failed=0
+note() { echo "$(date +%s.%N) $*" >> "$timeline"; }
+
+# Waits until a TCP port is listening (perftest's out-of-band exchange), at most ~10 s.
+wait_listen() {
+    local _
+    for _ in $(seq 200); do
+        ss -ltnH "sport = :$1" 2> /dev/null | grep -q . && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+# Iterations for about the same time per size under emulation.
+iterations() { # tool size
+    local size=$2 n lo hi
+    case "$1" in
+        ib_write_lat) n=$((32 * 1048576 / size)) lo=20 hi=1000 ;;
+        ib_write_bw) n=$((64 * 1048576 / size)) lo=20 hi=5000 ;;
+    esac
+    [ $n -ge $lo ] || n=$lo
+    [ $n -le $hi ] || n=$hi
+    echo $n
+}
+
+port=18700
+perftest() { # round tool size
+    local round=$1 tool=$2 size=$3 n try rc server dir=$out/perftest/$1
+    n=$(iterations "$tool" "$size")
+    mkdir -p "$dir"
+    for try in 1 2 3; do
+        port=$((port + 1))
+        timeout 300 "$tool" -d "$dev" -s "$size" -n "$n" -p $port > "$dir/.server" 2>&1 &
+        server=$!
+        if ! wait_listen $port; then
+            kill $server 2> /dev/null
+            wait $server 2> /dev/null
+            rc=1
+            echo "server did not listen" > "$dir/.client"
+            continue
+        fi
+        timeout 300 "$tool" -d "$dev" -s "$size" -n "$n" -p $port "$addr" > "$dir/.client" 2>&1
+        rc=$?
+        wait $server 2> /dev/null
+        # perftest also "succeeds" with inf/nan figures when its clock calibration failed.
+        if [ $rc = 0 ] && grep -A1 -E '^ #bytes' "$dir/.client" | tail -n 1 | grep -qiE 'inf|nan'; then
+            rc=1
+        fi
+        [ $rc != 0 ] || break
+        note "retry $tool $size (try $try: status $rc: $(grep -m1 -iE 'r\^2|error|fail|can.t|inf' "$dir/.client"))"
+    done
+    if [ $rc = 0 ]; then
+        mv "$dir/.client" "$dir/$tool-$size.txt"
+        echo "  $tool $size B: $(grep -A1 -E '^ #bytes' "$dir/$tool-$size.txt" | tail -n 1 | tr -s ' \t' ' ')"
+    else
+        failed=1
+        echo "  $tool $size B: FAILED after 3 tries:" >&2
+        cat "$dir/.client" >&2
+    fi
+    rm -f "$dir/.client" "$dir/.server"
+}
+
+perftest_round() {
+    local round=$1 size
+    note "perftest round $round start"
+    echo "perftest round $round"
+    for size in $sizes; do
+        perftest "$round" ib_write_lat "$size"
+        perftest "$round" ib_write_bw "$size"
+    done
+    note "perftest round $round end"
+}
+
+rpc_round() { # round command...
+    local round=$1 rc dir=$out/rpc/$1
+    shift
+    mkdir -p "$dir"
+    note "rpc_sweep round $round start"
+    echo "rpc_sweep round $round ($transport)"
+    "$@" "${transport_args[@]}" --csv "$dir/rpc_sweep.csv" --summary "$dir/summary.txt" \
+        > "$dir/output.txt" 2>&1
+    rc=$?
+    note "rpc_sweep round $round end (status $rc)"
+    if [ $rc != 0 ]; then
+        failed=1
+        echo "  rpc_sweep FAILED with status $rc:" >&2
+        tail -n 30 "$dir/output.txt" >&2
+    else
+        echo "  done: $(($(grep -c . "$dir/rpc_sweep.csv") - 1)) fresh-connection samples in the reference CSV"
+    fi
+}
+
+perftest_round 0
+for round in $(seq "$rounds"); do
+    rpc_round "$round" "$@"
+    perftest_round "$round"
+done
+exit $failed

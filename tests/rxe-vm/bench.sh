@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# bench.sh -- the RPC benchmark on Soft-RoCE: the project's RPC sweep over verbs against perftest
+# (ib_write_lat, ib_write_bw) in ONE VM run, then the ratios.
+#
+#   tests/rxe-vm/bench.sh [--rounds N] [--sizes "S..."] [--max-size BYTES] [--transport verbs|soft]
+#                         [--bin PATH] [--out DIR] [-- rpc_sweep options...]
+#
+#   --rounds     rpc_sweep rounds, each between two perftest rounds (default 2)
+#   --sizes      perftest sizes; the ratios use the sizes both measured (default: 64 and 4096,
+#                rpc_sweep's small sizes, and its reference sizes from 1 MiB to --max-size)
+#   --max-size   largest rpc_sweep size (default 4194304; perftest allows up to 8 MiB)
+#   --transport  verbs (default) or soft (the software transport inside the VM: only to try the
+#                pipeline, its ratios mean nothing)
+#   --bin        a prebuilt rpc_sweep binary (default: built with
+#                cargo bench -p naaice --bench rpc_sweep [--features verbs] --no-run)
+#   --out        result directory (default target/rxe-bench/<UTC time>)
+#
+# Prints the report of bench_report.py (also in OUT/report.txt). Same environment as run.sh;
+# the VM timeout defaults to 1800 s here.
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+
+rounds=2
+sizes=
+max_size=4194304
+transport=verbs
+bin=
+out=
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --rounds)
+            rounds=$2
+            shift
+            ;;
+        --sizes)
+            sizes=$2
+            shift
+            ;;
+        --max-size)
+            max_size=$2
+            shift
+            ;;
+        --transport)
+            transport=$2
+            shift
+            ;;
+        --bin)
+            bin=$2
+            shift
+            ;;
+        --out)
+            out=$2
+            shift
+            ;;
+        -h | --help)
+            sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+            exit 0
+            ;;
+        --)
+            shift
+            break
+            ;;
+        *)
+            echo "bench.sh: unknown option $1 (see --help)" >&2
+            exit 2
+            ;;
+    esac
+    shift
+done
+[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "bench.sh: --rounds needs a positive number" >&2; exit 2; }
+[[ "$max_size" =~ ^[1-9][0-9]*$ ]] || { echo "bench.sh: --max-size needs a positive number" >&2; exit 2; }
+case "$transport" in verbs | soft) ;; *)
+    echo "bench.sh: --transport is verbs or soft" >&2
+    exit 2
+    ;;
+esac
+command -v python3 > /dev/null || { echo "bench.sh: python3 is needed for the report" >&2; exit 2; }
+
+if [ -z "$sizes" ]; then
+    # rpc_sweep's extra small sizes, and its reference sizes (spec 8.1: s(0) = 1,
+    # s(k+1) = round_half_even(1.5 s(k))) from 1 MiB up to --max-size (and perftest's limit,
+    # 8 MiB).
+    sizes=$(python3 -c '
+import sys
+top = min(int(sys.argv[1]), 8 << 20)
+s, out = 1, [n for n in (64, 4096) if n <= top]
+while s < 1 << 30:
+    if s <= top and s >= 1 << 20:
+        out.append(s)
+    s = round(1.5 * s)
+print(" ".join(map(str, sorted(out))))' "$max_size")
+fi
+
+if [ -z "$bin" ]; then
+    features=()
+    [ "$transport" = soft ] || features=(--features verbs)
+    echo "bench.sh: building rpc_sweep (${features[*]:-software transport})" >&2
+    bin=$(cd "$ROOT" && cargo bench -p naaice --bench rpc_sweep "${features[@]}" --no-run \
+        --message-format=json-render-diagnostics \
+        | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "rpc_sweep" and m.get("executable"):
+        print(m["executable"])')
+    [ -n "$bin" ] || { echo "bench.sh: cargo built no rpc_sweep executable" >&2; exit 1; }
+fi
+[ -x "$bin" ] || { echo "bench.sh: $bin is not an executable" >&2; exit 2; }
+
+out=${out:-$ROOT/target/rxe-bench/$(date -u +%Y%m%dT%H%M%SZ)}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+echo "bench.sh: results in $out; sizes: $sizes" >&2
+
+start=$SECONDS
+status=0
+bin=$(realpath "$bin")
+# The results and the binary must be visible in the VM (the repository is shared anyway).
+RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-1800} RXE_VM_SHARE="$out:$(dirname "$bin")${RXE_VM_SHARE:+:$RXE_VM_SHARE}" \
+    "$HERE/run.sh" "$HERE/bench-guest.sh" "$out" "$rounds" "$sizes" "$transport" "$bin" \
+    --max-size "$max_size" "$@" || status=$?
+echo "bench.sh: VM run took $((SECONDS - start)) s (status $status)" >&2
+echo
+if ! python3 "$HERE/bench_report.py" "$out" && [ "$status" = 0 ]; then status=1; fi
+exit "$status"

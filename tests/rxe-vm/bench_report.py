@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+"""Ratios of the Soft-RoCE benchmark: the project's RPCs against perftest in the same VM run.
+
+    bench_report.py OUT
+
+OUT is the directory bench-guest.sh filled (bench.sh runs both):
+
+* perftest/<round>/ib_write_lat-<size>.txt, ib_write_bw-<size>.txt: perftest client output.
+  Latency: t_typical (perftest's median one-way latency, usec). Bandwidth: BW average, in
+  perftest's MB/sec, which are MiB/s.
+* rpc/<round>/summary.txt: rpc_sweep's summary. Over verbs a CSV after "#" comment lines:
+  byte_length,steady_n,steady_rpc_us,steady_rpc_MBps,fresh_setup_us,fresh_transfer_us (medians;
+  fresh = a new connection: setup = registration + MRSP, transfer = its first RPC). Over the
+  software transport a text table whose rows start with "bytes n |", the first number after the
+  first "|" being the steady-state median RPC time (usec); the fresh-connection figures then come
+  from rpc/<round>/rpc_sweep.csv, the reference CSV (byte_length,setup_time,transfer_time in
+  seconds, one fresh connection and its first RPC per row).
+
+rpc_sweep round k ran between perftest rounds k-1 and k, so each RPC figure is compared with the
+mean of those two perftest figures; a ratio is the median over the rounds. Prints the report and
+writes it to OUT/report.txt. Exits 1 when a measurement is missing, 0 otherwise (missed targets
+are reported, not errors: emulation makes absolute numbers meaningless and ratios noisy).
+"""
+
+import csv
+import math
+import re
+import statistics
+import sys
+from pathlib import Path
+
+SMALL_MAX = 4096  # "small RPC": up to 4 KiB
+LARGE_MIN = 1 << 20  # "large RPC": from 1 MiB
+TARGET_STEADY = 1.5  # steady-state small RPC <= 1.5 x 2*ib_write_lat
+TARGET_FIRST = 3.0  # first RPC of a fresh connection <= 3 x 2*ib_write_lat
+TARGET_BW = 0.95  # large RPC bandwidth (2*size per RPC) >= 0.95 x ib_write_bw
+MIB = 1 << 20
+
+
+class ReportError(Exception):
+    """A measurement file is missing or unreadable."""
+
+
+def perftest_row(path):
+    """The numbers of the result line under perftest's ' #bytes' header (None when perftest
+    printed inf or nan: its clock calibration failed)."""
+    lines = path.read_text().splitlines()
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("#bytes") and i + 1 < len(lines):
+            row = [float(x) for x in lines[i + 1].split()]
+            if not all(math.isfinite(x) for x in row):
+                print(f"bench_report: ignoring {path}: non-finite figures", file=sys.stderr)
+                return None
+            return row
+    raise ReportError(f"{path}: no result line")
+
+
+def perftest_round(directory):
+    """{size: (lat_typical_us, bw_bytes_per_s)} of one perftest round (missing parts None)."""
+    lat, bw = {}, {}
+    for f in directory.glob("ib_write_lat-*.txt"):
+        row = perftest_row(f)
+        if row:
+            lat[int(row[0])] = row[4]  # bytes iters t_min t_max t_typical ...
+    for f in directory.glob("ib_write_bw-*.txt"):
+        row = perftest_row(f)
+        if row:
+            bw[int(row[0])] = row[3] * MIB  # bytes iters peak average msgrate
+    return {s: (lat.get(s), bw.get(s)) for s in set(lat) | set(bw)}
+
+
+TABLE_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s*\|([^|]*)\|")
+
+
+def median_us(values):
+    return statistics.median(values) if values else None
+
+
+def rpc_round(directory):
+    """{size: (steady_us, first_rpc_us, setup_us)} of one rpc_sweep round."""
+    summary = directory / "summary.txt"
+    if not summary.exists():
+        raise ReportError(f"{directory}: rpc_sweep wrote no summary.txt")
+    text = [line for line in summary.read_text().splitlines() if not line.startswith("#")]
+    if text and text[0].startswith("byte_length,"):
+        # Verbs run: the summary is a CSV of medians per size.
+        out = {}
+        for row in csv.DictReader(text):
+            out[int(row["byte_length"])] = (
+                float(row["steady_rpc_us"]),
+                float(row["fresh_transfer_us"]),
+                float(row["fresh_setup_us"]),
+            )
+        return out
+    # Software transport: steady medians from the summary table, fresh connections from the
+    # reference CSV (which has the reference sizes only).
+    steady = {}
+    for line in text:
+        m = TABLE_ROW.match(line)
+        if m:
+            steady[int(m.group(1))] = float(m.group(3).split()[0])
+    fresh = {}
+    table = directory / "rpc_sweep.csv"
+    if table.exists():
+        with table.open(newline="") as f:
+            for row in csv.DictReader(f):
+                setup, first = fresh.setdefault(int(row["byte_length"]), ([], []))
+                setup.append(float(row["setup_time"]) * 1e6)
+                first.append(float(row["transfer_time"]) * 1e6)
+    out = {}
+    for size in set(steady) | set(fresh):
+        setup, first = fresh.get(size, ([], []))
+        out[size] = (steady.get(size), median_us(first), median_us(setup))
+    return out
+
+
+def mean_of(values):
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def median_of(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def fmt(v, spec=".2f", none="-"):
+    return none if v is None else format(v, spec)
+
+
+def verdict(ok):
+    return "MET" if ok else "MISSED"
+
+
+def report(out):
+    perf_dirs = sorted((out / "perftest").glob("[0-9]*"), key=lambda p: int(p.name))
+    rpc_dirs = sorted((out / "rpc").glob("[0-9]*"), key=lambda p: int(p.name))
+    if not perf_dirs or not rpc_dirs:
+        raise ReportError(f"{out}: no perftest or rpc_sweep rounds")
+    perf = {int(d.name): perftest_round(d) for d in perf_dirs}
+    rpc = {int(d.name): rpc_round(d) for d in rpc_dirs}
+    sizes = sorted(set().union(*(set(p) for p in perf.values())))
+    if not sizes:
+        raise ReportError(f"{out}: perftest produced no results")
+
+    # Per size: lists over the rpc rounds of (perftest around the round, rpc figures).
+    rows = []
+    for size in sizes:
+        lat2, bw, steady, first, setup = [], [], [], [], []
+        r_steady, r_first, r_bw = [], [], []
+        for k, figures in sorted(rpc.items()):
+            if size not in figures:
+                continue
+            around = [perf.get(k - 1, {}).get(size), perf.get(k, {}).get(size)]
+            lat = mean_of([a[0] for a in around if a])
+            wbw = mean_of([a[1] for a in around if a])
+            s, f, u = figures[size]
+            lat2.append(None if lat is None else 2 * lat)
+            bw.append(wbw)
+            steady.append(s)
+            first.append(f)
+            setup.append(u)
+            if lat and s:
+                r_steady.append(s / (2 * lat))
+            if lat and f:
+                r_first.append(f / (2 * lat))
+            if wbw and s:
+                r_bw.append((2 * size / (s * 1e-6)) / wbw)
+        if not steady:
+            continue
+        rows.append(
+            {
+                "size": size,
+                "lat2": median_of(lat2),
+                "bw": median_of(bw),
+                "steady": median_of(steady),
+                "first": median_of(first),
+                "setup": median_of(setup),
+                "r_steady": median_of(r_steady),
+                "r_first": median_of(r_first),
+                "r_bw": median_of(r_bw),
+            }
+        )
+    if not rows:
+        raise ReportError(f"{out}: no size measured by both perftest and rpc_sweep")
+
+    lines = [
+        f"Soft-RoCE benchmark: {out}",
+        f"{len(rpc)} rpc_sweep round(s) interleaved with {len(perf)} perftest round(s); "
+        "every figure is a median, every ratio compares figures of the same VM run.",
+        "Under emulation absolute numbers mean little; the ratios are the result.",
+        "",
+        f"{'bytes':>9} | {'2*lat us':>9} {'write_bw MB/s':>13} | {'steady us':>10} {'first us':>10} "
+        f"{'setup us':>10} | {'steady/2lat':>11} {'first/2lat':>10} {'rpc bw/bw':>9}",
+    ]
+    for r in rows:
+        lines.append(
+            f"{r['size']:>9} | {fmt(r['lat2'], '.1f'):>9} {fmt(r['bw'] and r['bw'] / 1e6, '.1f'):>13} | "
+            f"{fmt(r['steady'], '.1f'):>10} {fmt(r['first'], '.1f'):>10} {fmt(r['setup'], '.1f'):>10} | "
+            f"{fmt(r['r_steady']):>11} {fmt(r['r_first']):>10} {fmt(r['r_bw']):>9}"
+        )
+    lines.append("")
+
+    small = [r for r in rows if r["size"] <= SMALL_MAX]
+    large = [r for r in rows if r["size"] >= LARGE_MIN]
+    missing = []
+    if small:
+        steady = [r["r_steady"] for r in small if r["r_steady"] is not None]
+        first = [r["r_first"] for r in small if r["r_first"] is not None]
+        if steady:
+            worst = max(steady)
+            lines.append(
+                f"small RPC (<= 4 KiB), steady state / 2*ib_write_lat: worst {worst:.2f}x over "
+                f"{len(steady)} size(s)  (target <= {TARGET_STEADY}x: {verdict(worst <= TARGET_STEADY)})"
+            )
+        else:
+            missing.append("steady-state small RPC ratio")
+        if first:
+            worst = max(first)
+            lines.append(
+                f"small RPC (<= 4 KiB), first RPC of a connection / 2*ib_write_lat: worst {worst:.2f}x "
+                f"(target <= {TARGET_FIRST}x: {verdict(worst <= TARGET_FIRST)})"
+            )
+        else:
+            missing.append("first-RPC ratio")
+    else:
+        missing.append("small sizes (<= 4 KiB)")
+    if large:
+        bw = [r["r_bw"] for r in large if r["r_bw"] is not None]
+        if bw:
+            worst = min(bw)
+            lines.append(
+                f"large RPC (>= 1 MiB), bandwidth 2*size/RPC / ib_write_bw: worst {worst:.2f}x over "
+                f"{len(bw)} size(s)  (target >= {TARGET_BW}x: {verdict(worst >= TARGET_BW)})"
+            )
+        else:
+            missing.append("large RPC bandwidth ratio")
+    else:
+        missing.append("large sizes (>= 1 MiB)")
+    setups = [r for r in rows if r["setup"] is not None]
+    if setups:
+        parts = [f"{r['size']} B: {r['setup']:.1f} us" for r in setups]
+        line = "setup time (registration + MRSP) of a fresh connection: " + ", ".join(parts)
+        base = rows[0]
+        if base["lat2"] and base["setup"] is not None:
+            # The MRSP is one small SEND each way, like one small round trip.
+            line += (
+                f"  (at {base['size']} B: {base['setup'] / base['lat2']:.2f}x "
+                f"2*ib_write_lat({base['size']} B) = {base['lat2']:.1f} us)"
+            )
+        lines.append(line)
+    else:
+        missing.append("setup time")
+    text = "\n".join(lines) + "\n"
+    if missing:
+        text += "missing: " + ", ".join(missing) + "\n"
+    return text, not missing
+
+
+def main(argv):
+    if len(argv) != 2:
+        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        return 2
+    out = Path(argv[1])
+    try:
+        text, complete = report(out)
+    except (ReportError, OSError, ValueError, KeyError, IndexError) as e:
+        print(f"bench_report: {e}", file=sys.stderr)
+        return 1
+    print(text, end="")
+    (out / "report.txt").write_text(text)
+    return 0 if complete else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
