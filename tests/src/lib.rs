@@ -3,6 +3,7 @@
 //! process-wide settings such as `NAA_SPEC`).
 
 pub mod fpga;
+pub mod suite;
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Output, Stdio};

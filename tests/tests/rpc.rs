@@ -12,6 +12,7 @@ use naaice::swnaa::{KERNEL_FAILED, SoftNaaConfig};
 use naaice::transport::TransportError;
 use naaice::transport::soft::{SoftEndpoint, SoftTransport};
 use naaice::{Buffer, Connection, Error, Naa, NaaOptions, Param};
+use naaice_tests::suite::{self, pattern, plus};
 use naaice_tests::{APP_ERROR, PANIC, PROBE, SLEEP, code, start_naa};
 
 type Conn = Connection<SoftEndpoint>;
@@ -37,48 +38,17 @@ fn roomy() -> SoftNaaConfig {
     }
 }
 
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
-}
-
-fn plus(data: &[u8], n: u8) -> Vec<u8> {
-    data.iter().map(|b| b.wrapping_add(n)).collect()
-}
-
 #[test]
 fn one_to_thirty_two_in_place_regions() {
     let naa = start_naa(roomy());
-    for n in [1usize, 2, 7, 31, 32] {
-        let mut conn = connect(naa.local_addr(), 1);
-        let data: Vec<Vec<u8>> = (0..n).map(|i| pattern(100 + i * 37, i as u8)).collect();
-        let buffers: Vec<Buffer> = data.iter().map(|d| Buffer::from_slice(d)).collect();
-        for b in &buffers {
-            let id = conn.add_param(b).unwrap();
-            conn.set_input(id).unwrap();
-            conn.set_output(id).unwrap();
-        }
-        conn.do_mrsp().unwrap();
-        let r = conn.do_transfer().unwrap();
-        assert!(r.status.is_success());
-        assert_eq!(
-            r.bytes_received as usize,
-            data[n - 1].len(),
-            "last output's length"
-        );
-        for (b, d) in buffers.iter().zip(&data) {
-            assert_eq!(b.to_vec(), plus(d, 1), "{n} regions");
-        }
-        conn.disconnect();
-    }
+    suite::in_place_regions(|f| connect(naa.local_addr(), f), &[1, 2, 7, 31, 32]);
 }
 
 #[test]
 fn sizes_from_one_byte_to_64_mib() {
     let naa = start_naa(roomy());
-    for size in [
-        1usize,
+    let sizes = [
+        1,
         2,
         3,
         4095,
@@ -88,50 +58,14 @@ fn sizes_from_one_byte_to_64_mib() {
         1 << 20,
         5_000_001,
         64 << 20,
-    ] {
-        let mut conn = connect(naa.local_addr(), 2);
-        let data = pattern(size, size as u8);
-        let buf = Buffer::from_slice(&data);
-        let id = conn.add_param(&buf).unwrap();
-        conn.set_input(id).unwrap();
-        conn.set_output(id).unwrap();
-        conn.do_mrsp().unwrap();
-        let r = conn.do_transfer().unwrap();
-        assert_eq!(
-            (r.status, r.bytes_received as usize),
-            (ReturnCode::SUCCESS, size)
-        );
-        assert!(
-            buf.to_vec() == plus(&data, 2),
-            "content of the {size}-byte region"
-        );
-    }
+    ];
+    suite::in_place_sizes(|f| connect(naa.local_addr(), f), &sizes);
 }
 
 #[test]
 fn separate_inputs_and_outputs_of_different_sizes() {
     let naa = start_naa(SoftNaaConfig::default());
-    let mut conn = connect(naa.local_addr(), 1);
-    let (a, b) = (
-        Buffer::from_slice(&pattern(3000, 1)),
-        Buffer::from_slice(&pattern(10, 2)),
-    );
-    let out = Buffer::zeroed(777);
-    for (buf, input) in [(&a, true), (&b, true), (&out, false)] {
-        let id = conn.add_param(buf).unwrap();
-        if input {
-            conn.set_input(id).unwrap()
-        } else {
-            conn.set_output(id).unwrap()
-        }
-    }
-    conn.do_mrsp().unwrap();
-    for rpc in 1..=3u8 {
-        let r = conn.do_transfer().unwrap();
-        assert_eq!(r.bytes_received, 777);
-        // The NAA's output region starts zeroed and kernel 1 adds 1 per RPC.
-        assert_eq!(out.to_vec(), vec![rpc; 777]);
-    }
+    suite::separate_inputs_and_outputs(&mut connect(naa.local_addr(), 1));
 }
 
 #[test]
@@ -206,32 +140,8 @@ fn sixteen_concurrent_clients() {
         max_connections: 16,
         ..SoftNaaConfig::default()
     });
-    let addr = naa.local_addr();
-    let threads: Vec<_> = (0..16u8)
-        .map(|t| {
-            std::thread::spawn(move || {
-                let p = Param::from_vec(pattern(4096 + usize::from(t) * 100, t));
-                let opts = NaaOptions::at(addr);
-                let mut h = Naa::create_with(
-                    &SoftTransport::default(),
-                    1,
-                    vec![p.clone()],
-                    vec![p],
-                    &opts,
-                )?;
-                let start = h.input(0)?.to_vec();
-                for _ in 0..50 {
-                    h.invoke()?;
-                    assert!(h.wait()?.naa_error.is_success());
-                }
-                assert_eq!(h.output(0)?.to_vec(), plus(&start, 50));
-                Ok::<_, Error>(())
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().expect("client thread").expect("client RPCs");
-    }
+    let options = NaaOptions::at(naa.local_addr());
+    suite::concurrent_clients(&SoftTransport::default(), &options, 16, 50, 4096);
 }
 
 #[test]

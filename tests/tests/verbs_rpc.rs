@@ -25,6 +25,7 @@ use naaice::swnaa::{KERNEL_FAILED, SoftNaa, SoftNaaConfig, SoftNaaHandle};
 use naaice::transport::verbs::{VerbsConfig, VerbsEndpoint, VerbsTransport, device_names};
 use naaice::transport::{Transport, TransportError};
 use naaice::{Buffer, Connection, Error, Naa, NaaOptions, Param};
+use naaice_tests::suite::{self, pattern, plus};
 use naaice_tests::{APP_ERROR, PANIC, PROBE, SLEEP, code, test_kernels};
 
 type Conn = Connection<VerbsEndpoint>;
@@ -100,16 +101,6 @@ fn connect(addr: SocketAddr, fncode: u8) -> Conn {
     .expect("connect over verbs")
 }
 
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
-}
-
-fn plus(data: &[u8], n: u8) -> Vec<u8> {
-    data.iter().map(|b| b.wrapping_add(n)).collect()
-}
-
 fn in_place(naa: &SoftNaaHandle, fncode: u32, len: usize) -> Naa<VerbsEndpoint> {
     let p = Param::from_vec(pattern(len, 9));
     Naa::create_with(
@@ -158,24 +149,7 @@ fn without_rdma_devices_the_transport_is_unavailable() {
 fn mrsp_and_one_to_thirty_two_in_place_regions() {
     verbs_test("regions", 120, |ip| {
         let naa = start_naa(ip, SoftNaaConfig::default());
-        for n in [1usize, 2, 7, 31, 32] {
-            let mut conn = connect(naa.local_addr(), 1);
-            let data: Vec<Vec<u8>> = (0..n).map(|i| pattern(100 + i * 37, i as u8)).collect();
-            let buffers: Vec<Buffer> = data.iter().map(|d| Buffer::from_slice(d)).collect();
-            for b in &buffers {
-                let id = conn.add_param(b).unwrap();
-                conn.set_input(id).unwrap();
-                conn.set_output(id).unwrap();
-            }
-            conn.do_mrsp().unwrap();
-            let r = conn.do_transfer().unwrap();
-            assert!(r.status.is_success());
-            assert_eq!(r.bytes_received as usize, data[n - 1].len());
-            for (b, d) in buffers.iter().zip(&data) {
-                assert_eq!(b.to_vec(), plus(d, 1), "{n} regions");
-            }
-            conn.disconnect();
-        }
+        suite::in_place_regions(|f| connect(naa.local_addr(), f), &[1, 2, 7, 31, 32]);
     });
 }
 
@@ -183,32 +157,8 @@ fn mrsp_and_one_to_thirty_two_in_place_regions() {
 fn sizes_from_one_byte_to_eight_mib() {
     verbs_test("sizes", 180, |ip| {
         let naa = start_naa(ip, SoftNaaConfig::default());
-        for size in [
-            1usize,
-            3,
-            511,
-            512,
-            513,
-            4095,
-            4096,
-            65_536,
-            1 << 20,
-            8 << 20,
-        ] {
-            let mut conn = connect(naa.local_addr(), 2);
-            let data = pattern(size, size as u8);
-            let buf = Buffer::from_slice(&data);
-            let id = conn.add_param(&buf).unwrap();
-            conn.set_input(id).unwrap();
-            conn.set_output(id).unwrap();
-            conn.do_mrsp().unwrap();
-            let r = conn.do_transfer().unwrap();
-            assert_eq!(
-                (r.status, r.bytes_received as usize),
-                (ReturnCode::SUCCESS, size)
-            );
-            assert!(buf.to_vec() == plus(&data, 2), "content of {size} bytes");
-        }
+        let sizes = [1, 3, 511, 512, 513, 4095, 4096, 65_536, 1 << 20, 8 << 20];
+        suite::in_place_sizes(|f| connect(naa.local_addr(), f), &sizes);
     });
 }
 
@@ -216,26 +166,7 @@ fn sizes_from_one_byte_to_eight_mib() {
 fn separate_inputs_and_outputs_of_different_sizes() {
     verbs_test("separate", 60, |ip| {
         let naa = start_naa(ip, SoftNaaConfig::default());
-        let mut conn = connect(naa.local_addr(), 1);
-        let (a, b) = (
-            Buffer::from_slice(&pattern(3000, 1)),
-            Buffer::from_slice(&pattern(10, 2)),
-        );
-        let out = Buffer::zeroed(777);
-        for (buf, input) in [(&a, true), (&b, true), (&out, false)] {
-            let id = conn.add_param(buf).unwrap();
-            if input {
-                conn.set_input(id).unwrap()
-            } else {
-                conn.set_output(id).unwrap()
-            }
-        }
-        conn.do_mrsp().unwrap();
-        for rpc in 1..=3u8 {
-            let r = conn.do_transfer().unwrap();
-            assert_eq!(r.bytes_received, 777);
-            assert_eq!(out.to_vec(), vec![rpc; 777]);
-        }
+        suite::separate_inputs_and_outputs(&mut connect(naa.local_addr(), 1));
     });
 }
 
@@ -326,31 +257,8 @@ fn four_concurrent_clients() {
                 ..SoftNaaConfig::default()
             },
         );
-        let addr = naa.local_addr();
-        let threads: Vec<_> = (0..4u8)
-            .map(|t| {
-                std::thread::spawn(move || {
-                    let p = Param::from_vec(pattern(4096 + usize::from(t) * 100, t));
-                    let mut h = Naa::create_with(
-                        &VerbsTransport::default(),
-                        1,
-                        vec![p.clone()],
-                        vec![p],
-                        &NaaOptions::at(addr),
-                    )?;
-                    let start = h.input(0)?.to_vec();
-                    for _ in 0..30 {
-                        h.invoke()?;
-                        assert!(h.wait()?.naa_error.is_success());
-                    }
-                    assert_eq!(h.output(0)?.to_vec(), plus(&start, 30));
-                    Ok::<_, Error>(())
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().expect("client thread").expect("client RPCs");
-        }
+        let options = NaaOptions::at(naa.local_addr());
+        suite::concurrent_clients(&VerbsTransport::default(), &options, 4, 30, 4096);
     });
 }
 
@@ -376,30 +284,11 @@ fn sixteen_event_driven_clients_never_miss_a_wakeup() {
         .expect("bind")
         .spawn()
         .expect("spawn");
-        let addr = naa.local_addr();
-        let threads: Vec<_> = (0..16u8)
-            .map(|t| {
-                let transport = sleepy.clone();
-                std::thread::spawn(move || {
-                    let p = Param::from_vec(pattern(100 + usize::from(t), t));
-                    let opts = NaaOptions {
-                        rpc_timeout: Duration::from_secs(120),
-                        ..NaaOptions::at(addr)
-                    };
-                    let mut h = Naa::create_with(&transport, 1, vec![p.clone()], vec![p], &opts)?;
-                    let start = h.input(0)?.to_vec();
-                    for _ in 0..20 {
-                        h.invoke()?;
-                        assert!(h.wait()?.naa_error.is_success());
-                    }
-                    assert_eq!(h.output(0)?.to_vec(), plus(&start, 20));
-                    Ok::<_, Error>(())
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().expect("client thread").expect("client RPCs");
-        }
+        let options = NaaOptions {
+            rpc_timeout: Duration::from_secs(120),
+            ..NaaOptions::at(naa.local_addr())
+        };
+        suite::concurrent_clients(&sleepy, &options, 16, 20, 100);
     });
 }
 
