@@ -26,13 +26,6 @@ use crate::log::{debug, info, warning};
 use crate::memory_map::overlaps;
 use crate::rkey::RkeyGen;
 
-/// Return code of an RPC whose kernel reported a status wider than 24 bits (a hardware
-/// fault): the largest code the immediate can carry.
-pub const KERNEL_FAULT: ReturnCode = match ReturnCode::new(ReturnCode::MAX_VALUE) {
-    Some(rc) => rc,
-    None => ReturnCode::KERNEL_TIMEOUT,
-};
-
 /// Most engine events handled per [`Firmware::step`] (the rest wait for the next step).
 const EVENTS_PER_STEP: usize = 16;
 
@@ -263,7 +256,7 @@ where
         let Some(status) = self.done.take(index as u8) else {
             return false;
         };
-        let rc = ReturnCode::new(status).unwrap_or(KERNEL_FAULT);
+        let rc = ReturnCode::new(status).unwrap_or(ReturnCode::KERNEL_FAILED);
         debug!("slot {=usize}: kernel done {=u32:#x}", index, rc.get());
         // Only fails if no kernel was running, which was just checked.
         let _ = slot.server.kernel_finished(now, rc);
@@ -460,7 +453,7 @@ where
         if !pulsed {
             warning!("slot {=usize}: kernel start line failed", index);
             self.hw.kernels.abort(index as u8);
-            let _ = slot.server.kernel_finished(now, KERNEL_FAULT);
+            let _ = slot.server.kernel_finished(now, ReturnCode::KERNEL_FAILED);
         }
     }
 

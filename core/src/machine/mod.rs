@@ -61,6 +61,25 @@ impl Phase {
     pub const fn value(self) -> u8 {
         self as u8
     }
+
+    /// The phase with C state value `value`, if there is one.
+    pub const fn from_value(value: u8) -> Option<Self> {
+        Some(match value {
+            0 => Self::Init,
+            1 => Self::Ready,
+            2 => Self::Connected,
+            3 => Self::Disconnected,
+            10 => Self::MrspSending,
+            11 => Self::MrspReceiving,
+            12 => Self::MrspDone,
+            20 => Self::DataSending,
+            21 => Self::Calculating,
+            22 => Self::DataReceiving,
+            30 => Self::Finished,
+            40 => Self::Error,
+            _ => return None,
+        })
+    }
 }
 
 impl core::fmt::Display for Phase {

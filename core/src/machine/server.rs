@@ -627,14 +627,3 @@ fn buffer_error(e: wire::Error, len: usize) -> Error {
         other => Error::Malformed(other),
     }
 }
-
-impl MsgType {
-    /// Name of the type for messages.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Error => "Error",
-            Self::AdvertiseRequest => "Advertisement+Request",
-            Self::Advertise => "Advertisement",
-        }
-    }
-}
