@@ -258,7 +258,7 @@ fn kernel_status_wider_than_24_bits_is_a_fault() {
     done.signal(0, 0x0100_0000);
     settle(&mut fw);
     let (_, w) = fw.hardware().engine.writes[0];
-    assert_eq!(w.imm, Some(naaice_core::ReturnCode::KERNEL_FAILED.to_imm()));
+    assert_eq!(w.imm, Some(ReturnCode::KERNEL_FAILED.to_imm()));
 }
 
 #[test]

@@ -16,7 +16,7 @@ use super::{
 use crate::config::MAX_REGIONS;
 use crate::region::{LocalRegion, RegionId, ServerRegions};
 use crate::time::Instant;
-use crate::wire::mrsp::{self, MsgType, Repr, RequestRecord};
+use crate::wire::mrsp::{self, Repr, RequestRecord};
 use crate::wire::{self, FunctionCode, MrspErrorCode, Request, ReturnCode};
 
 /// The set of function codes this NAA has kernels for.
