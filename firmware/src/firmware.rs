@@ -11,7 +11,9 @@ use core::time::Duration;
 use embedded_hal::delay::DelayNs;
 use embedded_hal::digital::OutputPin;
 use naaice_core::config::MRSP_RECV_LEN;
-use naaice_core::machine::{Action, Input, KernelCall, RecvBuffer, WrId, Write};
+use naaice_core::machine::{
+    Input, KernelCall, Machine, Post, RecvBuffer, ServerAction, WrId, Write,
+};
 use naaice_core::region::RegionId;
 use naaice_core::{Instant, Phase, ReturnCode, Server};
 use rand_core::CryptoRng;
@@ -297,7 +299,7 @@ where
                 return;
             };
             match action {
-                Action::PostRecv { wr_id, buffer } => {
+                ServerAction::Post(Post::Recv { wr_id, buffer }) => {
                     let message = buffer == RecvBuffer::Message;
                     if self
                         .hw
@@ -308,7 +310,7 @@ where
                         slot.server.handle_input(now, Input::PostFailed(wr_id));
                     }
                 }
-                Action::Send { wr_id, len } => {
+                ServerAction::Post(Post::Send { wr_id, len }) => {
                     let message = &self.msg[..len.min(MRSP_RECV_LEN)];
                     if self
                         .hw
@@ -319,23 +321,21 @@ where
                         slot.server.handle_input(now, Input::PostFailed(wr_id));
                     }
                 }
-                Action::Write(w) => self.post_write(now, index, &w),
-                Action::Allocate {
+                ServerAction::Post(Post::Write(w)) => self.post_write(now, index, &w),
+                ServerAction::Allocate {
                     region,
                     size,
                     requested_addr,
                     internal,
                 } => self.allocate(now, index, region, size, requested_addr, internal),
-                Action::RunKernel(call) => self.start_kernel(now, index, &call),
-                Action::MrspComplete => {
+                ServerAction::RunKernel(call) => self.start_kernel(now, index, &call),
+                ServerAction::MrspComplete => {
                     info!("conn {=u16}: MRSP done", conn);
                 }
-                Action::Failed(_error) => {
+                ServerAction::Failed(_error) => {
                     warning!("conn {=u16}: failed: {}", conn, _error);
                 }
-                Action::Disconnect => self.release(index),
-                // Client-only actions: the server machine never emits them.
-                Action::RpcComplete(_) => {}
+                ServerAction::Disconnect => self.release(index),
             }
         }
     }

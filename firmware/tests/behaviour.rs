@@ -14,7 +14,7 @@ use embedded_hal_mock::eh1::digital::{
 use naaice_core::machine::WorkError;
 use naaice_core::region::RegionFlags;
 use naaice_core::wire::mrsp::MrspErrorCode;
-use naaice_core::{Phase, ReturnCode};
+use naaice_core::{Machine, Phase, ReturnCode};
 use naaice_firmware::engine::{Access, Completion, CompletionKind, EngineEvent};
 use support::*;
 
