@@ -13,13 +13,19 @@
 //!   [`machine::Input`]s and the current [`time::Instant`], and drains
 //!   [`machine::ClientAction`]s / [`machine::ServerAction`]s ([`machine::Machine`]).
 //!
-//! The optional `defmt` feature implements `defmt::Format` for the public types.
+//! The optional `defmt` feature implements `defmt::Format` for the public types; the
+//! `testkit` feature adds [`testkit`] (test and fuzz support, with `std`).
 #![no_std]
 #![forbid(unsafe_code)]
+
+#[cfg(feature = "testkit")]
+extern crate std;
 
 pub mod config;
 pub mod machine;
 pub mod region;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 pub mod time;
 pub mod wire;
 

@@ -1,5 +1,5 @@
 //! Two-peer simulation tests: a [`Client`] and a [`Server`] talk to each other through the
-//! in-memory RC link of [`sim`], with region memory, reference kernels and a virtual clock.
+//! in-memory RC link of [`naaice_core::testkit::pair`], with region memory, reference kernels and a virtual clock.
 //!
 //! Every test asserts the exact action sequence of both machines where it matters, their final
 //! phases and the bytes that end up in the client's (and the NAA's) regions.
@@ -13,18 +13,18 @@
 //! 6. Timeouts, disconnects, failed work requests, the client's error write (D-07).
 //! 7. Commands in the wrong phase.
 
-#[path = "pair/sim.rs"]
-mod sim;
-
 use core::time::Duration;
 
 use hex_literal::hex;
-use naaice_core::machine::{Action, Error, KernelSet, Placement, RecvBuffer, WorkError};
+use naaice_core::machine::{Error, KernelSet, Machine, Placement, RecvBuffer, WorkError};
+use naaice_core::testkit::AnyAction as Action;
+use naaice_core::testkit::pair::{
+    Act, AllocMode, CLIENT_RKEY, CLIENT_VA, KernelMode, Pair, SERVER_RKEY, SERVER_VA, Side,
+};
 use naaice_core::wire::imm::encode_request;
 use naaice_core::wire::mrsp::{AdvertRecord, MrspErrorCode};
 use naaice_core::wire::{self, FunctionCode};
 use naaice_core::{ClientConfig, Instant, Phase, RegionId, ReturnCode, ServerConfig};
-use sim::{Act, AllocMode, CLIENT_RKEY, CLIENT_VA, KernelMode, Pair, SERVER_RKEY, SERVER_VA, Side};
 
 /// §10.2 AAR, 100 bytes.
 const B_AAR: [u8; 100] = hex!(
@@ -1659,7 +1659,7 @@ fn commands_in_the_wrong_phase_change_nothing() {
     // region_assigned twice, and for a region not handed out.
     assert_eq!(p.allocs.len(), 4);
     p.assign_next().unwrap();
-    let first = sim::AllocRequest {
+    let first = naaice_core::testkit::pair::AllocRequest {
         region: RegionId::new(0),
         size: 64,
         requested_addr: 0x1000_2000,
