@@ -14,7 +14,7 @@
 //!   [`machine::ClientAction`]s / [`machine::ServerAction`]s ([`machine::Machine`]).
 //!
 //! The optional `defmt` feature implements `defmt::Format` for the public types; the
-//! `testkit` feature adds [`testkit`] (test and fuzz support, with `std`).
+//! `testkit` feature adds the `testkit` module (test and fuzz support, with `std`).
 #![no_std]
 #![forbid(unsafe_code)]
 

@@ -129,27 +129,25 @@ enum Plan {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     /// Waiting for the MRSP request: [`Phase::Init`] until ESTABLISHED, then
-    /// [`Phase::MrspReceiving`].
-    AwaitRequest { deadline: Instant },
+    /// [`Phase::MrspReceiving`]. Timer: the MRSP timeout.
+    AwaitRequest,
     /// The caller allocates the regions; `next` have been handed out
-    /// ([`Phase::MrspReceiving`]).
-    Allocating { next: u8, deadline: Instant },
-    /// The Advertisement is posted ([`Phase::MrspSending`]).
-    Advertising { deadline: Instant },
+    /// ([`Phase::MrspReceiving`]). Timer: the MRSP timeout.
+    Allocating { next: u8 },
+    /// The Advertisement is posted ([`Phase::MrspSending`]). Timer: completion.
+    Advertising,
     /// The MRSP error message is posted; teardown after its completion (D-17,
-    /// [`Phase::MrspSending`]).
-    Refusing {
-        code: MrspErrorCode,
-        deadline: Instant,
-    },
+    /// [`Phase::MrspSending`]). Timer: completion.
+    Refusing { code: MrspErrorCode },
     /// Waiting for an RPC: [`Phase::MrspDone`] before the first, [`Phase::DataReceiving`]
-    /// after. The deadline is the idle timeout.
-    Idle { deadline: Option<Instant> },
-    /// The kernel of the current RPC runs ([`Phase::Calculating`]).
-    Calculating { deadline: Instant },
+    /// after. Timer: the idle timeout, if configured.
+    Idle,
+    /// The kernel of the current RPC runs ([`Phase::Calculating`]). Timer: the kernel
+    /// timeout.
+    Calculating,
     /// The write-back is posted; `writes_left` completions are missing
-    /// ([`Phase::DataSending`]).
-    WritingBack { writes_left: u8, deadline: Instant },
+    /// ([`Phase::DataSending`]). Timer: completion.
+    WritingBack { writes_left: u8 },
     /// The client disconnected ([`Phase::Finished`]).
     Disconnected,
     /// Terminal ([`Phase::Error`]).
@@ -164,6 +162,9 @@ enum State {
 pub struct Server {
     config: ServerConfig,
     state: State,
+    /// The deadline of the current state (set by every transition; kept beside the state
+    /// like quinn-proto's timer table). `None` once the connection ended.
+    timer: Option<Instant>,
     regions: ServerRegions,
     queue: Deque<Pending, QUEUE_LEN>,
     rpcs: u32,
@@ -184,9 +185,8 @@ impl Server {
     pub fn new(config: ServerConfig, now: Instant) -> Self {
         let mut server = Self {
             config,
-            state: State::AwaitRequest {
-                deadline: now + config.mrsp_timeout,
-            },
+            state: State::AwaitRequest,
+            timer: Some(now + config.mrsp_timeout),
             regions: ServerRegions::new(),
             queue: Deque::new(),
             rpcs: 0,
@@ -228,7 +228,7 @@ impl Server {
     pub fn mrsp_done(&self) -> bool {
         matches!(
             self.state,
-            State::Idle { .. } | State::Calculating { .. } | State::WritingBack { .. }
+            State::Idle | State::Calculating | State::WritingBack { .. }
         )
     }
 
@@ -245,10 +245,7 @@ impl Server {
     }
 
     fn on_request(&mut self, now: Instant, id: WrId, data: &[u8]) {
-        let State::AwaitRequest { deadline } = self.state else {
-            return self.unexpected();
-        };
-        if id.kind() != Some(WrKind::MrspRecv) {
+        if self.state != State::AwaitRequest || id.kind() != Some(WrKind::MrspRecv) {
             return self.unexpected();
         }
         let records = match Repr::parse(data) {
@@ -272,7 +269,7 @@ impl Server {
             Ok(table) => self.regions = table,
             Err(_) => return self.refuse(now, MrspErrorCode::TooManyRegions),
         }
-        self.state = State::Allocating { next: 0, deadline };
+        self.state = State::Allocating { next: 0 };
         self.push(Pending::Allocations);
     }
 
@@ -339,9 +336,10 @@ impl Server {
                 self.post_data_recv();
             }
             self.push(Pending::SendAdvert);
-            self.state = State::Advertising {
-                deadline: now + self.config.completion_timeout,
-            };
+            self.enter(
+                State::Advertising,
+                Some(now + self.config.completion_timeout),
+            );
         }
         Ok(())
     }
@@ -358,14 +356,20 @@ impl Server {
     fn refuse(&mut self, now: Instant, code: MrspErrorCode) {
         self.queue.clear();
         self.push(Pending::SendError(code));
-        self.state = State::Refusing {
-            code,
-            deadline: now + self.config.completion_timeout,
-        };
+        self.enter(
+            State::Refusing { code },
+            Some(now + self.config.completion_timeout),
+        );
     }
 
-    fn idle_deadline(&self, now: Instant) -> Option<Instant> {
-        self.config.idle_timeout.map(|t| now + t)
+    fn enter(&mut self, state: State, timer: Option<Instant>) {
+        self.state = state;
+        self.timer = timer;
+    }
+
+    fn enter_idle(&mut self, now: Instant) {
+        self.enter(State::Idle, self.config.idle_timeout.map(|t| now + t));
+        self.start_pending(now);
     }
 
     fn on_send_completed(&mut self, now: Instant, id: WrId) {
@@ -375,12 +379,9 @@ impl Server {
         match self.state {
             // The error message is delivered; only now tear down (D-17).
             State::Refusing { code, .. } => self.fail(Error::MrspRejected(code)),
-            State::Advertising { .. } => {
-                self.state = State::Idle {
-                    deadline: self.idle_deadline(now),
-                };
+            State::Advertising => {
                 self.push(Pending::MrspComplete);
-                self.start_pending(now);
+                self.enter_idle(now);
             }
             _ => self.unexpected(),
         }
@@ -391,11 +392,9 @@ impl Server {
             return self.unexpected();
         }
         let request = Request::decode(imm);
-        let idle = matches!(self.state, State::Idle { .. });
-        let busy = matches!(
-            self.state,
-            State::Advertising { .. } | State::WritingBack { .. }
-        ) || (idle && self.orphan_kernel);
+        let idle = self.state == State::Idle;
+        let busy = matches!(self.state, State::Advertising | State::WritingBack { .. })
+            || (idle && self.orphan_kernel);
         if idle && !self.orphan_kernel {
             self.start_call(now, request);
         } else if busy && self.pending_call.is_none() {
@@ -407,7 +406,7 @@ impl Server {
 
     fn start_pending(&mut self, now: Instant) {
         if !self.orphan_kernel
-            && matches!(self.state, State::Idle { .. })
+            && self.state == State::Idle
             && let Some(request) = self.pending_call.take()
         {
             self.start_call(now, request);
@@ -420,9 +419,7 @@ impl Server {
         };
         self.rpcs = self.rpcs.saturating_add(1);
         if self.config.kernels.contains(fncode) {
-            self.state = State::Calculating {
-                deadline: now + self.config.kernel_timeout,
-            };
+            self.enter(State::Calculating, Some(now + self.config.kernel_timeout));
             self.push(Pending::RunKernel(KernelCall {
                 fncode,
                 user,
@@ -438,7 +435,7 @@ impl Server {
     /// noted (its RPC was answered with KERNEL_TIMEOUT), and so is one that returns after
     /// the connection failed or was disconnected.
     pub fn kernel_finished(&mut self, now: Instant, status: ReturnCode) -> Result<(), Error> {
-        if let State::Calculating { .. } = self.state {
+        if self.state == State::Calculating {
             self.write_back(now, status, true);
         } else if self.orphan_kernel {
             self.orphan_kernel = false;
@@ -480,10 +477,10 @@ impl Server {
         self.plan = Some(plan);
         self.post_data_recv();
         self.push(Pending::Writes);
-        self.state = State::WritingBack {
-            writes_left,
-            deadline: now + self.config.completion_timeout,
-        };
+        self.enter(
+            State::WritingBack { writes_left },
+            Some(now + self.config.completion_timeout),
+        );
     }
 
     fn on_write_completed(&mut self, now: Instant, id: WrId) {
@@ -492,12 +489,7 @@ impl Server {
         }
         match &mut self.state {
             State::WritingBack { writes_left, .. } if *writes_left > 1 => *writes_left -= 1,
-            State::WritingBack { writes_left: 1, .. } => {
-                self.state = State::Idle {
-                    deadline: self.idle_deadline(now),
-                };
-                self.start_pending(now);
-            }
+            State::WritingBack { writes_left: 1 } => self.enter_idle(now),
             _ => self.unexpected(),
         }
     }
@@ -512,12 +504,12 @@ impl Server {
 
     /// Leaves the connection: a running kernel becomes an orphan.
     fn end(&mut self, state: State) {
-        if let State::Calculating { .. } = self.state {
+        if self.state == State::Calculating {
             self.orphan_kernel = true;
         }
         self.queue.clear();
         self.plan = None;
-        self.state = state;
+        self.enter(state, None);
     }
 
     fn fail(&mut self, error: Error) {
@@ -661,7 +653,7 @@ impl Machine for Server {
         if !expired(self.poll_timeout(), now) {
             return;
         }
-        if let State::Calculating { .. } = self.state {
+        if self.state == State::Calculating {
             self.orphan_kernel = true;
             self.write_back(now, ReturnCode::KERNEL_TIMEOUT, false);
         } else {
@@ -672,26 +664,17 @@ impl Machine for Server {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        match self.state {
-            State::AwaitRequest { deadline }
-            | State::Allocating { deadline, .. }
-            | State::Advertising { deadline }
-            | State::Refusing { deadline, .. }
-            | State::Calculating { deadline }
-            | State::WritingBack { deadline, .. } => Some(deadline),
-            State::Idle { deadline } => deadline,
-            State::Disconnected | State::Failed(_) => None,
-        }
+        self.timer
     }
 
     fn phase(&self) -> Phase {
         match self.state {
-            State::AwaitRequest { .. } if !self.established => Phase::Init,
-            State::AwaitRequest { .. } | State::Allocating { .. } => Phase::MrspReceiving,
-            State::Advertising { .. } | State::Refusing { .. } => Phase::MrspSending,
-            State::Idle { .. } if self.rpcs == 0 => Phase::MrspDone,
-            State::Idle { .. } => Phase::DataReceiving,
-            State::Calculating { .. } => Phase::Calculating,
+            State::AwaitRequest if !self.established => Phase::Init,
+            State::AwaitRequest | State::Allocating { .. } => Phase::MrspReceiving,
+            State::Advertising | State::Refusing { .. } => Phase::MrspSending,
+            State::Idle if self.rpcs == 0 => Phase::MrspDone,
+            State::Idle => Phase::DataReceiving,
+            State::Calculating => Phase::Calculating,
             State::WritingBack { .. } => Phase::DataSending,
             State::Disconnected => Phase::Finished,
             State::Failed(_) => Phase::Error,
