@@ -221,7 +221,7 @@ impl Server {
     /// True while a kernel runs (including one whose RPC timed out or whose connection
     /// ended: it still holds the regions until [`Server::kernel_finished`]).
     pub fn kernel_running(&self) -> bool {
-        self.orphan_kernel || matches!(self.state, State::Calculating { .. })
+        self.orphan_kernel || matches!(self.state, State::Calculating)
     }
 
     /// True once the MRSP completed, while the connection is usable.
