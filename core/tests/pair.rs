@@ -24,7 +24,7 @@ use naaice_core::testkit::pair::{
 use naaice_core::wire::imm::encode_request;
 use naaice_core::wire::mrsp::{AdvertRecord, MrspErrorCode};
 use naaice_core::wire::{self, FunctionCode};
-use naaice_core::{ClientConfig, Instant, Phase, RegionId, ReturnCode, ServerConfig};
+use naaice_core::{ClientConfig, Input, Instant, Phase, RegionId, ReturnCode, ServerConfig};
 
 /// §10.2 AAR, 100 bytes.
 const B_AAR: [u8; 100] = hex!(
@@ -1750,4 +1750,88 @@ fn commands_in_the_wrong_phase_change_nothing() {
         (p.client.phase(), p.server.phase()),
         (Phase::Finished, Phase::DataReceiving)
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 8. What the machines keep for their hosts: busy, MRSP done, last result, terminal error,
+//    orphaned kernels.
+
+#[test]
+fn machines_keep_progress_result_and_terminal_error() {
+    let mut p = vector_b(1);
+    p.kernel_mode = KernelMode::Manual;
+    assert!(!p.client.is_busy() && !p.client.mrsp_done());
+    p.connect();
+    p.client.start_mrsp(p.now).unwrap();
+    assert!(p.client.is_busy() && !p.client.mrsp_done());
+    p.run();
+    assert!(!p.client.is_busy() && p.client.mrsp_done() && p.server.mrsp_done());
+    assert_eq!((p.client.last_result(), p.client.error()), (None, None));
+
+    // An RPC: busy until the reply, then the result is kept until taken.
+    p.client.start_rpc(p.now).unwrap();
+    p.run();
+    assert!(p.client.is_busy() && p.server.kernel_running());
+    p.finish_kernel(ReturnCode::SUCCESS).unwrap();
+    p.run();
+    let result = p.client.last_result().expect("the RPC finished");
+    assert_eq!(
+        (result.status, result.bytes_received, result.rpc),
+        (ReturnCode::SUCCESS, 256, 1)
+    );
+    assert!(!p.client.is_busy() && !p.server.kernel_running());
+    assert_eq!(p.client.take_result(), Some(result));
+    assert_eq!(
+        (p.client.take_result(), p.client.last_result()),
+        (None, None)
+    );
+
+    // A kernel timeout orphans the kernel: still running, RPC answered; the late result is
+    // only noted.
+    p.client.start_rpc(p.now).unwrap();
+    p.run();
+    p.advance(Duration::from_secs(10));
+    assert_eq!(
+        p.client.take_result().map(|r| r.status),
+        Some(ReturnCode::KERNEL_TIMEOUT)
+    );
+    assert!(p.server.kernel_running() && p.server.error().is_none());
+    p.finish_kernel(ReturnCode::SUCCESS).unwrap();
+    assert!(!p.server.kernel_running());
+
+    // The connection breaks mid-RPC: the client keeps the terminal error, the server ends.
+    p.client.start_rpc(p.now).unwrap();
+    p.run();
+    p.hang_up(Side::Client);
+    p.client.handle_input(p.now, Input::Disconnected);
+    p.run();
+    assert_eq!(
+        (p.server.phase(), p.server.error()),
+        (Phase::Finished, None)
+    );
+    let error = Error::PeerDisconnected {
+        phase: Phase::DataReceiving,
+    };
+    assert_eq!(
+        (p.client.phase(), p.client.error()),
+        (Phase::Error, Some(error))
+    );
+    assert!(!p.client.is_busy() && !p.client.mrsp_done());
+    // A kernel still running when the connection ends is orphaned, not lost.
+    assert!(p.server.kernel_running());
+    p.finish_kernel(ReturnCode::SUCCESS).unwrap();
+    assert!(!p.server.kernel_running());
+}
+
+#[test]
+fn phase_values_round_trip() {
+    for v in 0..=u8::MAX {
+        if let Some(phase) = Phase::from_value(v) {
+            assert_eq!(phase.value(), v);
+        }
+    }
+    let known = (0..=u8::MAX).filter_map(Phase::from_value).count();
+    assert_eq!(known, 12);
+    assert_eq!(Phase::from_value(12), Some(Phase::MrspDone));
+    assert_eq!(Phase::from_value(4), None);
 }
