@@ -1101,10 +1101,8 @@ fn established_after_the_request_is_tolerated() {
     // The passive side may see the first receive complete before its ESTABLISHED event.
     let mut p = vector_b(1);
     p.run();
-    p.client
-        .handle_input(p.now, naaice_core::Input::AddressResolved);
-    p.client
-        .handle_input(p.now, naaice_core::Input::Established);
+    p.client.handle_input(p.now, Input::AddressResolved);
+    p.client.handle_input(p.now, Input::Established);
     p.client.start_mrsp(p.now).unwrap();
     p.run();
     assert_eq!(
@@ -1112,8 +1110,7 @@ fn established_after_the_request_is_tolerated() {
         [RECV_MSG, Act::Send(100), Act::MrspComplete]
     );
     assert_eq!(p.server.phase(), Phase::MrspDone);
-    p.server
-        .handle_input(p.now, naaice_core::Input::Established);
+    p.server.handle_input(p.now, Input::Established);
     p.run();
     let mut expected = vec![RECV_MSG];
     expected.extend(ALLOC_B);
@@ -1123,8 +1120,7 @@ fn established_after_the_request_is_tolerated() {
     let (client, _) = p.rpc();
     assert_eq!(client[3], done(ReturnCode::SUCCESS, 256, 1));
     // A second ESTABLISHED is a protocol violation.
-    p.server
-        .handle_input(p.now, naaice_core::Input::Established);
+    p.server.handle_input(p.now, Input::Established);
     p.run();
     let unexpected = Error::Unexpected {
         phase: Phase::DataReceiving,
