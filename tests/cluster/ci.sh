@@ -46,10 +46,13 @@ slurmctld -V
 lap packages
 
 echo "--- build: C library (install.sh + pkg-config), naaice-swnaa, the MPI example (mpicc)"
-NAAICE_VERBS=no host/capi/install.sh "$work/prefix" >/dev/null
-cargo build --release --locked --bin naaice-swnaa
-swnaa=$(cargo metadata --format-version 1 --no-deps |
-    sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')/release/naaice-swnaa
+# Debug builds (the test step has built them already): this stage checks behaviour, not speed.
+cargo build --locked -p naaice-capi
+cargo build --locked --bin naaice-swnaa
+target=$(cargo metadata --format-version 1 --no-deps |
+    sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+NAAICE_LIB_DIR="$target/debug" host/capi/install.sh "$work/prefix" >/dev/null
+swnaa="$target/debug/naaice-swnaa"
 export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" LD_LIBRARY_PATH="$work/prefix/lib"
 # shellcheck disable=SC2046
 mpicc -Wall -Wextra -Werror -O2 host/capi/examples/mpi_offload.c \

@@ -40,7 +40,6 @@ done
 NAA_SPEC=$("$NAAICE_SPEC_TOOL" --inventory "$NAAICE_INVENTORY")
 export NAA_SPEC NAAICE_TRANSPORT=soft
 echo "NAA_SPEC=$NAA_SPEC"
-# Open MPI under srun: PMIx, with the hash data store (the shared-memory one can hang the
-# task launch on such a machine).
-export PMIX_MCA_gds=hash
+# Open MPI's processes find each other through Slurm's PMIx plugin (Debian's Open MPI has no
+# PMI-1/2 support: plain `srun -n 4` makes MPI_Init fail).
 srun --mpi=pmix -n "$SLURM_NTASKS" "$NAAICE_APP" 400000
