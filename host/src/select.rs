@@ -166,7 +166,8 @@ pub fn connect<C>(
         if now >= deadline || !retryable {
             return Err(SpecError::Unreachable {
                 fncode,
-                waited: now - start,
+                // Whole milliseconds: the error is read by people.
+                waited: Duration::from_millis((now - start).as_millis() as u64),
                 tried: tried.into_iter().map(|(_, a, _)| a).collect(),
             }
             .into());
