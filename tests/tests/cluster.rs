@@ -284,3 +284,36 @@ fn simulation_256_ranks_over_16_naas_survives_two_killed() {
     // The 32 ranks spread over the 14 live NAAs rather than onto one neighbour.
     assert!(lmax <= 16 + 4, "{last:?}");
 }
+
+#[test]
+fn an_naa_that_is_still_starting_is_waited_for() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let late = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(700));
+        naaice::swnaa::SoftNaa::bind(
+            SoftTransport::default(),
+            addr,
+            SoftNaaConfig::default(),
+            naaice_tests::test_kernels(),
+        )
+        .and_then(naaice::swnaa::SoftNaa::spawn)
+        .expect("late NAA")
+    });
+    let options = NaaOptions {
+        pool: Some(Pool::new(
+            spec::parse(&format!("127.0.0.1:{port}:1:1")).unwrap(),
+        )),
+        rank: Some(Rank::SINGLE),
+        connect_timeout: Duration::from_secs(30),
+        ..NaaOptions::default()
+    };
+    // Refused at first; the backoff loop connects once the NAA listens.
+    let mut naa = create(4, &options).expect("connects once the NAA is up");
+    rpc(&mut naa, 4).unwrap();
+    naa.finalize();
+    late.join().unwrap().shutdown();
+}
