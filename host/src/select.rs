@@ -162,6 +162,10 @@ pub fn connect<C>(
             }
         }
         let now = Instant::now();
+        if tried.is_empty() {
+            // Every candidate was taken by other handles of this process meanwhile.
+            return Err(SpecError::NoMatch(fncode).into());
+        }
         let retryable = tried.iter().any(|(_, _, f)| *f == Failure::Transient);
         if now >= deadline || !retryable {
             return Err(SpecError::Unreachable {
