@@ -5,8 +5,6 @@
 //! one arm in [`Backend::create`] and one in [`crate::swnaa`]'s `start` (each marked
 //! "transport:").
 
-use std::time::Duration;
-
 use naaice::core::Phase;
 use naaice::naa::NaaOptions;
 use naaice::transport::soft::{SoftEndpoint, SoftTransport};
@@ -14,10 +12,7 @@ use naaice::{Naa, Param, Status};
 
 /// Environment variable that selects the transport.
 pub const TRANSPORT_VAR: &str = "NAAICE_TRANSPORT";
-/// Environment variable with the per-RPC deadline in seconds.
-pub const RPC_TIMEOUT_VAR: &str = "NAAICE_RPC_TIMEOUT";
-/// Default per-RPC deadline: the reference's receive timeout.
-pub const DEFAULT_RPC_TIMEOUT: Duration = Duration::from_secs(3600);
+pub use naaice::environment::{DEFAULT_RPC_TIMEOUT, RPC_TIMEOUT_VAR};
 
 /// The transports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,21 +56,6 @@ pub(crate) fn not_built(kind: TransportKind) -> String {
     )
 }
 
-/// Per-RPC deadline from `NAAICE_RPC_TIMEOUT` (seconds, may be fractional).
-fn rpc_timeout_from_env() -> Result<Duration, String> {
-    match std::env::var(RPC_TIMEOUT_VAR) {
-        Err(_) => Ok(DEFAULT_RPC_TIMEOUT),
-        Ok(v) if v.trim().is_empty() => Ok(DEFAULT_RPC_TIMEOUT),
-        Ok(v) => v
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|s| s.is_finite() && *s > 0.0 && *s <= 1e9)
-            .map(Duration::from_secs_f64)
-            .ok_or_else(|| format!("{RPC_TIMEOUT_VAR}={v:?} is not a positive number of seconds")),
-    }
-}
-
 /// An AP2 handle on one of the transports.
 pub(crate) enum Backend {
     /// On the software transport.
@@ -104,10 +84,8 @@ impl Backend {
         inputs: Vec<Param>,
         outputs: Vec<Param>,
     ) -> Result<Self, String> {
-        let options = NaaOptions {
-            rpc_timeout: rpc_timeout_from_env()?,
-            ..NaaOptions::default()
-        };
+        // The same variables, parsed by the same code, as `Naa::create` in Rust.
+        let options = NaaOptions::from_env().map_err(|e| e.to_string())?;
         match kind {
             TransportKind::Soft => {
                 Naa::create_with(&SoftTransport::default(), fncode, inputs, outputs, &options)

@@ -22,6 +22,8 @@
 //! | `NAA_LOCAL_IP` | local source address for connections (optional) |
 //! | `NAAICE_TRANSPORT` | `verbs` (default: RDMA, RoCEv2) or `soft` (the software transport over TCP, for machines without RDMA) |
 //! | `NAAICE_RPC_TIMEOUT` | per-RPC deadline in seconds (default 3600, like the reference) |
+//! | `NAAICE_CONNECT_TIMEOUT` | connect deadline in seconds, retries and failover included (default 10) |
+//! | `NAAICE_RANK`/`NAAICE_NRANKS`, else `SLURM_PROCID`/`SLURM_NTASKS`, `OMPI_COMM_WORLD_RANK`/`_SIZE`, `PMI_RANK`/`PMI_SIZE`, `PMIX_RANK` | this process's rank: which `NAA_SPEC` entry it prefers (`naaice::select`) |
 //! | `NAAICE_LOG` | log filter for the messages on stderr (`error`, `warn` (default), `info`, `debug`, `trace`, or a `tracing` filter) |
 //!
 //! At the boundary: no panic crosses it (every export catches unwinding and returns an error),
