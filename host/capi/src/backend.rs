@@ -12,6 +12,8 @@ use naaice::naa::NaaOptions;
 use naaice::transport::soft::{SoftEndpoint, SoftTransport};
 use naaice::{Naa, Param, Status};
 
+use crate::error::Failure;
+
 /// Environment variable that selects the transport.
 pub const TRANSPORT_VAR: &str = "NAAICE_TRANSPORT";
 /// Environment variable with the per-RPC deadline in seconds.
@@ -62,7 +64,7 @@ pub(crate) fn not_built(kind: TransportKind) -> String {
 }
 
 /// Per-RPC deadline from `NAAICE_RPC_TIMEOUT` (seconds, may be fractional).
-fn rpc_timeout_from_env() -> Result<Duration, String> {
+pub(crate) fn rpc_timeout_from_env() -> Result<Duration, String> {
     match std::env::var(RPC_TIMEOUT_VAR) {
         Err(_) => Ok(DEFAULT_RPC_TIMEOUT),
         Ok(v) if v.trim().is_empty() => Ok(DEFAULT_RPC_TIMEOUT),
@@ -103,16 +105,16 @@ impl Backend {
         fncode: u32,
         inputs: Vec<Param>,
         outputs: Vec<Param>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, Failure> {
         let options = NaaOptions {
-            rpc_timeout: rpc_timeout_from_env()?,
+            rpc_timeout: rpc_timeout_from_env().map_err(Failure::config)?,
             ..NaaOptions::default()
         };
         match kind {
             TransportKind::Soft => {
                 Naa::create_with(&SoftTransport::default(), fncode, inputs, outputs, &options)
                     .map(|naa| Self::Soft(Box::new(naa)))
-                    .map_err(|e| e.to_string())
+                    .map_err(Failure::from)
             }
             #[cfg(feature = "verbs")]
             TransportKind::Verbs => Naa::create_with(
@@ -123,9 +125,9 @@ impl Backend {
                 &options,
             )
             .map(|naa| Self::Verbs(Box::new(naa)))
-            .map_err(|e| e.to_string()),
+            .map_err(Failure::from),
             #[cfg(not(feature = "verbs"))]
-            TransportKind::Verbs => Err(not_built(kind)),
+            TransportKind::Verbs => Err(Failure::config(not_built(kind))),
         }
     }
 

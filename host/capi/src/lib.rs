@@ -30,9 +30,12 @@
 //! undefined behaviour).
 #![allow(non_camel_case_types)]
 
+pub mod ap1;
+pub mod ap1_types;
 pub mod ap2;
 mod backend;
 mod boundary;
+pub mod error;
 mod handles;
 pub mod swnaa;
 pub mod types;
@@ -43,6 +46,12 @@ pub use types::*;
 /// Number of live `naa_create` handles (not yet finalized); for leak tests.
 pub fn live_handles() -> usize {
     ap2::live_handles()
+}
+
+/// Number of live AP1 contexts (`naaice_init_communication_context` without
+/// `naaice_disconnect_and_cleanup`); for leak tests.
+pub fn live_contexts() -> usize {
+    ap1::live_contexts()
 }
 
 /// Number of live software NAAs (`naa_swnaa_new` without `naa_swnaa_destroy`); for leak tests.
