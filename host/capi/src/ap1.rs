@@ -40,10 +40,10 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::ptr::NonNull;
 use std::sync::{Mutex, MutexGuard};
 
+use naaice::Buffer;
 use naaice::core::{FunctionCode, Phase};
 use naaice::naa::NaaOptions;
 use naaice::transport::soft::{SoftEndpoint, SoftTransport};
-use naaice::Buffer;
 
 use crate::ap1_types::{MAX_MRS, naaice_communication_context, naaice_communication_state};
 use crate::backend::{TransportKind, rpc_timeout_from_env};
@@ -89,9 +89,9 @@ impl Context {
     }
 
     fn link(&mut self) -> Result<&mut Link, Failure> {
-        self.link.as_mut().ok_or_else(|| {
-            Failure::state("not connected: call naaice_setup_connection first")
-        })
+        self.link
+            .as_mut()
+            .ok_or_else(|| Failure::state("not connected: call naaice_setup_connection first"))
     }
 
     /// Fails once the MRSP has started (regions and flags are fixed from then on).
@@ -102,7 +102,7 @@ impl Context {
             .is_some_and(|l| with_session!(l, s => s.mrsp_started()));
         if started {
             return Err(Failure::state(format!(
-                "{what} must come before the MRSP (naaice_init_mrsp / naaice_do_mrsp)"
+                "{what} are fixed once the MRSP started (naaice_init_mrsp / naaice_do_mrsp)"
             )));
         }
         Ok(())
@@ -118,10 +118,10 @@ impl Context {
         Ok(())
     }
 
-    fn set_flag(&mut self, what: &str, idx: c_uint, set: impl Fn(&mut Flags)) -> Result<(), Failure> {
+    fn set_flag(&mut self, idx: c_uint, set: impl Fn(&mut Flags)) -> Result<(), Failure> {
         let idx = idx as usize;
         self.param(idx)?;
-        self.before_mrsp(what)?;
+        self.before_mrsp("region flags")?;
         set(&mut self.setup.flags[idx]);
         Ok(())
     }
@@ -171,7 +171,9 @@ unsafe fn read_array<T: Copy>(ptr: *const T, n: usize, what: &str) -> Result<Vec
         return Ok(Vec::new());
     }
     if ptr.is_null() {
-        return Err(Failure::from(format!("{what} is NULL but its count is {n}")));
+        return Err(Failure::from(format!(
+            "{what} is NULL but its count is {n}"
+        )));
     }
     if !ptr.is_aligned() {
         return Err(Failure::from(format!("{what} is not aligned")));
@@ -368,7 +370,9 @@ unsafe fn make_setup(
         .ok_or_else(|| Failure::from(format!("function code {fncode} is not in 1..=127")))?;
     let (n, n_internal) = (params_amount as usize, internal_mr_amount as usize);
     if n == 0 {
-        return Err(Failure::from("params_amount is 0 (at least one region is needed)"));
+        return Err(Failure::from(
+            "params_amount is 0 (at least one region is needed)",
+        ));
     }
     if n + n_internal > MAX_MRS as usize {
         return Err(Failure::from(format!(
@@ -397,9 +401,7 @@ unsafe fn make_setup(
     };
     let remote = remote.ok_or_else(|| Failure::from("remote_address is NULL or empty"))?;
     let remote = resolve(&remote, port, "remote_address")?;
-    let local = local
-        .map(|l| resolve(&l, 0, "local_address"))
-        .transpose()?;
+    let local = local.map(|l| resolve(&l, 0, "local_address")).transpose()?;
     let params = param_buffers(&ptrs, &sizes)?;
     Ok(Setup {
         remote,
@@ -434,7 +436,9 @@ pub unsafe extern "C" fn naaice_setup_connection(
             return Err(Failure::state("already connected"));
         }
         let link = match c.kind {
-            TransportKind::Soft => Link::Soft(Session::connect(&SoftTransport::default(), &c.setup)?),
+            TransportKind::Soft => {
+                Link::Soft(Session::connect(&SoftTransport::default(), &c.setup)?)
+            }
             #[cfg(feature = "verbs")]
             TransportKind::Verbs => Link::Verbs(Session::connect(
                 &naaice::transport::verbs::VerbsTransport::default(),
@@ -464,7 +468,7 @@ pub unsafe extern "C" fn naaice_set_input_mr(
     input_mr_idx: c_uint,
 ) -> c_int {
     with_context("naaice_set_input_mr", comm_ctx, |c| {
-        c.set_flag("naaice_set_input_mr", input_mr_idx, |f| f.input = true)
+        c.set_flag(input_mr_idx, |f| f.input = true)
     })
 }
 
@@ -479,7 +483,7 @@ pub unsafe extern "C" fn naaice_set_output_mr(
     output_mr_idx: c_uint,
 ) -> c_int {
     with_context("naaice_set_output_mr", comm_ctx, |c| {
-        c.set_flag("naaice_set_output_mr", output_mr_idx, |f| f.output = true)
+        c.set_flag(output_mr_idx, |f| f.output = true)
     })
 }
 
@@ -498,7 +502,7 @@ pub unsafe extern "C" fn naaice_set_singlesend_mr(
     singlesend_mr_idx: c_uint,
 ) -> c_int {
     with_context("naaice_set_singlesend_mr", comm_ctx, |c| {
-        c.set_flag("naaice_set_singlesend_mr", singlesend_mr_idx, |f| {
+        c.set_flag(singlesend_mr_idx, |f| {
             f.single_send = true;
             f.input = true;
         })
@@ -526,7 +530,7 @@ pub unsafe extern "C" fn naaice_set_internal_mrs(
     sizes: *mut usize,
 ) -> c_int {
     with_context("naaice_set_internal_mrs", comm_ctx, |c| {
-        c.before_mrsp("naaice_set_internal_mrs")?;
+        c.before_mrsp("internal regions")?;
         let n = n_internal_mrs as usize;
         if n + c.setup.params.len() > MAX_MRS as usize {
             return Err(Failure::from(format!(
@@ -648,9 +652,10 @@ pub unsafe extern "C" fn naaice_set_immediate(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn naaice_init_mrsp(comm_ctx: *mut naaice_communication_context) -> c_int {
     with_context("naaice_init_mrsp", comm_ctx, |c| {
-        let link = c.link.as_mut().ok_or_else(|| {
-            Failure::state("not connected: call naaice_setup_connection first")
-        })?;
+        let link = c
+            .link
+            .as_mut()
+            .ok_or_else(|| Failure::state("not connected: call naaice_setup_connection first"))?;
         with_session!(link, s => s.init_mrsp(&c.setup))
     })
 }
@@ -665,9 +670,10 @@ pub unsafe extern "C" fn naaice_init_mrsp(comm_ctx: *mut naaice_communication_co
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn naaice_do_mrsp(comm_ctx: *mut naaice_communication_context) -> c_int {
     with_context("naaice_do_mrsp", comm_ctx, |c| {
-        let link = c.link.as_mut().ok_or_else(|| {
-            Failure::state("not connected: call naaice_setup_connection first")
-        })?;
+        let link = c
+            .link
+            .as_mut()
+            .ok_or_else(|| Failure::state("not connected: call naaice_setup_connection first"))?;
         with_session!(link, s => s.do_mrsp(&c.setup))
     })
 }
@@ -684,9 +690,11 @@ pub unsafe extern "C" fn naaice_do_mrsp(comm_ctx: *mut naaice_communication_cont
 pub unsafe extern "C" fn naaice_init_data_transfer(
     comm_ctx: *mut naaice_communication_context,
 ) -> c_int {
-    with_context("naaice_init_data_transfer", comm_ctx, |c| {
-        with_session!(c.link()?, s => s.init_transfer())
-    })
+    with_context(
+        "naaice_init_data_transfer",
+        comm_ctx,
+        |c| with_session!(c.link()?, s => s.init_transfer()),
+    )
 }
 
 /// Runs one RPC to its end (blocking, up to `NAAICE_RPC_TIMEOUT`): writes the inputs, waits
@@ -699,9 +707,11 @@ pub unsafe extern "C" fn naaice_init_data_transfer(
 pub unsafe extern "C" fn naaice_do_data_transfer(
     comm_ctx: *mut naaice_communication_context,
 ) -> c_int {
-    with_context("naaice_do_data_transfer", comm_ctx, |c| {
-        with_session!(c.link()?, s => s.do_transfer())
-    })
+    with_context(
+        "naaice_do_data_transfer",
+        comm_ctx,
+        |c| with_session!(c.link()?, s => s.do_transfer()),
+    )
 }
 
 /// Makes progress on the MRSP or RPC in flight without blocking and updates the state.
@@ -716,9 +726,11 @@ pub unsafe extern "C" fn naaice_do_data_transfer(
 pub unsafe extern "C" fn naaice_poll_cq_nonblocking(
     comm_ctx: *mut naaice_communication_context,
 ) -> c_int {
-    with_context("naaice_poll_cq_nonblocking", comm_ctx, |c| {
-        with_session!(c.link()?, s => s.poll())
-    })
+    with_context(
+        "naaice_poll_cq_nonblocking",
+        comm_ctx,
+        |c| with_session!(c.link()?, s => s.poll()),
+    )
 }
 
 /// Blocks until the MRSP or RPC in flight finishes (or fails, or its deadline passes) and
@@ -733,9 +745,11 @@ pub unsafe extern "C" fn naaice_poll_cq_nonblocking(
 pub unsafe extern "C" fn naaice_poll_cq_blocking(
     comm_ctx: *mut naaice_communication_context,
 ) -> c_int {
-    with_context("naaice_poll_cq_blocking", comm_ctx, |c| {
-        with_session!(c.link()?, s => s.wait())
-    })
+    with_context(
+        "naaice_poll_cq_blocking",
+        comm_ctx,
+        |c| with_session!(c.link()?, s => s.wait()),
+    )
 }
 
 /// Disconnects from the NAA and frees the context; the parameter memory may be freed
@@ -756,7 +770,10 @@ pub unsafe extern "C" fn naaice_disconnect_and_cleanup(
             return fail(NAME, "comm_ctx is NULL");
         }
         let Some(c) = CONTEXTS.remove(id_of(comm_ctx)) else {
-            return fail(NAME, "unknown comm_ctx (already cleaned up, or never created)");
+            return fail(
+                NAME,
+                "unknown comm_ctx (already cleaned up, or never created)",
+            );
         };
         // Disconnect now; waits for a call in progress on another thread.
         let link = lock(&c).link.take();
@@ -849,7 +866,9 @@ mod tests {
         let p = mem.as_mut_ptr().cast::<c_char>();
         let ok = param_buffers(&[p, p.wrapping_add(128)], &[128, 128]);
         assert_eq!(ok.map(|b| b.len()).ok(), Some(2));
-        let e = param_buffers(&[p, p.wrapping_add(100)], &[128, 128]).err().unwrap();
+        let e = param_buffers(&[p, p.wrapping_add(100)], &[128, 128])
+            .err()
+            .unwrap();
         assert!(e.message.contains("overlap"), "{e:?}");
         let e = param_buffers(&[std::ptr::null_mut()], &[8]).err().unwrap();
         assert!(e.message.contains("NULL"), "{e:?}");

@@ -84,7 +84,6 @@ impl From<Phase> for naaice_communication_state {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,10 +91,22 @@ mod tests {
     #[test]
     fn flag_values_are_the_wire_values() {
         use naaice::core::RegionFlags;
-        assert_eq!(naaice_mrflags_value::MRFLAG_INTERNAL as u8, RegionFlags::INTERNAL.bits());
-        assert_eq!(naaice_mrflags_value::MRFLAG_SINGLESEND as u8, RegionFlags::SINGLESEND.bits());
-        assert_eq!(naaice_mrflags_value::MRFLAG_INPUT as u8, RegionFlags::INPUT.bits());
-        assert_eq!(naaice_mrflags_value::MRFLAG_OUTPUT as u8, RegionFlags::OUTPUT.bits());
+        assert_eq!(
+            naaice_mrflags_value::MRFLAG_INTERNAL as u8,
+            RegionFlags::INTERNAL.bits()
+        );
+        assert_eq!(
+            naaice_mrflags_value::MRFLAG_SINGLESEND as u8,
+            RegionFlags::SINGLESEND.bits()
+        );
+        assert_eq!(
+            naaice_mrflags_value::MRFLAG_INPUT as u8,
+            RegionFlags::INPUT.bits()
+        );
+        assert_eq!(
+            naaice_mrflags_value::MRFLAG_OUTPUT as u8,
+            RegionFlags::OUTPUT.bits()
+        );
         assert_eq!(MAX_MRS as usize, naaice::core::config::MAX_REGIONS);
     }
 }

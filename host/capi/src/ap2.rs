@@ -274,7 +274,12 @@ pub unsafe extern "C" fn naa_create(
             });
         let backend = match result {
             Ok(b) => b,
-            Err(e) => return fail(NAME, e.context(format_args!("function code {function_code}"))),
+            Err(e) => {
+                return fail(
+                    NAME,
+                    e.context(format_args!("function code {function_code}")),
+                );
+            }
         };
         let state = AtomicU8::new(backend.state().value());
         let id = HANDLES.insert(Handle {

@@ -186,14 +186,20 @@ mod tests {
         naa_clear_last_error();
         assert_eq!(last(), (naa_error_kind::NAA_ERRKIND_NONE, String::new()));
         record("f", &Failure::state("not now"));
-        assert_eq!(last(), (naa_error_kind::NAA_ERRKIND_STATE, "f: not now".into()));
+        assert_eq!(
+            last(),
+            (naa_error_kind::NAA_ERRKIND_STATE, "f: not now".into())
+        );
         std::thread::spawn(|| assert_eq!(last().0, naa_error_kind::NAA_ERRKIND_NONE))
             .join()
             .unwrap();
         record("g", &Failure::from("bad\0arg").context("ctx"));
         assert_eq!(
             last(),
-            (naa_error_kind::NAA_ERRKIND_ARGUMENT, "g: ctx: bad arg".into())
+            (
+                naa_error_kind::NAA_ERRKIND_ARGUMENT,
+                "g: ctx: bad arg".into()
+            )
         );
         naa_clear_last_error();
         assert_eq!(last().0, naa_error_kind::NAA_ERRKIND_NONE);

@@ -160,8 +160,10 @@ fn ap1_probe(ctx: &mut KernelContext<'_, '_>) -> ReturnCode {
 /// Vector addition on 32-bit integers (function code 10): p2 = p0 + p1.
 fn vector_add(ctx: &mut KernelContext<'_, '_>) -> ReturnCode {
     let wrong = ReturnCode::application(WRONG_LAYOUT).unwrap_or(ReturnCode::KERNEL_TIMEOUT);
-    let (Some(a), Some(b)) = (ctx.param(0).map(|p| p.to_vec()), ctx.param(1).map(|p| p.to_vec()))
-    else {
+    let (Some(a), Some(b)) = (
+        ctx.param(0).map(|p| p.to_vec()),
+        ctx.param(1).map(|p| p.to_vec()),
+    ) else {
         return wrong;
     };
     let Some(c) = ctx.param(2) else {
@@ -170,7 +172,11 @@ fn vector_add(ctx: &mut KernelContext<'_, '_>) -> ReturnCode {
     if a.len() != b.len() || a.len() != c.len() || a.len() % 4 != 0 {
         return wrong;
     }
-    for ((c, a), b) in c.chunks_exact_mut(4).zip(a.chunks_exact(4)).zip(b.chunks_exact(4)) {
+    for ((c, a), b) in c
+        .chunks_exact_mut(4)
+        .zip(a.chunks_exact(4))
+        .zip(b.chunks_exact(4))
+    {
         let word = |x: &[u8]| i32::from_ne_bytes([x[0], x[1], x[2], x[3]]);
         c.copy_from_slice(&word(a).wrapping_add(word(b)).to_ne_bytes());
     }
@@ -235,7 +241,12 @@ fn ap1_low_level_client_byte_for_byte() {
         LIMIT,
     );
     naa.shutdown();
-    assert!(f.stdout.contains(", 0 failed"), "{}\n{}", f.stdout, f.stderr);
+    assert!(
+        f.stdout.contains(", 0 failed"),
+        "{}\n{}",
+        f.stdout,
+        f.stderr
+    );
     // The reasons for the refused calls also went to stderr.
     assert!(
         f.stderr
@@ -287,5 +298,10 @@ fn ap2_one_to_thirty_two_in_place_parameters_and_last_error() {
             f.stderr
         );
     }
-    assert!(f.stdout.contains(", 0 failed"), "{}\n{}", f.stdout, f.stderr);
+    assert!(
+        f.stdout.contains(", 0 failed"),
+        "{}\n{}",
+        f.stdout,
+        f.stderr
+    );
 }

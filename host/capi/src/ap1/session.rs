@@ -120,7 +120,11 @@ impl<E: Endpoint> Session<E> {
     }
 
     /// Applies the bytes to send of parameter `idx` now (after registration).
-    pub(super) fn apply_bytes_to_send(&mut self, idx: usize, len: Option<u32>) -> Result<(), Failure> {
+    pub(super) fn apply_bytes_to_send(
+        &mut self,
+        idx: usize,
+        len: Option<u32>,
+    ) -> Result<(), Failure> {
         match self.ids.get(idx) {
             Some(&id) => Ok(self.conn.set_bytes_to_send(id, len)?),
             None => Ok(()),
