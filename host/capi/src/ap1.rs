@@ -55,10 +55,10 @@ use session::{Flags, Session, Setup};
 /// A connected session on one of the transports.
 enum Link {
     /// The software transport.
-    Soft(Session<SoftEndpoint>),
+    Soft(Box<Session<SoftEndpoint>>),
     /// The verbs transport.
     #[cfg(feature = "verbs")]
-    Verbs(Session<naaice::transport::verbs::VerbsEndpoint>),
+    Verbs(Box<Session<naaice::transport::verbs::VerbsEndpoint>>),
 }
 
 /// Runs `$body` with `$s` bound to the session of whichever transport `$link` uses.
@@ -436,14 +436,15 @@ pub unsafe extern "C" fn naaice_setup_connection(
             return Err(Failure::state("already connected"));
         }
         let link = match c.kind {
-            TransportKind::Soft => {
-                Link::Soft(Session::connect(&SoftTransport::default(), &c.setup)?)
-            }
+            TransportKind::Soft => Link::Soft(Box::new(Session::connect(
+                &SoftTransport::default(),
+                &c.setup,
+            )?)),
             #[cfg(feature = "verbs")]
-            TransportKind::Verbs => Link::Verbs(Session::connect(
+            TransportKind::Verbs => Link::Verbs(Box::new(Session::connect(
                 &naaice::transport::verbs::VerbsTransport::default(),
                 &c.setup,
-            )?),
+            )?)),
             #[cfg(not(feature = "verbs"))]
             TransportKind::Verbs => {
                 return Err(Failure::config(crate::backend::not_built(c.kind)));
