@@ -88,6 +88,14 @@ impl Context {
         }
     }
 
+    /// The last finished RPC.
+    fn last_rpc(&self) -> Result<naaice::core::machine::RpcResult, Failure> {
+        self.link
+            .as_ref()
+            .and_then(|l| with_session!(l, s => s.last()))
+            .ok_or_else(|| Failure::state("no RPC has finished on this context"))
+    }
+
     fn link(&mut self) -> Result<&mut Link, Failure> {
         self.link
             .as_mut()
@@ -814,12 +822,7 @@ pub unsafe extern "C" fn naaice_get_naa_returncode(
 ) -> c_int {
     let mut code = FAILURE;
     with_context("naaice_get_naa_returncode", comm_ctx, |c| {
-        let last = c
-            .link
-            .as_ref()
-            .and_then(|l| with_session!(l, s => s.last()))
-            .ok_or_else(|| Failure::state("no RPC has finished on this context"))?;
-        code = c_int::try_from(last.status.get()).unwrap_or(c_int::MAX);
+        code = c_int::try_from(c.last_rpc()?.status.get()).unwrap_or(c_int::MAX);
         Ok(())
     });
     code
@@ -837,12 +840,7 @@ pub unsafe extern "C" fn naaice_get_bytes_received(
 ) -> i64 {
     let mut bytes = -1;
     with_context("naaice_get_bytes_received", comm_ctx, |c| {
-        let last = c
-            .link
-            .as_ref()
-            .and_then(|l| with_session!(l, s => s.last()))
-            .ok_or_else(|| Failure::state("no RPC has finished on this context"))?;
-        bytes = i64::from(last.bytes_received);
+        bytes = i64::from(c.last_rpc()?.bytes_received);
         Ok(())
     });
     bytes

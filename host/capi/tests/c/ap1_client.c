@@ -12,35 +12,14 @@
  */
 #include <naaice.h>
 
+#include "check.h"
+
 #define FNCODE 5
 #define N_PARAMS 3
 #define P0 64   /* single-send input */
 #define P1 1000 /* input and output (in place) */
 #define P2 256  /* output */
 #define INTERNAL 8192
-
-static int checks = 0;
-static int failures = 0;
-
-/* Counts a check; returns its outcome. Evaluates `ok` once. */
-static int check(int ok, const char *what, int line) {
-    checks++;
-    if (!ok) {
-        failures++;
-        fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, line, what,
-                naa_last_error());
-    }
-    return ok;
-}
-
-#define CHECK(cond) check((cond), #cond, __LINE__)
-
-#define REQUIRE(cond)                                                                       \
-    do {                                                                                    \
-        if (!check((cond), #cond, __LINE__)) {                                              \
-            exit(1);                                                                        \
-        }                                                                                   \
-    } while (0)
 
 /* What the NAA holds for p0 and p1 (the model the results are checked against). */
 static unsigned char naa_p0[P0];

@@ -8,18 +8,7 @@
  */
 #include <naaice_ap2.h>
 
-static int checks = 0;
-static int failures = 0;
-
-#define CHECK(cond)                                                                         \
-    do {                                                                                    \
-        checks++;                                                                           \
-        if (!(cond)) {                                                                      \
-            failures++;                                                                     \
-            fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__,         \
-                    __LINE__, #cond, naa_last_error());                                     \
-        }                                                                                   \
-    } while (0)
+#include "check.h"
 
 /* Size of parameter k of a call with n parameters: all different, some odd. */
 static size_t size_of_param(unsigned n, unsigned k) { return 1 + 37 * n + 101 * k; }
