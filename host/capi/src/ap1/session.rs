@@ -55,6 +55,7 @@ pub(super) struct Session<E: Endpoint> {
     /// Region ids of the parameters once registered (empty before `register`).
     ids: Vec<RegionId>,
     mrsp_started: bool,
+    mrsp_timeout: Duration,
     rpc_in_flight: bool,
     /// The last finished RPC.
     last: Option<RpcResult>,
@@ -80,6 +81,7 @@ impl<E: Endpoint> Session<E> {
             conn,
             ids: Vec::new(),
             mrsp_started: false,
+            mrsp_timeout: setup.mrsp_timeout,
             rpc_in_flight: false,
             last: None,
         })
@@ -169,12 +171,13 @@ impl<E: Endpoint> Session<E> {
         if !self.mrsp_started {
             self.init_mrsp(setup)?;
         }
-        self.finish_mrsp(setup.mrsp_timeout)
+        self.finish_mrsp()
     }
 
     /// Waits for the MRSP in progress (bounded by its deadline).
-    fn finish_mrsp(&mut self, timeout: Duration) -> Result<(), Failure> {
+    fn finish_mrsp(&mut self) -> Result<(), Failure> {
         // The machine enforces the MRSP deadline; this bound only guards against a stall.
+        let timeout = self.mrsp_timeout;
         let give_up = Instant::now() + timeout + Duration::from_secs(1);
         while !self.conn.mrsp_done() {
             self.poll()?;
@@ -229,8 +232,7 @@ impl<E: Endpoint> Session<E> {
             let result = self.conn.wait();
             self.settle(result.map(Some))
         } else if self.mrsp_started && !self.conn.mrsp_done() {
-            let timeout = self.conn.rpc_timeout().max(Duration::from_secs(1));
-            self.finish_mrsp(timeout)
+            self.finish_mrsp()
         } else {
             Ok(())
         }
