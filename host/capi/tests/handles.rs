@@ -111,6 +111,17 @@ fn finalize_and_destroy_free_everything() {
         assert_eq!(init(&mut ctx, 0), -1);
         assert!(ctx.is_null());
         assert_eq!(live_contexts(), 0);
+        // The transport comes from NAAICE_TRANSPORT, as for naa_create.
+        // SAFETY: the only test in this binary; the library's threads (the software NAA's)
+        // never read the environment.
+        std::env::set_var("NAAICE_TRANSPORT", "carrier-pigeon");
+        assert_eq!(init(&mut ctx, 1), -1);
+        assert_eq!(
+            error::naa_last_error_kind(),
+            error::naa_error_kind::NAA_ERRKIND_CONFIG
+        );
+        std::env::set_var("NAAICE_TRANSPORT", "soft");
+        assert_eq!(live_contexts(), 0);
         assert_eq!(init(&mut ctx, 1), 0);
         assert_eq!(live_contexts(), 1);
         assert_eq!(naaice_setup_connection(ctx), 0);
