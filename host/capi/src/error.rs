@@ -10,8 +10,6 @@ use std::ffi::{CString, c_char};
 
 use naaice::core::machine;
 
-use crate::boundary::init_logging;
-
 /// What kind of failure the last failing call of this thread had.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,7 +141,6 @@ pub(crate) fn record(name: &str, failure: &Failure) {
 /// so check the return value first, as with `errno`.
 #[unsafe(no_mangle)]
 pub extern "C" fn naa_last_error() -> *const c_char {
-    init_logging();
     // The pointer stays valid while the CString is in the thread-local slot: it is replaced
     // only by this thread's next `record` or `naa_clear_last_error`.
     LAST.try_with(|l| l.borrow().text.as_ptr())
