@@ -194,25 +194,28 @@ int main(int argc, char *argv[]) {
     CHECK(naaice_disconnect_and_cleanup(comm_ctx) == -1);
     CHECK(naaice_poll_cq_nonblocking(NULL) == -1);
 
-    /* 9. A second context without the internal region, MRSP started without waiting and
-     * completed with the blocking poll. The probe kernel answers the unexpected layout with
-     * application code 0x10: the RPC still counts as finished (as in the reference) and the
-     * code is readable. */
+    /* 9. A second context without the internal region and with a single-send region as its
+     * only input, MRSP started without waiting and completed with the blocking poll. The
+     * probe kernel answers the unexpected layout with application code 0x10: the RPCs still
+     * count as finished (as in the reference) and the code is readable. The second RPC has
+     * no input to write and still reaches the NAA (the reference posts garbage, D-08). */
     struct naaice_communication_context *second = NULL;
     REQUIRE(naaice_init_communication_context(&second, 0, param_sizes, params, N_PARAMS, 0,
                                               NULL, FNCODE, NULL, argv[1],
                                               (uint16_t)port) == 0);
     REQUIRE(naaice_setup_connection(second) == 0);
-    REQUIRE(naaice_set_input_mr(second, 0) == 0);
+    REQUIRE(naaice_set_singlesend_mr(second, 0) == 0);
     REQUIRE(naaice_set_output_mr(second, 2) == 0);
     REQUIRE(naaice_init_mrsp(second) == 0);
     while (naaice_get_state(second) < MRSP_DONE) {
         REQUIRE(naaice_poll_cq_blocking(second) == 0);
     }
     CHECK(naaice_get_state(second) == MRSP_DONE);
-    REQUIRE(naaice_do_data_transfer(second) == 0);
-    CHECK(naaice_get_state(second) == FINISHED);
-    CHECK(naaice_get_naa_returncode(second) == 0x10);
+    for (int rpc = 1; rpc <= 2; rpc++) {
+        REQUIRE(naaice_do_data_transfer(second) == 0);
+        CHECK(naaice_get_state(second) == FINISHED);
+        CHECK(naaice_get_naa_returncode(second) == 0x10);
+    }
     REQUIRE(naaice_disconnect_and_cleanup(second) == 0);
 
     /* 10. A third context cleaned up before its MRSP finished: nothing leaks. */
