@@ -10,6 +10,8 @@ use naaice::naa::NaaOptions;
 use naaice::transport::soft::{SoftEndpoint, SoftTransport};
 use naaice::{Naa, Param, Status};
 
+use crate::error::Failure;
+
 /// Environment variable that selects the transport.
 pub const TRANSPORT_VAR: &str = "NAAICE_TRANSPORT";
 pub use naaice::environment::{DEFAULT_RPC_TIMEOUT, RPC_TIMEOUT_VAR};
@@ -83,14 +85,14 @@ impl Backend {
         fncode: u32,
         inputs: Vec<Param>,
         outputs: Vec<Param>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, Failure> {
         // The same variables, parsed by the same code, as `Naa::create` in Rust.
-        let options = NaaOptions::from_env().map_err(|e| e.to_string())?;
+        let options = NaaOptions::from_env().map_err(|e| Failure::config(e.to_string()))?;
         match kind {
             TransportKind::Soft => {
                 Naa::create_with(&SoftTransport::default(), fncode, inputs, outputs, &options)
                     .map(|naa| Self::Soft(Box::new(naa)))
-                    .map_err(|e| e.to_string())
+                    .map_err(Failure::from)
             }
             #[cfg(feature = "verbs")]
             TransportKind::Verbs => Naa::create_with(
@@ -101,9 +103,9 @@ impl Backend {
                 &options,
             )
             .map(|naa| Self::Verbs(Box::new(naa)))
-            .map_err(|e| e.to_string()),
+            .map_err(Failure::from),
             #[cfg(not(feature = "verbs"))]
-            TransportKind::Verbs => Err(not_built(kind)),
+            TransportKind::Verbs => Err(Failure::config(not_built(kind))),
         }
     }
 

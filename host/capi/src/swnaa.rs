@@ -30,6 +30,7 @@ use crate::backend::TransportKind;
 #[cfg(not(feature = "verbs"))]
 use crate::backend::not_built;
 use crate::boundary::{FAILURE, SUCCESS, fail, guard};
+use crate::error::Failure;
 use crate::handles::{Handles, as_ptr, id_of};
 
 /// Region flag: NAA-only scratch memory (never transferred).
@@ -188,7 +189,10 @@ fn function_code(name: &'static str, code: c_uint) -> Result<FunctionCode, c_int
 /// Refuses changes while the server runs.
 fn stopped(name: &'static str, state: &ServerState) -> Result<(), c_int> {
     match state.running {
-        Some(_) => Err(fail(name, "the software NAA is running; stop it first")),
+        Some(_) => Err(fail(
+            name,
+            Failure::state("the software NAA is running; stop it first"),
+        )),
         None => Ok(()),
     }
 }
@@ -342,7 +346,7 @@ pub unsafe extern "C" fn naa_swnaa_start(
     const NAME: &str = "naa_swnaa_start";
     with_server(NAME, naa, |state| {
         if state.running.is_some() {
-            return fail(NAME, "already running");
+            return fail(NAME, Failure::state("already running"));
         }
         // SAFETY: forwarded caller guarantee.
         let addr = match unsafe { listen_addr(address, port) } {
@@ -351,7 +355,7 @@ pub unsafe extern "C" fn naa_swnaa_start(
         };
         let kind = match TransportKind::from_env() {
             Ok(k) => k,
-            Err(e) => return fail(NAME, e),
+            Err(e) => return fail(NAME, Failure::config(e)),
         };
         let (config, kernels) = (state.config.clone(), state.kernels.clone());
         let spawned = match kind {
@@ -376,7 +380,13 @@ pub unsafe extern "C" fn naa_swnaa_start(
                 state.running = Some(handle);
                 SUCCESS
             }
-            Err(e) => fail(NAME, format!("cannot serve on {addr}: {e}")),
+            Err(e) => fail(
+                NAME,
+                Failure::new(
+                    crate::error::naa_error_kind::NAA_ERRKIND_TRANSPORT,
+                    format!("cannot serve on {addr}: {e}"),
+                ),
+            ),
         }
     })
 }
@@ -387,7 +397,7 @@ pub extern "C" fn naa_swnaa_port(naa: *mut naa_swnaa) -> c_int {
     const NAME: &str = "naa_swnaa_port";
     with_server(NAME, naa, |state| match &state.running {
         Some(h) => c_int::from(h.local_addr().port()),
-        None => fail(NAME, "not running"),
+        None => fail(NAME, Failure::state("not running")),
     })
 }
 
@@ -412,7 +422,7 @@ pub extern "C" fn naa_swnaa_stop(naa: *mut naa_swnaa) -> c_int {
                 h.shutdown();
                 SUCCESS
             }
-            None => fail(NAME, "not running"),
+            None => fail(NAME, Failure::state("not running")),
         }
     })
 }
