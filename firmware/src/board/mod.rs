@@ -35,7 +35,7 @@ pub const CONNECTIONS: usize = 1;
 /// Kernel completions, written by the machine-external interrupt handler.
 pub static KERNEL_DONE: KernelDone<CONNECTIONS> = KernelDone::new();
 
-/// The SoC memory map (device registers; 4-byte aligned).
+/// The SoC memory map (device registers; 4-byte aligned). PROPOSAL (`firmware/HARDWARE.md`).
 pub(crate) mod map {
     /// RoCE engine: event queue, command interface, message buffers.
     pub(crate) const ENGINE: usize = 0x4000_0000;
@@ -51,7 +51,7 @@ pub(crate) mod map {
     pub(crate) const TIMER: usize = 0x4005_0000;
 }
 
-/// RoCE engine registers (offsets from [`map::ENGINE`]).
+/// RoCE engine registers (offsets from [`map::ENGINE`]). PROPOSAL (`firmware/HARDWARE.md`).
 mod engine_reg {
     use super::{Reg, map::ENGINE};
     /// Bit 0: an event is ready.
@@ -95,7 +95,7 @@ mod engine_reg {
     pub(super) const MSG_BYTES: usize = 1024;
 }
 
-/// Kernel unit registers (offsets from [`map::KERNEL`]).
+/// Kernel unit registers (offsets from [`map::KERNEL`]). PROPOSAL (`firmware/HARDWARE.md`).
 mod kernel_reg {
     use super::{Reg, map::KERNEL};
     pub(super) const SLOT: Reg = Reg::at(KERNEL, 0x00);

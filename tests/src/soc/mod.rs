@@ -156,7 +156,7 @@ impl rvsim::Memory for Bus {
             };
         }
         // Device registers: aligned 32-bit loads and stores only.
-        if size_of::<T>() != 4 || addr % 4 != 0 {
+        if size_of::<T>() != 4 || !addr.is_multiple_of(4) {
             return false;
         }
         let mut word = [0u8; 4];
