@@ -111,6 +111,17 @@ fn stop(naa: SimNaa) -> Stats {
         stats.uart_frames,
         stats.uart_bytes,
     );
+    for line in &stats.log {
+        println!("image log: {line}");
+    }
+    assert!(
+        stats
+            .log
+            .first()
+            .is_some_and(|l| l.contains("naaice firmware: 1 connections")),
+        "start-up line: {:?}",
+        stats.log
+    );
     println!(
         "image: stack high-water {} B painted, {} B by stack pointer \
          (estimate {STACK_ESTIMATE} B, budget {STACK_BUDGET} B); statics {} B",
@@ -162,7 +173,10 @@ fn image_runs_mrsp_and_rpcs_and_reports_instructions_per_mrsp_and_rpc() {
     );
     assert_eq!(rpcs.kernels - mrsp.kernels, RPCS);
     assert!(per_mrsp > 0 && per_rpc > 0);
-    stop(naa);
+    let stats = stop(naa);
+    let logged = |text: &str| stats.log.iter().any(|l| l.contains(text));
+    assert!(logged("conn 1: request, slot 0") && logged("conn 1: MRSP done"));
+    assert!(logged("conn 1: closed, slot 0 free"));
 }
 
 #[test]
@@ -254,4 +268,6 @@ fn image_times_out_a_kernel_and_keeps_the_connection() {
     handle.finalize();
     let stats = stop(naa);
     assert_eq!(stats.kernels, 2);
+    let timeouts = stats.log.iter().filter(|l| l.contains("kernel timeout"));
+    assert_eq!(timeouts.count(), 2, "{:?}", stats.log);
 }

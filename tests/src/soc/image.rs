@@ -25,6 +25,8 @@ pub struct Image {
     pub stack_limit: u32,
     /// Static RAM (`.data` + `.bss`) in bytes.
     pub statics: u32,
+    /// The ELF file (its `defmt` table decodes the UART stream).
+    pub elf: Vec<u8>,
 }
 
 /// Builds the image once per test process (cargo's own locking makes concurrent builds
@@ -76,6 +78,30 @@ fn build_image() -> Result<PathBuf, String> {
         .join("naaice-firmware-image"))
 }
 
+/// Decodes the `defmt` frames of `stream` (the UART bytes) with the image's table: one line
+/// per frame, `LEVEL message`.
+pub fn decode_log(elf: &[u8], stream: &[u8]) -> Result<Vec<String>, String> {
+    let table = defmt_decoder::Table::parse(elf)
+        .map_err(|e| format!("defmt table: {e}"))?
+        .ok_or("the image has no defmt table")?;
+    let mut decoder = table.new_stream_decoder();
+    decoder.received(stream);
+    let mut lines = Vec::new();
+    loop {
+        match decoder.decode() {
+            Ok(frame) => lines.push(format!(
+                "{} {}",
+                frame.level().map_or("-", |l| l.as_str()),
+                frame.display_message()
+            )),
+            Err(defmt_decoder::DecodeError::UnexpectedEof) => return Ok(lines),
+            Err(defmt_decoder::DecodeError::Malformed) => {
+                return Err(format!("malformed defmt frame after {lines:?}"));
+            }
+        }
+    }
+}
+
 /// Loads the image at `path` for a flash of `flash_len` bytes at address 0.
 pub fn load(path: &Path, flash_len: usize) -> Result<Image, String> {
     let data = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -101,11 +127,13 @@ pub fn load(path: &Path, flash_len: usize) -> Result<Image, String> {
     };
     let statics_start = symbol("__sdata")?;
     let stack_limit = symbol("__ebss")?;
-    Ok(Image {
+    let image = Image {
         flash,
         entry: elf.entry() as u32,
         stack_top: symbol("_stack_start")?,
         stack_limit,
         statics: stack_limit - statics_start,
-    })
+        elf: Vec::new(),
+    };
+    Ok(Image { elf: data, ..image })
 }

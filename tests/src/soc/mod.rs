@@ -79,6 +79,9 @@ pub struct Stats {
     pub statics: u32,
     /// Why the simulation stopped early (firmware fault or unsupported instruction).
     pub fault: Option<String>,
+    /// The firmware's log: the UART's `defmt` frames decoded with the image's table
+    /// (when the simulation stops).
+    pub log: Vec<String>,
 }
 
 /// The address space of the soft-core.
@@ -88,8 +91,7 @@ struct Bus {
     engine: EngineRegs,
     kernels: KernelRegs,
     timer: Timer,
-    uart_bytes: u64,
-    uart_frames: u64,
+    uart: Vec<u8>,
 }
 
 impl Bus {
@@ -122,8 +124,7 @@ impl Bus {
                 true
             }
             map::UART if offset == 0 => {
-                self.uart_bytes += 1;
-                self.uart_frames += u64::from(value & 0xFF == 0);
+                self.uart.push(value as u8);
                 true
             }
             map::TIMER => self.timer.write(offset, value),
@@ -211,8 +212,7 @@ impl Soc {
                 engine: EngineRegs::new(engine),
                 kernels: KernelRegs::new(memory),
                 timer: Timer::new(),
-                uart_bytes: 0,
-                uart_frames: 0,
+                uart: Vec::new(),
             },
             clock: SimpleClock::new(),
             min_sp: image.stack_top,
@@ -333,8 +333,8 @@ impl Soc {
         s.instructions = self.hart.instret;
         s.events = self.bus.engine.popped;
         s.kernels = self.bus.kernels.started;
-        s.uart_bytes = self.bus.uart_bytes;
-        s.uart_frames = self.bus.uart_frames;
+        s.uart_bytes = self.bus.uart.len() as u64;
+        s.uart_frames = self.bus.uart.iter().filter(|&&b| b == 0).count() as u64;
         s.stack_sp = self.image.stack_top - self.min_sp;
     }
 
@@ -375,9 +375,14 @@ impl SimNaa {
             let result = soc.run(&stop_flag);
             soc.book();
             let painted = soc.painted();
+            let log = image::decode_log(&soc.image.elf, &soc.bus.uart);
             let mut s = soc.stats.lock().unwrap_or_else(PoisonError::into_inner);
             s.stack_painted = painted;
             s.fault = result.err();
+            match log {
+                Ok(lines) => s.log = lines,
+                Err(e) => s.fault = s.fault.take().or(Some(e)),
+            }
         });
         Ok(Self {
             addr,
