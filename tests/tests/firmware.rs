@@ -17,14 +17,25 @@ use naaice_tests::code;
 use naaice_tests::fpga::{ADD_ONE, APP_ERROR, FpgaNaa, MEMORY, SLOW, firmware_config};
 
 fn create(naa: &FpgaNaa, fncode: u32, input: Vec<u8>, out_len: usize) -> Naa<SoftEndpoint> {
-    Naa::create_with(
-        &SoftTransport::default(),
-        fncode,
-        vec![Param::from_vec(input)],
-        vec![Param::zeroed(out_len)],
-        &NaaOptions::at(naa.addr()),
-    )
-    .expect("naa_create against the firmware")
+    // The memory of a handle finalized a moment ago is free only once the firmware has seen
+    // its disconnect: until then a request for the same addresses is refused with 0x01.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match Naa::create_with(
+            &SoftTransport::default(),
+            fncode,
+            vec![Param::from_vec(input.clone())],
+            vec![Param::zeroed(out_len)],
+            &NaaOptions::at(naa.addr()),
+        ) {
+            Err(Error::Protocol(MachineError::MrspRejected(MrspErrorCode::NotEnoughMemory)))
+                if std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            result => return result.expect("naa_create against the firmware"),
+        }
+    }
 }
 
 #[test]

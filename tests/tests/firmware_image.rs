@@ -200,6 +200,9 @@ fn image_answers_unknown_codes_application_errors_and_a_second_connection() {
     assert!(handle.output(0).expect("output").iter().all(|&b| b == 0));
     handle.finalize();
 
+    // The slot of the finalized handle frees when the firmware sees the disconnect: until
+    // then the connection is rejected.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let mut handle = loop {
         match Naa::create_with(
             &SoftTransport::default(),
@@ -208,9 +211,12 @@ fn image_answers_unknown_codes_application_errors_and_a_second_connection() {
             vec![Param::zeroed(64)],
             &NaaOptions::at(naa.addr()),
         ) {
-            Ok(h) => break h,
-            // The slot of the finalized handle frees when the firmware sees the disconnect.
-            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            Err(Error::Transport(TransportError::Rejected(_)))
+                if std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            result => break result.expect("naa_create after the first handle"),
         }
     };
     handle.invoke().expect("invoke");

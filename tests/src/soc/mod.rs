@@ -5,11 +5,14 @@
 //! host clients talk to the *image* over [`naaice::transport::soft`].
 //!
 //! rvsim interprets RV32IMC; the machine-mode part the image needs (CSRs, interrupts, `mret`,
-//! `wfi`) is [`hart`]. The devices are [`devices`]. [`SimNaa`] runs the hart on a thread,
+//! `wfi`) is `hart.rs`. The devices are `devices.rs`. [`SimNaa`] runs the hart on a thread,
 //! sleeps in `wfi` until an enabled interrupt is pending (timer compare or kernel
 //! completion), and measures what the tests report: instructions retired in each wake-up
 //! (busy when the firmware popped an engine event or acknowledged a kernel completion in it,
 //! idle otherwise), the painted stack's high-water mark and the deepest stack pointer.
+//!
+//! Time is the host's: the timer counts real microseconds, so the image's timeouts (kernel
+//! 5 s) take real time, while instructions are counted, not timed.
 
 mod devices;
 mod hart;
