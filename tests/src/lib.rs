@@ -3,6 +3,7 @@
 //! process-wide settings such as `NAA_SPEC`).
 
 pub mod fpga;
+pub mod fpga_client;
 pub mod soc;
 pub mod suite;
 

@@ -11,22 +11,18 @@
 
 use std::time::Duration;
 
-use naaice::Error;
-use naaice::connection::Connection;
-use naaice::memory::Buffer;
-use naaice::naa::{Naa, NaaOptions, Param};
-use naaice::transport::TransportError;
-use naaice::transport::soft::{SoftEndpoint, SoftTransport};
-use naaice_core::machine::Error as MachineError;
+use naaice_core::ReturnCode;
 use naaice_core::wire::mrsp::MrspErrorCode;
-use naaice_core::{ClientConfig, ReturnCode};
-use naaice_tests::code;
-use naaice_tests::fpga::{ADD_ONE, APP_ERROR, SLOW};
+use naaice_tests::fpga::ADD_ONE;
+use naaice_tests::fpga_client::{
+    add_one_round, assert_connect_rejected, create, mrsp_at, rejected_with, two_kernel_timeouts,
+    unknown_code_and_application_error,
+};
 use naaice_tests::soc::{STACK_BUDGET, SimNaa, Stats};
 
 /// NAA memory of the image.
 const NAA_MEMORY: u64 = 256 << 20;
-/// The stack estimate of `firmware/memory.x` (deepest chain: MRSP parsing).
+/// The stack estimate made before the image ran (6.2 KiB; deepest chain: MRSP parsing).
 const STACK_ESTIMATE: u32 = 6348;
 
 fn start() -> SimNaa {
@@ -37,58 +33,6 @@ fn start() -> SimNaa {
 fn settled(naa: &SimNaa) -> Stats {
     std::thread::sleep(Duration::from_millis(50));
     naa.stats()
-}
-
-fn create(naa: &SimNaa, fncode: u8, input: Vec<u8>, out_len: usize) -> Naa<SoftEndpoint> {
-    Naa::create_with(
-        &SoftTransport::default(),
-        u32::from(fncode),
-        vec![Param::from_vec(input)],
-        vec![Param::zeroed(out_len)],
-        &NaaOptions::at(naa.addr()),
-    )
-    .expect("naa_create against the firmware image")
-}
-
-/// An AP1 connection with in+out parameters of `sizes` at NAA addresses from `offset`;
-/// returns the MRSP outcome. Retries while the image's one slot is still taken.
-fn mrsp_at(
-    naa: &SimNaa,
-    offset: u64,
-    sizes: &[usize],
-) -> (Connection<SoftEndpoint>, Result<(), Error>) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let mut conn = loop {
-        match Connection::connect(
-            &SoftTransport::default(),
-            naa.addr(),
-            None,
-            ClientConfig::new(code(ADD_ONE)),
-        ) {
-            Ok(c) => break c,
-            Err(Error::Transport(TransportError::Rejected(_)))
-                if std::time::Instant::now() < deadline =>
-            {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            Err(e) => panic!("connect: {e}"),
-        }
-    };
-    for &size in sizes {
-        let id = conn.add_param(&Buffer::zeroed(size)).expect("param");
-        conn.set_input(id).expect("input");
-        conn.set_output(id).expect("output");
-    }
-    conn.set_addr_offset(offset).expect("offset");
-    let result = conn.do_mrsp();
-    (conn, result)
-}
-
-fn rejected_with(result: Result<(), Error>) -> MrspErrorCode {
-    match result {
-        Err(Error::Protocol(MachineError::MrspRejected(code))) => code,
-        other => panic!("expected an MRSP refusal, got {other:?}"),
-    }
 }
 
 fn stop(naa: SimNaa) -> Stats {
@@ -145,18 +89,11 @@ fn image_runs_mrsp_and_rpcs_and_reports_instructions_per_mrsp_and_rpc() {
         "the start-up log line went out: {boot:?}"
     );
 
-    let mut handle = create(&naa, ADD_ONE, vec![7; 1024], 512);
+    let mut handle = create(naa.addr(), u32::from(ADD_ONE), vec![7; 1024], 512);
     let mrsp = settled(&naa);
     const RPCS: u64 = 4;
     for round in 0..RPCS as u8 {
-        handle.input(0).expect("input")[..4].copy_from_slice(&[round, 1, 2, 3]);
-        handle.invoke().expect("invoke");
-        let status = handle.wait().expect("wait");
-        assert_eq!(status.naa_error, ReturnCode::SUCCESS);
-        assert_eq!(status.bytes_received, 512);
-        let out = handle.output(0).expect("output");
-        assert_eq!(&out[..5], &[round + 1, 2, 3, 4, 8]);
-        assert!(out[5..].iter().all(|&b| b == 8));
+        add_one_round(&mut handle, round);
     }
     let rpcs = settled(&naa);
     handle.finalize();
@@ -182,59 +119,24 @@ fn image_runs_mrsp_and_rpcs_and_reports_instructions_per_mrsp_and_rpc() {
 #[test]
 fn image_answers_unknown_codes_application_errors_and_a_second_connection() {
     let naa = start();
-    let mut handle = create(&naa, 77, vec![1; 64], 64);
     // The image serves one connection: a second one is rejected while the first is open.
-    let second = Connection::connect(
-        &SoftTransport::default(),
-        naa.addr(),
-        None,
-        ClientConfig::new(code(ADD_ONE)),
-    );
-    assert!(
-        matches!(second, Err(Error::Transport(TransportError::Rejected(_)))),
-        "{second:?}"
-    );
-    handle.invoke().expect("invoke");
-    let status = handle.wait().expect("wait");
-    assert_eq!(status.naa_error, ReturnCode::SOCKET_UNAVAIL);
-    assert!(handle.output(0).expect("output").iter().all(|&b| b == 0));
+    let handle = create(naa.addr(), u32::from(ADD_ONE), vec![1; 64], 64);
+    assert_connect_rejected(naa.addr());
     handle.finalize();
-
-    // The slot of the finalized handle frees when the firmware sees the disconnect: until
-    // then the connection is rejected.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let mut handle = loop {
-        match Naa::create_with(
-            &SoftTransport::default(),
-            u32::from(APP_ERROR),
-            vec![Param::from_vec(vec![1; 64])],
-            vec![Param::zeroed(64)],
-            &NaaOptions::at(naa.addr()),
-        ) {
-            Err(Error::Transport(TransportError::Rejected(_)))
-                if std::time::Instant::now() < deadline =>
-            {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            result => break result.expect("naa_create after the first handle"),
-        }
-    };
-    handle.invoke().expect("invoke");
-    assert_eq!(handle.wait().expect("wait").naa_error.naa_error(), 0x42);
-    handle.finalize();
+    unknown_code_and_application_error(naa.addr());
     stop(naa);
 }
 
 #[test]
 fn image_refuses_bad_mrsp_requests_and_serves_32_regions() {
     let naa = start();
-    let (_, r) = mrsp_at(&naa, NAA_MEMORY, &[4096]);
+    let (_, r) = mrsp_at(naa.addr(), NAA_MEMORY, &[4096]);
     assert_eq!(rejected_with(r), MrspErrorCode::InvalidAddress);
-    let (_, r) = mrsp_at(&naa, NAA_MEMORY - 4096, &[8192]);
+    let (_, r) = mrsp_at(naa.addr(), NAA_MEMORY - 4096, &[8192]);
     assert_eq!(rejected_with(r), MrspErrorCode::NotEnoughMemory);
     // The largest request (32 regions): the deepest stack of MRSP parsing.
     let before = settled(&naa);
-    let (mut conn, r) = mrsp_at(&naa, 0x4000, &[256; 32]);
+    let (mut conn, r) = mrsp_at(naa.addr(), 0x4000, &[256; 32]);
     r.expect("32 regions");
     let after = settled(&naa);
     let result = conn.do_transfer().expect("rpc");
@@ -257,21 +159,7 @@ fn image_refuses_bad_mrsp_requests_and_serves_32_regions() {
 #[test]
 fn image_times_out_a_kernel_and_keeps_the_connection() {
     let naa = start();
-    let mut handle = create(&naa, SLOW, vec![1; 64], 64);
-    handle
-        .invoke_with_timeout(Duration::from_secs(20))
-        .expect("invoke");
-    let status = handle.wait().expect("wait");
-    assert_eq!(status.naa_error, ReturnCode::KERNEL_TIMEOUT);
-    // The aborted kernel's completion never arrives; the connection serves the next RPC.
-    handle
-        .invoke_with_timeout(Duration::from_secs(20))
-        .expect("invoke again");
-    assert_eq!(
-        handle.wait().expect("wait").naa_error,
-        ReturnCode::KERNEL_TIMEOUT
-    );
-    handle.finalize();
+    two_kernel_timeouts(naa.addr());
     let stats = stop(naa);
     assert_eq!(stats.kernels, 2);
     let timeouts = stats.log.iter().filter(|l| l.contains("kernel timeout"));
