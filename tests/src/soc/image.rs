@@ -70,8 +70,10 @@ fn build_image() -> Result<PathBuf, String> {
             String::from_utf8_lossy(&output.stderr)
         ));
     }
+    // Cargo resolves a relative CARGO_TARGET_DIR against its working directory, `root`
+    // (joining an absolute one replaces `root`).
     let target_dir =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+        root.join(std::env::var_os("CARGO_TARGET_DIR").unwrap_or_else(|| "target".into()));
     Ok(target_dir
         .join(TARGET)
         .join("firmware")
