@@ -13,6 +13,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use naaice_core::machine::WorkError;
 use naaice_core::region::RegionFlags;
 use naaice_firmware::RoceEngine;
 use naaice_firmware::engine::{
@@ -49,6 +50,20 @@ mod op {
     pub(super) const WRITE: u32 = 6;
     pub(super) const REGION: u32 = 7;
     pub(super) const CLEAR: u32 = 8;
+}
+
+/// The `EVT_CQE` status code of a failed work request.
+fn status(error: WorkError) -> u32 {
+    match error {
+        WorkError::LocalLength => 1,
+        WorkError::LocalProtection => 2,
+        WorkError::Flushed => 3,
+        WorkError::RemoteAccess => 4,
+        WorkError::RemoteInvalidRequest => 5,
+        WorkError::RnrRetryExceeded => 6,
+        WorkError::RetryExceeded => 7,
+        _ => 8,
+    }
 }
 
 /// Bytes of each engine message buffer.
@@ -89,7 +104,7 @@ impl EngineRegs {
     }
 
     pub(super) fn read(&mut self, offset: u32) -> Option<u32> {
-        if self.head.is_none() {
+        if offset == 0x00 && self.head.is_none() {
             self.head = self.engine.poll_event();
         }
         let completion = match self.head {
@@ -120,7 +135,7 @@ impl EngineRegs {
                 CompletionKind::Write => 1,
                 CompletionKind::Recv { .. } => 2,
                 CompletionKind::RecvImm { .. } => 3,
-                CompletionKind::Failed(e) => (e as u32 + 1).min(8) << 8,
+                CompletionKind::Failed(e) => status(e) << 8,
             },
             0x14 => match completion?.kind {
                 CompletionKind::Recv { len } | CompletionKind::RecvImm { len, .. } => len,

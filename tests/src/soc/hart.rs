@@ -26,6 +26,14 @@ pub(super) const MTI: u32 = 7;
 /// Machine external interrupt (`mip`/`mie` bit and cause).
 pub(super) const MEI: u32 = 11;
 
+/// What a CSR instruction does with its operand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CsrOp {
+    Write,
+    Set,
+    Clear,
+}
+
 /// The register file and machine-mode state of the hart.
 #[derive(Debug)]
 pub(super) struct Hart {
@@ -104,29 +112,27 @@ impl Hart {
     /// Completes CSR instruction `op` that rvsim refused (the program counter has already
     /// advanced). Errors name an instruction the model does not support.
     pub(super) fn csr(&mut self, op: Op, mip: u32) -> Result<(), String> {
-        let (rd, csr, operand, kind) = match op {
-            Op::Csrrw { rd, rs1, csr } => (rd, csr, self.cpu.x[rs1], (0, rs1 != 0)),
-            Op::Csrrs { rd, rs1, csr } => (rd, csr, self.cpu.x[rs1], (1, rs1 != 0)),
-            Op::Csrrc { rd, rs1, csr } => (rd, csr, self.cpu.x[rs1], (2, rs1 != 0)),
-            Op::Csrrwi { rd, zimm, csr } => (rd, csr, zimm, (0, true)),
-            Op::Csrrsi { rd, zimm, csr } => (rd, csr, zimm, (1, zimm != 0)),
-            Op::Csrrci { rd, zimm, csr } => (rd, csr, zimm, (2, zimm != 0)),
+        let x = &self.cpu.x;
+        let (rd, csr, how, operand, source) = match op {
+            Op::Csrrw { rd, rs1, csr } => (rd, csr, CsrOp::Write, x[rs1], rs1 as u32),
+            Op::Csrrs { rd, rs1, csr } => (rd, csr, CsrOp::Set, x[rs1], rs1 as u32),
+            Op::Csrrc { rd, rs1, csr } => (rd, csr, CsrOp::Clear, x[rs1], rs1 as u32),
+            Op::Csrrwi { rd, zimm, csr } => (rd, csr, CsrOp::Write, zimm, zimm),
+            Op::Csrrsi { rd, zimm, csr } => (rd, csr, CsrOp::Set, zimm, zimm),
+            Op::Csrrci { rd, zimm, csr } => (rd, csr, CsrOp::Clear, zimm, zimm),
             other => return Err(format!("unsupported instruction {other:?}")),
         };
-        let (how, writes) = kind;
-        // csrrw with rd = x0 does not read; the others always do.
-        let old = if how == 0 && rd == 0 {
+        // csrrw with rd = x0 does not read; set and clear with x0 (or 0) do not write.
+        let old = if how == CsrOp::Write && rd == 0 {
             0
         } else {
             self.read_csr(csr, mip)?
         };
-        let new = match how {
-            0 => operand,
-            1 => old | operand,
-            _ => old & !operand,
-        };
-        if how == 0 || writes {
-            self.write_csr(csr, new)?;
+        match how {
+            CsrOp::Write => self.write_csr(csr, operand)?,
+            _ if source == 0 => {}
+            CsrOp::Set => self.write_csr(csr, old | operand)?,
+            CsrOp::Clear => self.write_csr(csr, old & !operand)?,
         }
         if rd != 0 {
             self.cpu.x[rd] = old;
