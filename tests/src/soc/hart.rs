@@ -172,3 +172,97 @@ impl Hart {
         Some(cause)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csr_instructions_read_modify_write_and_respect_x0() {
+        let mut h = Hart::new(0);
+        h.cpu.x[5] = 0x888;
+        // csrrw x6, mie, x5: old value to x6, mie keeps only the modelled bits.
+        h.csr(
+            Op::Csrrw {
+                rd: 6,
+                rs1: 5,
+                csr: 0x304,
+            },
+            0,
+        )
+        .unwrap();
+        assert_eq!(h.cpu.x[6], 0);
+        assert_eq!(h.mie, 0x888);
+        // csrrc x7, mie, x0: reads, does not write.
+        h.csr(
+            Op::Csrrc {
+                rd: 7,
+                rs1: 0,
+                csr: 0x304,
+            },
+            0,
+        )
+        .unwrap();
+        assert_eq!((h.cpu.x[7], h.mie), (0x888, 0x888));
+        // csrrci mie, 8: clears the software-interrupt bit.
+        h.csr(
+            Op::Csrrci {
+                rd: 0,
+                zimm: 8,
+                csr: 0x304,
+            },
+            0,
+        )
+        .unwrap();
+        assert_eq!(h.mie, 0x880);
+        // mip reads the lines; minstret counts instructions.
+        h.instret = 0x1_0000_0002;
+        h.csr(
+            Op::Csrrs {
+                rd: 8,
+                rs1: 0,
+                csr: 0x344,
+            },
+            1 << MEI,
+        )
+        .unwrap();
+        h.csr(
+            Op::Csrrs {
+                rd: 9,
+                rs1: 0,
+                csr: 0xB82,
+            },
+            0,
+        )
+        .unwrap();
+        assert_eq!((h.cpu.x[8], h.cpu.x[9]), (1 << MEI, 1));
+        assert!(
+            h.csr(
+                Op::Csrrs {
+                    rd: 1,
+                    rs1: 0,
+                    csr: 0x7C0
+                },
+                0
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn interrupts_trap_only_when_enabled_and_mret_restores() {
+        let mut h = Hart::new(0x100);
+        h.mtvec = 0x94;
+        h.mie = 1 << MTI | 1 << MEI;
+        assert_eq!(h.interrupt(1 << MTI), None, "mstatus.MIE clear");
+        h.mstatus = MSTATUS_MIE;
+        // External beats timer.
+        assert_eq!(h.interrupt(1 << MTI | 1 << MEI), Some(MEI));
+        assert_eq!((h.cpu.pc, h.mepc, h.mcause), (0x94, 0x100, 1 << 31 | MEI));
+        assert_eq!(h.mstatus & MSTATUS_MIE, 0);
+        assert_eq!(h.interrupt(1 << MTI), None, "no nesting");
+        h.mret();
+        assert_eq!(h.cpu.pc, 0x100);
+        assert_ne!(h.mstatus & MSTATUS_MIE, 0);
+    }
+}
