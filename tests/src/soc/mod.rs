@@ -11,6 +11,9 @@
 //! (busy when the firmware popped an engine event or acknowledged a kernel completion in it,
 //! idle otherwise), the painted stack's high-water mark and the deepest stack pointer.
 //!
+//! rvsim is chosen for its memory trait: every load and store of a device register reaches
+//! the model here, in the test's process, next to the software transport.
+//!
 //! Time is the host's: the timer counts real microseconds, so the image's timeouts (kernel
 //! 5 s) take real time, while instructions are counted, not timed.
 
