@@ -21,7 +21,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use naaice_core::machine::{Action, Input, RpcResult};
+use naaice_core::machine::{ClientAction, Input, Machine, RpcResult};
 use naaice_core::region::InternalId;
 use naaice_core::{Client, ClientConfig, ClientRegions, Phase, RegionId};
 
@@ -258,14 +258,14 @@ impl<E: Endpoint> Connection<E> {
     fn drive(&mut self) -> Result<()> {
         while let Some(action) = self.link.drive(&mut self.client) {
             match action {
-                Action::MrspComplete => self.mrsp_done = true,
-                Action::RpcComplete(r) => self.rpc_done = Some(r),
-                Action::Failed(e) => {
+                ClientAction::MrspComplete => self.mrsp_done = true,
+                ClientAction::RpcComplete(r) => self.rpc_done = Some(r),
+                ClientAction::Failed(e) => {
                     tracing::warn!(error = %e, "connection failed");
                     self.failure = Some(e);
                     self.link.ep.disconnect();
                 }
-                other => tracing::error!(?other, "unexpected client action"),
+                ClientAction::Post(_) => {} // posted by the link
             }
         }
         self.check_failed()

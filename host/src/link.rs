@@ -4,9 +4,9 @@
 
 use std::time::Instant;
 
+use naaice_core::RegionId;
 use naaice_core::config::MRSP_RECV_LEN;
-use naaice_core::machine::{Action, Input, RecvBuffer, WorkError, Write};
-use naaice_core::{Client, RegionId, Server};
+use naaice_core::machine::{Input, Machine, MachineAction, Post, RecvBuffer, WorkError, Write};
 
 use crate::clock;
 use crate::memory::Buffer;
@@ -14,35 +14,6 @@ use crate::transport::{
     Completion, ConnectionEvent, Endpoint, MemoryRegion, RemoteAddr, Result, SendOp, SendWr, Sge,
     TransportError, WcOpcode, WcStatus,
 };
-
-/// The calls the link makes on a machine (implemented for both roles).
-pub(crate) trait Machine {
-    fn poll_action(&mut self, buf: &mut [u8]) -> Option<Action>;
-    fn handle_input(&mut self, now: naaice_core::Instant, input: Input<'_>);
-    fn handle_timeout(&mut self, now: naaice_core::Instant);
-    fn poll_timeout(&self) -> Option<naaice_core::Instant>;
-}
-
-macro_rules! impl_machine {
-    ($t:ty) => {
-        impl Machine for $t {
-            fn poll_action(&mut self, buf: &mut [u8]) -> Option<Action> {
-                <$t>::poll_action(self, buf)
-            }
-            fn handle_input(&mut self, now: naaice_core::Instant, input: Input<'_>) {
-                <$t>::handle_input(self, now, input)
-            }
-            fn handle_timeout(&mut self, now: naaice_core::Instant) {
-                <$t>::handle_timeout(self, now)
-            }
-            fn poll_timeout(&self) -> Option<naaice_core::Instant> {
-                <$t>::poll_timeout(self)
-            }
-        }
-    };
-}
-impl_machine!(Client);
-impl_machine!(Server);
 
 /// Memory behind a region id.
 #[derive(Debug)]
@@ -157,21 +128,25 @@ impl<E: Endpoint> Link<E> {
             .map(RegionMemory::buffer)
     }
 
-    /// Executes actions until the machine has none left or one needs the caller
-    /// (allocate, run kernel, MRSP/RPC complete, disconnect, failed), which is returned.
-    pub(crate) fn drive<M: Machine>(&mut self, m: &mut M) -> Option<Action> {
+    /// Posts the machine's work requests until it has none left or an action needs the
+    /// caller (allocate, run kernel, MRSP/RPC complete, disconnect, failed), which is returned.
+    pub(crate) fn drive<M: Machine>(&mut self, m: &mut M) -> Option<M::Action> {
         loop {
             let Some(action) = m.poll_action(&mut self.scratch) else {
                 self.flush_writes(m);
                 return None;
             };
-            if let Action::Write(w) = action {
+            let Some(post) = action.post() else {
+                self.flush_writes(m);
+                return Some(action);
+            };
+            if let Post::Write(w) = post {
                 self.queue_write(m, w);
                 continue;
             }
             self.flush_writes(m);
-            match action {
-                Action::PostRecv { wr_id, buffer } => {
+            match post {
+                Post::Recv { wr_id, buffer } => {
                     let sge = match buffer {
                         RecvBuffer::Message => Some(self.sge(&self.recv_mr, MRSP_RECV_LEN)),
                         RecvBuffer::Empty => None,
@@ -181,7 +156,7 @@ impl<E: Endpoint> Link<E> {
                         m.handle_input(clock::now(), Input::PostFailed(wr_id));
                     }
                 }
-                Action::Send { wr_id, len } => {
+                Post::Send { wr_id, len } => {
                     let copied = self.send_mr.buffer().try_lock().map(|mut g| {
                         g[..len].copy_from_slice(&self.scratch[..len]);
                     });
@@ -195,7 +170,7 @@ impl<E: Endpoint> Link<E> {
                         m.handle_input(clock::now(), Input::PostFailed(wr_id));
                     }
                 }
-                other => return Some(other),
+                Post::Write(_) => {}
             }
         }
     }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use heapless::Vec as StackVec;
 use naaice_core::config::MAX_REGIONS;
-use naaice_core::machine::{Action, Input, KernelCall};
+use naaice_core::machine::{Input, KernelCall, Machine, Post, ServerAction};
 use naaice_core::{Phase, RegionFlags, ReturnCode, Server, ServerConfig};
 
 use super::kernel::{KERNEL_FAILED, KernelContext, KernelRegion, KernelRegistry};
@@ -45,8 +45,8 @@ impl<E: Endpoint> Expire for Shared<E> {
         server.handle_timeout(clock::now());
         while let Some(action) = link.drive(server) {
             match action {
-                Action::Failed(e) => tracing::warn!(error = %e, "connection failed"),
-                Action::Disconnect => link.ep.disconnect(),
+                ServerAction::Failed(e) => tracing::warn!(error = %e, "connection failed"),
+                ServerAction::Disconnect => link.ep.disconnect(),
                 other => tracing::debug!(?other, "action left for the worker"),
             }
         }
@@ -77,7 +77,7 @@ pub(crate) fn serve<I: Incoming>(
         }
     };
     let mut scratch = [0u8; naaice_core::config::MRSP_RECV_LEN];
-    if let Some(Action::PostRecv { wr_id, .. }) = server.poll_action(&mut scratch)
+    if let Some(ServerAction::Post(Post::Recv { wr_id, .. })) = server.poll_action(&mut scratch)
         && let Err(e) = incoming
             .endpoint()
             .post_recv(wr_id.raw(), Some(buffers.recv_sge()))
@@ -132,26 +132,26 @@ fn run<E: Endpoint + 'static>(
                 break;
             };
             match action {
-                Action::Allocate {
+                ServerAction::Allocate {
                     region,
                     size,
                     internal,
                     ..
                 } => allocate(&mut c, region, size, internal),
-                Action::RunKernel(k) => {
+                ServerAction::RunKernel(k) => {
                     call = Some(k);
                     break;
                 }
-                Action::MrspComplete => {
+                ServerAction::MrspComplete => {
                     c.buffers = kernel_buffers(&c);
                     tracing::debug!(regions = c.buffers.len(), "MRSP done");
                 }
-                Action::Failed(e) => tracing::warn!(error = %e, "connection failed"),
-                Action::Disconnect => {
+                ServerAction::Failed(e) => tracing::warn!(error = %e, "connection failed"),
+                ServerAction::Disconnect => {
                     c.link.ep.disconnect();
                     return;
                 }
-                other => tracing::error!(?other, "unexpected server action"),
+                ServerAction::Post(_) => {} // posted by the link
             }
         }
         if let Some(k) = call {
