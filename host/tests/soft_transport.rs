@@ -279,7 +279,7 @@ fn linked_writes_complete_in_order() {
     let data = pattern(1 << 20, 2);
     let sbuf = Buffer::from_vec(data.clone());
     let s = client.region(&sbuf);
-    // Mixed sizes: small ones go out inline, large ones through the sender thread.
+    // Mixed sizes: small ones go out from the posting thread, large ones from the NIC thread.
     let cuts = [0usize, 10, 4096, 70_000, 300_000, 300_001, 800_000, 1 << 20];
     let mut wrs = Vec::new();
     for (i, w) in cuts.windows(2).enumerate() {

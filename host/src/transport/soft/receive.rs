@@ -119,6 +119,11 @@ pub(crate) fn drive<'a>(
             }
             None => {}
         }
+        if mode == Mode::App && st.rc.has_ready() {
+            // What the caller waits for may be ready: no further read (it would mostly find
+            // nothing).
+            break Stop::Idle;
+        }
         drop(st);
         let step = r.fill(&shared.socket);
         st = shared.lock();
@@ -163,12 +168,17 @@ pub(crate) fn receive_inline<'a>(
     mut r: Reader,
     deadline: Option<Instant>,
 ) -> Guard<'a> {
+    // A blocking caller has just found nothing ready (its `poll` read the socket): it sleeps
+    // in the socket first instead of reading once more.
+    let mut sleep_first = deadline.is_some() && r.peek().is_none();
     let hand_back = loop {
-        let (g, stop) = drive(shared, st, &mut r, Mode::App);
-        st = g;
-        match stop {
-            Stop::Idle | Stop::Busy => {}
-            Stop::HandBack | Stop::Stalled | Stop::Closed => break true,
+        if !std::mem::take(&mut sleep_first) {
+            let (g, stop) = drive(shared, st, &mut r, Mode::App);
+            st = g;
+            match stop {
+                Stop::Idle | Stop::Busy => {}
+                Stop::HandBack | Stop::Stalled | Stop::Closed => break true,
+            }
         }
         if st.rc.has_ready() {
             break false;
@@ -179,6 +189,7 @@ pub(crate) fn receive_inline<'a>(
         // This thread cannot post a reply while it sleeps: a due ACK goes out first.
         st.rc.flush_ack(Instant::now());
         st = shared.pump(st, INLINE_PAYLOAD);
+        shared.nudge(&mut st);
         if st.rc.has_ready() || st.rc.is_closed() {
             break st.rc.is_closed();
         }
@@ -200,5 +211,7 @@ pub(crate) fn receive_inline<'a>(
         ReadSlot::AppIdle(r, Instant::now())
     };
     shared.nudge(&mut st);
+    // Another application thread may wait for the reader (or for what this one received).
+    shared.wake_app(&st);
     st
 }
