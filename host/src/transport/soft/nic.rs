@@ -88,7 +88,12 @@ fn sleep<'a>(shared: &'a Shared, mut st: Guard<'a>, read: bool, now: Instant) ->
         .into_iter()
         .flatten()
         .min();
-    st.nic_sleep = Some(Sleep { until, write });
+    let plan = Sleep { until, write };
+    if st.nic_must_act(plan) {
+        // Something changed since this thread last looked.
+        return st;
+    }
+    st.nic_sleep = Some(plan);
     drop(st);
     let timeout = until.map(|t| t.saturating_duration_since(Instant::now()));
     let interest = Interest {

@@ -115,6 +115,34 @@ impl Core {
     }
 }
 
+impl Core {
+    /// True if the NIC thread, sleeping as `sleep` says, would sleep through something it
+    /// must do: teardown, a write left over or too large for a posting thread, a stalled
+    /// message that can continue, a reader handed back, or a timer earlier than its wake-up.
+    /// The NIC thread checks it before it sleeps (so that nothing is lost between its last
+    /// look and its sleep), every other thread after changing the state ([`Shared::nudge`]).
+    pub(crate) fn nic_must_act(&self, sleep: Sleep) -> bool {
+        let later = |t: Option<Instant>| {
+            t.is_some_and(|t| sleep.until.is_none_or(|until| t < until))
+        };
+        let handover_end = match &self.read {
+            ReadSlot::AppIdle(_, since) => Some(*since + HANDOVER),
+            _ => None,
+        };
+        // A writer held by another thread is that thread's business: it nudges when done.
+        let write_work = self
+            .writer
+            .as_ref()
+            .is_some_and(|w| w.has_work() || self.rc.has_data());
+        self.rc.is_closed()
+            || (write_work && !sleep.write)
+            || self.rc.can_resume()
+            || matches!(self.read, ReadSlot::Reserved(_))
+            || later(self.rc.poll_timeout(false))
+            || later(handover_end)
+    }
+}
+
 /// State shared by an endpoint, its regions and its NIC thread.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -162,27 +190,11 @@ impl Shared {
         }
     }
 
-    /// Rings the NIC thread's bell if it sleeps through something it must do: teardown, a
-    /// write left over or too large for the posting thread, a stalled message that can
-    /// continue, a reader handed back, or a timer earlier than its wake-up.
+    /// Rings the NIC thread's bell if it sleeps through something it must do.
     pub(crate) fn nudge(&self, st: &mut Core) {
-        let Some(sleep) = st.nic_sleep else {
-            return;
-        };
-        let later =
-            |t: Option<Instant>| t.is_some_and(|t| sleep.until.is_none_or(|until| t < until));
-        let handover_end = match &st.read {
-            ReadSlot::AppIdle(_, since) => Some(*since + HANDOVER),
-            _ => None,
-        };
-        let write_work = st.rc.has_data() || st.writer.as_ref().is_some_and(Writer::has_work);
-        let needed = st.rc.is_closed()
-            || (write_work && !sleep.write)
-            || st.rc.can_resume()
-            || matches!(st.read, ReadSlot::Reserved(_))
-            || later(st.rc.poll_timeout(false))
-            || later(handover_end);
-        if needed {
+        if let Some(sleep) = st.nic_sleep
+            && st.nic_must_act(sleep)
+        {
             st.nic_sleep = None;
             self.socket.ring();
         }
