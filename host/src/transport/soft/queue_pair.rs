@@ -122,9 +122,8 @@ impl Core {
     /// The NIC thread checks it before it sleeps (so that nothing is lost between its last
     /// look and its sleep), every other thread after changing the state ([`Shared::nudge`]).
     pub(crate) fn nic_must_act(&self, sleep: Sleep) -> bool {
-        let later = |t: Option<Instant>| {
-            t.is_some_and(|t| sleep.until.is_none_or(|until| t < until))
-        };
+        let later =
+            |t: Option<Instant>| t.is_some_and(|t| sleep.until.is_none_or(|until| t < until));
         let handover_end = match &self.read {
             ReadSlot::AppIdle(_, since) => Some(*since + HANDOVER),
             _ => None,
