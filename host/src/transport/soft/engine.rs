@@ -155,9 +155,10 @@ pub(crate) enum Transmit {
 /// How the connection ended (what the I/O part does with the socket).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Ending {
-    /// Locally (error, refusal, disconnect): let the peer's bytes drain before closing.
+    /// Orderly (refusal, NAK received, disconnect): let the peer's bytes drain before closing,
+    /// so that our close does not reset frames still in flight to it.
     Linger,
-    /// The peer is gone or broke the protocol: close at once.
+    /// The peer is gone, silent or broke the protocol, or a local error: close at once.
     Abort,
 }
 
@@ -399,6 +400,9 @@ impl Engine {
 
     /// Transmitting request `msn` failed locally (its memory became inaccessible).
     pub(crate) fn handle_local_failure(&mut self, msn: u64) {
+        if self.phase != Phase::Closed {
+            self.ending = Ending::Abort;
+        }
         let cause = Cause::Failed {
             msn,
             status: WcStatus::LocalProtection,
@@ -566,6 +570,10 @@ impl Engine {
     }
 
     fn retry_exceeded(&mut self) {
+        if self.phase != Phase::Closed {
+            // The peer does not answer: nothing to wait for before closing.
+            self.ending = Ending::Abort;
+        }
         let cause = Cause::Failed {
             msn: self.acked + 1,
             status: WcStatus::RetryExceeded,
@@ -1096,6 +1104,7 @@ mod tests {
             ]
         );
         assert_eq!(a.poll_event(), Some(ConnectionEvent::Disconnected));
+        assert_eq!(a.ending(), Ending::Abort);
         assert!(
             a.poll_transmit(t1 + timeout, usize::MAX).is_none(),
             "no final frame"
