@@ -202,11 +202,11 @@ impl Shared {
     /// Writes what can go out without blocking (data payloads up to `max_payload`), as long
     /// as the writer is free; returns with it put back (or held by another thread).
     pub(crate) fn pump<'a>(&'a self, mut st: Guard<'a>, max_payload: usize) -> Guard<'a> {
+        let mut now = Instant::now();
         loop {
             let Some(mut w) = st.writer.take() else {
                 return st;
             };
-            let now = Instant::now();
             w.refill(&mut st.rc, now, max_payload);
             if !w.has_work() {
                 st.writer = Some(w);
@@ -215,6 +215,10 @@ impl Shared {
             drop(st);
             let wrote = w.write(&self.socket, CHUNK, now);
             st = self.lock();
+            if max_payload > INLINE_PAYLOAD {
+                // Large payloads take a while: the next chunk is timed afresh.
+                now = Instant::now();
+            }
             let more = match wrote {
                 Wrote::Progress(done) => {
                     if let Some(msn) = done {

@@ -48,11 +48,12 @@ pub(crate) fn drive<'a>(
     mode: Mode,
 ) -> (Guard<'a>, Stop) {
     let mut produced = false;
+    // One reading of the clock per call: it never blocks, so the time stays accurate enough.
+    let now = Instant::now();
     let stop = loop {
         if st.rc.is_closed() {
             break Stop::Closed;
         }
-        let now = Instant::now();
         if r.is_placing() {
             drop(st);
             let step = r.place(&shared.socket, CHUNK);
@@ -187,13 +188,13 @@ pub(crate) fn receive_inline<'a>(
             break false;
         };
         // This thread cannot post a reply while it sleeps: a due ACK goes out first.
-        st.rc.flush_ack(Instant::now());
+        let now = Instant::now();
+        st.rc.flush_ack(now);
         st = shared.pump(st, INLINE_PAYLOAD);
         shared.nudge(&mut st);
         if st.rc.has_ready() || st.rc.is_closed() {
             break st.rc.is_closed();
         }
-        let now = Instant::now();
         if now >= deadline {
             break false;
         }
