@@ -6,7 +6,7 @@ use std::sync::{Arc, PoisonError, Weak};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use super::SoftConfig;
+use super::config::SoftConfig;
 use super::engine::Engine;
 use super::frame::{Frame, MAX_REASON};
 use super::nic;

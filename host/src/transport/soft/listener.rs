@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::SoftConfig;
+use super::config::SoftConfig;
 use super::endpoint::SoftEndpoint;
 use super::frame::{Frame, HDR_LEN};
 use crate::transport::{Incoming, Listener, Result, TransportError};

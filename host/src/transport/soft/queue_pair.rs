@@ -24,7 +24,7 @@
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::SoftConfig;
+use super::config::SoftConfig;
 use super::engine::Engine;
 use super::reader::Reader;
 use super::socket::Socket;
