@@ -34,8 +34,8 @@
 //! * `--csv`: reference-format CSV (default `target/rpc_sweep.csv` of the workspace).
 //! * `--summary`: summary text (default `target/rpc_sweep_summary.txt` of the workspace).
 //! * `--stream-secs`: duration of the raw stream-bandwidth measurement per size (default 0.5).
-//! * `--wait-spin-us`, `--ack-delay-us`: override the software transport's `wait_spin` and
-//!   `ack_delay` (for diagnosis; the defaults are what is measured otherwise).
+//! * `--ack-delay-us`: override the software transport's `ack_delay` (for diagnosis; the
+//!   default is what is measured otherwise).
 //! * `--transport verbs --addr IP` (built with `--features verbs`): the same sweep over the
 //!   verbs transport, the NAA listening on `IP` (an address of an RDMA device, e.g. the
 //!   Soft-RoCE VM's `$RXE_VM_ADDR`). There is no raw TCP baseline then (compare with perftest's
@@ -97,7 +97,6 @@ struct Opts {
     summary: PathBuf,
     stream_secs: f64,
     /// Transport overrides (diagnosis only; defaults are measured otherwise).
-    wait_spin_us: Option<u64>,
     ack_delay_us: Option<u64>,
     /// `verbs` instead of the software transport.
     verbs: bool,
@@ -115,7 +114,6 @@ fn parse_args() -> Result<Opts, Error> {
         csv: target_dir().join("rpc_sweep.csv"),
         summary: target_dir().join("rpc_sweep_summary.txt"),
         stream_secs: 0.5,
-        wait_spin_us: None,
         ack_delay_us: None,
         verbs: false,
         addr: None,
@@ -142,7 +140,6 @@ fn parse_args() -> Result<Opts, Error> {
             "--csv" => o.csv = PathBuf::from(value()?),
             "--summary" => o.summary = PathBuf::from(value()?),
             "--stream-secs" => o.stream_secs = value()?.parse()?,
-            "--wait-spin-us" => o.wait_spin_us = Some(value()?.parse()?),
             "--ack-delay-us" => o.ack_delay_us = Some(value()?.parse()?),
             "--transport" => {
                 o.verbs = match value()?.as_str() {
@@ -156,7 +153,7 @@ fn parse_args() -> Result<Opts, Error> {
             "-h" | "--help" => {
                 println!(
                     "rpc_sweep [--max-size BYTES] [--reps N] [--steady N] [--csv PATH] \
-                     [--summary PATH] [--stream-secs SECS] [--wait-spin-us US] \
+                     [--summary PATH] [--stream-secs SECS] \
                      [--ack-delay-us US] [--transport soft|verbs] [--addr IP] \
                      [--busy-poll-us US]"
                 );
@@ -777,9 +774,6 @@ fn main() -> Result<(), Error> {
     }
 
     let mut soft = SoftConfig::default();
-    if let Some(us) = o.wait_spin_us {
-        soft.wait_spin = Duration::from_micros(us);
-    }
     if let Some(us) = o.ack_delay_us {
         soft.ack_delay = Duration::from_micros(us);
     }
@@ -812,13 +806,12 @@ fn main() -> Result<(), Error> {
     let cpus = std::thread::available_parallelism().map_or(0, usize::from);
     let report = format!(
         "rpc_sweep: software NAA (kernel 3) vs raw TCP on loopback, {cpus} CPUs, {:.1} s\n\
-         transport: wait_spin {:?}, ack_delay {:?}\n\
+         transport: ack_delay {:?}\n\
          steady = median over n RPCs on one connection, alternated with n raw TCP round trips;\n\
          fresh = median transfer_time / setup_time of new connections (reference CSV);\n\
          GB/s for ≥ 1 MiB: 2·size / median time (rpc, rtt) and one-direction stream.\n\n\
          {table}\n{summary}",
         started.elapsed().as_secs_f64(),
-        soft.wait_spin,
         soft.ack_delay
     );
     println!("\n{report}");
