@@ -16,8 +16,8 @@
 
 mod clock;
 pub mod connection;
+mod driver;
 mod error;
-mod link;
 #[allow(unsafe_code)]
 pub mod memory;
 pub mod naa;

@@ -124,3 +124,48 @@ where
         t.join().expect("client thread").expect("client RPCs");
     }
 }
+
+/// On `conn` (made for the SLEEP kernel, NAA kernel timeout 100 ms): a kernel that sleeps
+/// 300 ms is answered with KERNEL_TIMEOUT and no output; the next RPC follows at once and
+/// succeeds (the late kernel's regions are never in the way), and so do more.
+pub fn kernel_timeout_keeps_the_connection<E: Endpoint>(conn: &mut Connection<E>) {
+    let buf = Buffer::from_slice(&pattern(16, 9));
+    let id = conn.add_param(&buf).unwrap();
+    conn.set_input(id).unwrap();
+    conn.set_output(id).unwrap();
+    conn.do_mrsp().unwrap();
+    for _ in 0..2 {
+        conn.set_immediate([30, 0, 0]).unwrap(); // the kernel sleeps 300 ms
+        let r = conn.do_transfer().unwrap();
+        assert_eq!(
+            (r.status, r.bytes_received),
+            (ReturnCode::KERNEL_TIMEOUT, 0)
+        );
+        conn.set_immediate([0, 0, 0]).unwrap();
+        let r = conn
+            .do_transfer()
+            .expect("the RPC right after a kernel timeout");
+        assert_eq!(r.status, ReturnCode::SUCCESS);
+        assert!(conn.is_connected());
+    }
+}
+
+/// On `conn` (made for the UNTIL_TIMEOUT kernel, NAA kernel timeout 100 ms): the kernel sees
+/// its deadline pass and returns; its RPC is answered with KERNEL_TIMEOUT without the outputs
+/// it computed, and the connection goes on.
+pub fn kernel_timeout_is_visible_to_the_kernel<E: Endpoint>(conn: &mut Connection<E>) {
+    let data = pattern(64, 3);
+    let buf = Buffer::from_slice(&data);
+    let id = conn.add_param(&buf).unwrap();
+    conn.set_input(id).unwrap();
+    conn.set_output(id).unwrap();
+    conn.do_mrsp().unwrap();
+    for _ in 0..2 {
+        let r = conn.do_transfer().unwrap();
+        assert_eq!(
+            (r.status, r.bytes_received),
+            (ReturnCode::KERNEL_TIMEOUT, 0)
+        );
+        assert_eq!(buf.to_vec(), data, "no outputs after a kernel timeout");
+    }
+}

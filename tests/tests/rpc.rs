@@ -13,7 +13,7 @@ use naaice::transport::TransportError;
 use naaice::transport::soft::{SoftEndpoint, SoftTransport};
 use naaice::{Buffer, Connection, Error, Naa, NaaOptions, Param};
 use naaice_tests::suite::{self, pattern, plus};
-use naaice_tests::{APP_ERROR, PANIC, PROBE, SLEEP, code, start_naa};
+use naaice_tests::{APP_ERROR, PANIC, PROBE, SLEEP, UNTIL_TIMEOUT, code, start_naa};
 
 type Conn = Connection<SoftEndpoint>;
 
@@ -217,37 +217,13 @@ fn unknown_function_code_gets_socket_unavail_and_the_connection_survives() {
 }
 
 #[test]
-fn kernel_over_its_timeout_gets_kernel_timeout() {
-    let config = SoftNaaConfig {
+fn kernel_over_its_timeout_gets_kernel_timeout_and_the_connection_survives() {
+    let naa = start_naa(SoftNaaConfig {
         kernel_timeout: Duration::from_millis(100),
         ..SoftNaaConfig::default()
-    };
-    let naa = start_naa(config);
-    let mut conn = connect(naa.local_addr(), SLEEP);
-    let buf = Buffer::zeroed(16);
-    let id = conn.add_param(&buf).unwrap();
-    conn.set_input(id).unwrap();
-    conn.set_output(id).unwrap();
-    conn.do_mrsp().unwrap();
-    conn.set_immediate([50, 0, 0]).unwrap(); // sleep 500 ms
-    let t = Instant::now();
-    let r = conn.do_transfer().unwrap();
-    assert_eq!(
-        (r.status, r.bytes_received),
-        (ReturnCode::KERNEL_TIMEOUT, 0)
-    );
-    assert!(
-        t.elapsed() < Duration::from_millis(450),
-        "answered before the kernel returned"
-    );
-    std::thread::sleep(Duration::from_millis(500));
-    conn.set_immediate([0, 0, 0]).unwrap();
-    let r = conn.do_transfer().unwrap();
-    assert_eq!(
-        r.status,
-        ReturnCode::SUCCESS,
-        "the connection works once the kernel returned"
-    );
+    });
+    suite::kernel_timeout_keeps_the_connection(&mut connect(naa.local_addr(), SLEEP));
+    suite::kernel_timeout_is_visible_to_the_kernel(&mut connect(naa.local_addr(), UNTIL_TIMEOUT));
 }
 
 #[test]
