@@ -29,7 +29,7 @@ use crate::clock;
 use crate::driver::{ClientEvent, Driver};
 use crate::error::{Error, Result};
 use crate::memory::Buffer;
-use crate::transport::{Endpoint, Transport};
+use crate::transport::{AnyEndpoint, Endpoint, Transport};
 
 /// Default time allowed for connection setup.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -41,7 +41,7 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// [`Connection::do_mrsp`] (or [`Connection::init_mrsp`] and [`Connection::poll`]), then per
 /// RPC [`Connection::do_transfer`] (or [`Connection::init_transfer`] and
 /// [`Connection::poll`] / [`Connection::wait`]), finally [`Connection::disconnect`].
-pub struct Connection<E: Endpoint> {
+pub struct Connection<E: Endpoint = AnyEndpoint> {
     driver: Driver<E, Client>,
     params: Vec<Buffer>,
     mrsp_done: bool,

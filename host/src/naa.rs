@@ -34,7 +34,7 @@ use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::memory::{Buffer, BufferGuard};
 use crate::spec::{self, Reservation};
-use crate::transport::{Endpoint, Transport};
+use crate::transport::{AnyEndpoint, Endpoint, Transport};
 
 /// A parameter of an NAA call: a buffer, optionally single-send.
 #[derive(Debug, Clone)]
@@ -125,7 +125,7 @@ impl NaaOptions {
 }
 
 /// A connection to an NAA prepared for one function (AP2 `naa_handle`).
-pub struct Naa<E: Endpoint> {
+pub struct Naa<E: Endpoint = AnyEndpoint> {
     conn: Connection<E>,
     inputs: Vec<RegionId>,
     outputs: Vec<RegionId>,

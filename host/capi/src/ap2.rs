@@ -18,9 +18,10 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use naaice::core::Phase;
-use naaice::{Buffer, Param};
+use naaice::naa::NaaOptions;
+use naaice::{Buffer, Naa, Param};
 
-use crate::backend::{Backend, TransportKind};
+use crate::backend::{rpc_timeout_from_env, transport_from_env};
 use crate::boundary::{FAILURE, SUCCESS, fail, guard};
 use crate::handles::{Handles, as_ptr, id_of};
 use crate::types::{
@@ -34,17 +35,17 @@ const MAX_PARAMS: usize = 32;
 /// One `naa_create` handle.
 struct Handle {
     /// The connection; `None` once finalized.
-    backend: Mutex<Option<Backend>>,
+    backend: Mutex<Option<Naa>>,
     /// Last known state, for `naa_test` while another thread holds `backend`.
     state: AtomicU8,
 }
 
 impl Handle {
-    fn lock(&self) -> MutexGuard<'_, Option<Backend>> {
+    fn lock(&self) -> MutexGuard<'_, Option<Naa>> {
         self.backend.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn remember(&self, backend: &Backend) {
+    fn remember(&self, backend: &Naa) {
         self.state.store(backend.state().value(), Ordering::Relaxed);
     }
 }
@@ -266,8 +267,12 @@ pub unsafe extern "C" fn naa_create(
                 to_params(&i, &o)
             })
             .and_then(|(ins, outs)| {
-                let kind = TransportKind::from_env()?;
-                Backend::create(kind, function_code, ins, outs)
+                let options = NaaOptions {
+                    rpc_timeout: rpc_timeout_from_env()?,
+                    ..NaaOptions::default()
+                };
+                Naa::create_with(&transport_from_env()?, function_code, ins, outs, &options)
+                    .map_err(|e| e.to_string())
             });
         let backend = match result {
             Ok(b) => b,

@@ -37,7 +37,9 @@ mod handles;
 pub mod swnaa;
 pub mod types;
 
-pub use backend::{DEFAULT_RPC_TIMEOUT, RPC_TIMEOUT_VAR, TRANSPORT_VAR, TransportKind};
+pub use backend::{
+    DEFAULT_RPC_TIMEOUT, RPC_TIMEOUT_VAR, TRANSPORT_VAR, parse_transport, transport_from_env,
+};
 pub use types::*;
 
 /// Number of live `naa_create` handles (not yet finalized); for leak tests.

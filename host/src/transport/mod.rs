@@ -17,6 +17,7 @@
 //! successful or not. When the connection breaks, outstanding work requests complete with
 //! [`WcStatus::WrFlush`] and a [`ConnectionEvent::Disconnected`] is reported.
 
+mod any;
 pub mod soft;
 #[cfg(feature = "verbs")]
 #[allow(unsafe_code)]
@@ -24,6 +25,10 @@ pub mod verbs;
 
 use std::net::SocketAddr;
 use std::time::Instant;
+
+pub use any::{
+    AnyEndpoint, AnyIncoming, AnyListener, AnyRegion, AnyTransport, ParseTransportError,
+};
 
 use crate::memory::Buffer;
 
