@@ -19,14 +19,13 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use naaice::core::machine::Error as ProtocolError;
-use naaice::core::{ClientConfig, MrspErrorCode, Phase, ReturnCode};
-use naaice::swnaa::{KERNEL_FAILED, SoftNaa, SoftNaaConfig, SoftNaaHandle};
+use naaice::core::ClientConfig;
+use naaice::swnaa::{SoftNaa, SoftNaaConfig, SoftNaaHandle};
 use naaice::transport::verbs::{VerbsConfig, VerbsEndpoint, VerbsTransport, device_names};
 use naaice::transport::{Transport, TransportError};
 use naaice::{Buffer, Connection, Error, Naa, NaaOptions, Param};
 use naaice_tests::suite::{self, Site, pattern, plus};
-use naaice_tests::{APP_ERROR, PANIC, PROBE, SLEEP, code, test_kernels};
+use naaice_tests::{SLEEP, code, test_kernels};
 
 type Conn = Connection<VerbsEndpoint>;
 

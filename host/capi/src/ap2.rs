@@ -21,7 +21,7 @@ use naaice::core::Phase;
 use naaice::naa::NaaOptions;
 use naaice::{Buffer, Naa, Param};
 
-use crate::backend::{rpc_timeout_from_env, transport_from_env};
+use crate::environment::{rpc_timeout_from_env, transport_from_env};
 use crate::boundary::{FAILURE, SUCCESS, fail, guard};
 use crate::handles::{Handles, as_ptr, id_of};
 use crate::types::{
@@ -35,18 +35,18 @@ const MAX_PARAMS: usize = 32;
 /// One `naa_create` handle.
 struct Handle {
     /// The connection; `None` once finalized.
-    backend: Mutex<Option<Naa>>,
-    /// Last known state, for `naa_test` while another thread holds `backend`.
+    naa: Mutex<Option<Naa>>,
+    /// Last known state, for `naa_test` while another thread holds `naa`.
     state: AtomicU8,
 }
 
 impl Handle {
     fn lock(&self) -> MutexGuard<'_, Option<Naa>> {
-        self.backend.lock().unwrap_or_else(|p| p.into_inner())
+        self.naa.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn remember(&self, backend: &Naa) {
-        self.state.store(backend.state().value(), Ordering::Relaxed);
+    fn remember(&self, naa: &Naa) {
+        self.state.store(naa.state().value(), Ordering::Relaxed);
     }
 }
 
@@ -274,13 +274,13 @@ pub unsafe extern "C" fn naa_create(
                 Naa::create_with(&transport_from_env()?, function_code, ins, outs, &options)
                     .map_err(|e| e.to_string())
             });
-        let backend = match result {
+        let naa = match result {
             Ok(b) => b,
             Err(e) => return fail(NAME, format!("function code {function_code}: {e}")),
         };
-        let state = AtomicU8::new(backend.state().value());
+        let state = AtomicU8::new(naa.state().value());
         let id = HANDLES.insert(Handle {
-            backend: Mutex::new(Some(backend)),
+            naa: Mutex::new(Some(naa)),
             state,
         });
         // SAFETY: as above.
@@ -347,11 +347,11 @@ pub unsafe extern "C" fn naa_invoke(handle: *mut naa_handle) -> c_int {
             Err(rc) => return rc,
         };
         let mut guard = h.lock();
-        let Some(backend) = guard.as_mut() else {
+        let Some(naa) = guard.as_mut() else {
             return fail(NAME, "the handle was finalized");
         };
-        let result = backend.invoke();
-        h.remember(backend);
+        let result = naa.invoke();
+        h.remember(naa);
         match result {
             Ok(()) => SUCCESS,
             Err(e) => fail(NAME, e),
@@ -399,7 +399,7 @@ pub unsafe extern "C" fn naa_test(
                 put_status(status, st);
             }
         };
-        let mut guard = match h.backend.try_lock() {
+        let mut guard = match h.naa.try_lock() {
             Ok(g) => g,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
             Err(TryLockError::WouldBlock) => {
@@ -408,18 +408,18 @@ pub unsafe extern "C" fn naa_test(
                 return SUCCESS;
             }
         };
-        let Some(backend) = guard.as_mut() else {
+        let Some(naa) = guard.as_mut() else {
             return fail(NAME, "the handle was finalized");
         };
-        let result = backend.test();
-        h.remember(backend);
+        let result = naa.test();
+        h.remember(naa);
         match result {
             Ok(Some(s)) => {
                 report(true, (&s).into());
                 SUCCESS
             }
             Ok(None) => {
-                report(false, naa_status::in_state(backend.state().into()));
+                report(false, naa_status::in_state(naa.state().into()));
                 SUCCESS
             }
             Err(e) => {
@@ -461,11 +461,11 @@ pub unsafe extern "C" fn naa_wait(handle: *mut naa_handle, status: *mut naa_stat
             Err(rc) => return rc,
         };
         let mut guard = h.lock();
-        let Some(backend) = guard.as_mut() else {
+        let Some(naa) = guard.as_mut() else {
             return fail(NAME, "the handle was finalized");
         };
-        let result = backend.wait();
-        h.remember(backend);
+        let result = naa.wait();
+        h.remember(naa);
         let (rc, st) = match result {
             Ok(s) => (SUCCESS, (&s).into()),
             Err(e) => (
@@ -508,8 +508,8 @@ pub unsafe extern "C" fn naa_finalize(handle: *mut naa_handle) -> c_int {
             return fail(NAME, "unknown handle (already finalized, or never created)");
         };
         // Disconnect now; waits for a call in progress on another thread.
-        let backend = live.lock().take();
-        drop(backend);
+        let naa = live.lock().take();
+        drop(naa);
         // SAFETY: as above, and writable by the caller's guarantee.
         unsafe {
             handle.write(naa_handle {

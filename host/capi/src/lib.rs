@@ -31,13 +31,13 @@
 #![allow(non_camel_case_types)]
 
 pub mod ap2;
-mod backend;
+mod environment;
 mod boundary;
 mod handles;
 pub mod swnaa;
 pub mod types;
 
-pub use backend::{
+pub use environment::{
     DEFAULT_RPC_TIMEOUT, RPC_TIMEOUT_VAR, TRANSPORT_VAR, parse_transport, transport_from_env,
 };
 pub use types::*;

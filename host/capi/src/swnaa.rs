@@ -25,7 +25,7 @@ use naaice::swnaa::{
     KERNEL_FAILED, Kernel, KernelContext, KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle,
 };
 
-use crate::backend::transport_from_env;
+use crate::environment::transport_from_env;
 use crate::boundary::{FAILURE, SUCCESS, fail, guard};
 use crate::handles::{Handles, as_ptr, id_of};
 
