@@ -86,7 +86,8 @@ impl<E: Endpoint> Connection<E> {
         config: ClientConfig,
         deadline: Instant,
     ) -> Result<Self> {
-        let driver = Driver::connect(transport, remote, local, config, deadline)?;
+        let ep = transport.connect(remote, local, deadline)?;
+        let driver = Driver::client(ep, config)?;
         tracing::debug!(%remote, "connected");
         Ok(Self {
             driver,

@@ -7,25 +7,12 @@
 
 use std::time::{Duration, Instant};
 
-use naaice::core::ClientConfig;
 use naaice::core::machine::Error as ProtocolError;
 use naaice::swnaa::SoftNaaConfig;
-use naaice::transport::soft::{SoftEndpoint, SoftTransport};
-use naaice::{Buffer, Connection, Error, Naa, NaaOptions, Param};
+use naaice::transport::soft::SoftTransport;
+use naaice::{Buffer, Error, Naa, NaaOptions, Param};
 use naaice_tests::suite::{self, Site};
-use naaice_tests::{SLEEP, code, start_naa};
-
-type Conn = Connection<SoftEndpoint>;
-
-fn connect(addr: std::net::SocketAddr, fncode: u8) -> Conn {
-    Connection::connect(
-        &SoftTransport::default(),
-        addr,
-        None,
-        ClientConfig::new(code(fncode)),
-    )
-    .expect("connect")
-}
+use naaice_tests::{SLEEP, start_naa};
 
 #[test]
 fn one_to_thirty_two_in_place_regions() {
@@ -107,7 +94,7 @@ fn poll_and_test_never_block() {
 #[test]
 fn rpc_deadline_fails_the_call_in_time() {
     let naa = start_naa(SoftNaaConfig::default());
-    let mut conn = connect(naa.local_addr(), SLEEP);
+    let mut conn = Site::soft().connect(&naa, SLEEP);
     let buf = Buffer::zeroed(8);
     let id = conn.add_param(&buf).unwrap();
     conn.set_input(id).unwrap();
@@ -150,7 +137,7 @@ fn invalid_arguments_are_errors() {
         matches!(r, Err(Error::Protocol(ProtocolError::NoParameterRegions))),
         "{r:?}"
     );
-    let mut conn = connect(naa.local_addr(), 1);
+    let mut conn = Site::soft().connect(&naa, 1);
     assert!(conn.do_transfer().is_err(), "RPC before MRSP");
     let b = Buffer::zeroed(4);
     let id = conn.add_param(&b).unwrap();

@@ -21,8 +21,8 @@ use naaice::core::Phase;
 use naaice::naa::NaaOptions;
 use naaice::{Buffer, Naa, Param};
 
-use crate::environment::{rpc_timeout_from_env, transport_from_env};
 use crate::boundary::{FAILURE, SUCCESS, fail, guard};
+use crate::environment::{rpc_timeout_from_env, transport_from_env};
 use crate::handles::{Handles, as_ptr, id_of};
 use crate::types::{
     naa_function_code_t, naa_handle, naa_param_t, naa_status, naaice_communication_context,

@@ -31,8 +31,8 @@
 #![allow(non_camel_case_types)]
 
 pub mod ap2;
-mod environment;
 mod boundary;
+mod environment;
 mod handles;
 pub mod swnaa;
 pub mod types;

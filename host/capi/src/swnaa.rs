@@ -25,8 +25,8 @@ use naaice::swnaa::{
     KERNEL_FAILED, Kernel, KernelContext, KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle,
 };
 
-use crate::environment::transport_from_env;
 use crate::boundary::{FAILURE, SUCCESS, fail, guard};
+use crate::environment::transport_from_env;
 use crate::handles::{Handles, as_ptr, id_of};
 
 /// Region flag: NAA-only scratch memory (never transferred).

@@ -1,26 +1,17 @@
 //! Client-side commands of a driver (the AP1 connection's engine).
 
-use std::net::SocketAddr;
-use std::time::Instant;
-
 use naaice_core::{Client, ClientConfig, ClientRegions, RegionId};
 
 use super::regions::RegionMemory;
 use super::{Driver, MessageBuffers};
 use crate::error::Result;
 use crate::memory::Buffer;
-use crate::transport::{Endpoint, MemoryRegion, Transport};
+use crate::transport::{Endpoint, MemoryRegion};
 
 impl<E: Endpoint> Driver<E, Client> {
-    /// Connects to `remote` until `deadline` and registers the message buffers.
-    pub(crate) fn connect<T: Transport<Endpoint = E>>(
-        transport: &T,
-        remote: SocketAddr,
-        local: Option<SocketAddr>,
-        config: ClientConfig,
-        deadline: Instant,
-    ) -> Result<Self> {
-        let mut ep = transport.connect(remote, local, deadline)?;
+    /// Takes over a connected endpoint for a client with `config`: registers the message
+    /// buffers.
+    pub(crate) fn client(mut ep: E, config: ClientConfig) -> Result<Self> {
         let buffers = MessageBuffers::register(&mut ep)?;
         let client = Client::new(config, ClientRegions::new());
         Ok(Self::established(ep, buffers, client))

@@ -73,6 +73,21 @@ fn transport_step<Ev>(action: Action) -> Result<Step<Ev>, Action> {
     }
 }
 
+/// The calls a [`Role`] forwards to the machine's own methods of the same names.
+macro_rules! forward_to_machine {
+    () => {
+        fn handle_input(&mut self, now: Instant, input: Input<'_>) {
+            Self::handle_input(self, now, input);
+        }
+        fn handle_timeout(&mut self, now: Instant) {
+            Self::handle_timeout(self, now);
+        }
+        fn poll_timeout(&self) -> Option<Instant> {
+            Self::poll_timeout(self)
+        }
+    };
+}
+
 impl Role for Client {
     type Event = ClientEvent;
 
@@ -91,15 +106,7 @@ impl Role for Client {
             });
         }
     }
-    fn handle_input(&mut self, now: Instant, input: Input<'_>) {
-        Self::handle_input(self, now, input);
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        Self::handle_timeout(self, now);
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        Self::poll_timeout(self)
-    }
+    forward_to_machine!();
     fn established(&mut self, now: Instant) {
         Self::handle_input(self, now, Input::AddressResolved);
         Self::handle_input(self, now, Input::Established);
@@ -135,15 +142,7 @@ impl Role for Server {
             });
         }
     }
-    fn handle_input(&mut self, now: Instant, input: Input<'_>) {
-        Self::handle_input(self, now, input);
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        Self::handle_timeout(self, now);
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        Self::poll_timeout(self)
-    }
+    forward_to_machine!();
     fn established(&mut self, now: Instant) {
         Self::handle_input(self, now, Input::Established);
     }
