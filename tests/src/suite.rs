@@ -82,6 +82,20 @@ fn roomy() -> SoftNaaConfig {
     }
 }
 
+/// Declares one `#[test]` per named body of this module (each a `fn(&Site)`), running it as
+/// `$run(name, body)`: the suites choose their transport (and limits) in `$run`.
+#[macro_export]
+macro_rules! suite_tests {
+    ($run:expr; $($name:ident),+ $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                ($run)(stringify!($name), $crate::suite::$name);
+            }
+        )+
+    };
+}
+
 /// Deterministic test bytes: `len` bytes that differ per `seed`.
 pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)

@@ -14,6 +14,18 @@ use naaice::{Buffer, Error, Naa, NaaOptions, Param};
 use naaice_tests::suite::{self, Site};
 use naaice_tests::{SLEEP, start_naa};
 
+naaice_tests::suite_tests!(|_, body: fn(&Site)| body(&Site::soft());
+    separate_inputs_and_outputs,
+    single_send_internal_regions_and_user_bytes,
+    zero_outputs_and_single_send_only_inputs,
+    over_the_connection_limit_is_rejected_with_the_reason,
+    unknown_function_code_gets_socket_unavail,
+    kernel_timeout_keeps_the_connection,
+    application_error_and_kernel_panic,
+    mrsp_errors_reach_the_client,
+    poll_and_test_never_block,
+);
+
 #[test]
 fn one_to_thirty_two_in_place_regions() {
     suite::in_place_regions(&Site::soft(), &[1, 2, 7, 31, 32]);
@@ -37,21 +49,6 @@ fn sizes_from_one_byte_to_64_mib() {
 }
 
 #[test]
-fn separate_inputs_and_outputs_of_different_sizes() {
-    suite::separate_inputs_and_outputs(&Site::soft());
-}
-
-#[test]
-fn single_send_internal_regions_and_user_bytes() {
-    suite::single_send_internal_regions_and_user_bytes(&Site::soft());
-}
-
-#[test]
-fn zero_outputs_and_single_send_only_inputs() {
-    suite::zero_outputs_and_single_send_only_inputs(&Site::soft());
-}
-
-#[test]
 fn thousand_rpcs_on_one_connection() {
     suite::repeated_rpcs(&Site::soft(), 1000);
 }
@@ -59,36 +56,6 @@ fn thousand_rpcs_on_one_connection() {
 #[test]
 fn sixteen_concurrent_clients() {
     suite::concurrent_clients(&Site::soft(), 16, 50, 4096);
-}
-
-#[test]
-fn over_the_connection_limit_is_rejected_with_the_reason() {
-    suite::over_the_connection_limit_is_rejected_with_the_reason(&Site::soft());
-}
-
-#[test]
-fn unknown_function_code_gets_socket_unavail_and_the_connection_survives() {
-    suite::unknown_function_code_gets_socket_unavail(&Site::soft());
-}
-
-#[test]
-fn kernel_over_its_timeout_gets_kernel_timeout_and_the_connection_survives() {
-    suite::kernel_timeout_keeps_the_connection(&Site::soft());
-}
-
-#[test]
-fn application_error_code_and_kernel_panic() {
-    suite::application_error_and_kernel_panic(&Site::soft());
-}
-
-#[test]
-fn mrsp_errors_reach_the_client() {
-    suite::mrsp_errors_reach_the_client(&Site::soft());
-}
-
-#[test]
-fn poll_and_test_never_block() {
-    suite::poll_and_test_never_block(&Site::soft());
 }
 
 #[test]

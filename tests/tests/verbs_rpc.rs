@@ -152,6 +152,19 @@ fn without_rdma_devices_the_transport_is_unavailable() {
     }
 }
 
+naaice_tests::suite_tests!(
+    |name, body: fn(&Site)| verbs_test(name, 60, move |ip| body(&site(ip)));
+    separate_inputs_and_outputs,
+    single_send_internal_regions_and_user_bytes,
+    zero_outputs_and_single_send_only_inputs,
+    over_the_connection_limit_is_rejected_with_the_reason,
+    unknown_function_code_gets_socket_unavail,
+    kernel_timeout_keeps_the_connection,
+    application_error_and_kernel_panic,
+    mrsp_errors_reach_the_client,
+    poll_and_test_never_block,
+);
+
 #[test]
 fn mrsp_and_one_to_thirty_two_in_place_regions() {
     verbs_test("regions", 120, |ip| {
@@ -163,24 +176,6 @@ fn sizes_from_one_byte_to_eight_mib() {
     verbs_test("sizes", 180, |ip| {
         let sizes = [1, 3, 511, 512, 513, 4095, 4096, 65_536, 1 << 20, 8 << 20];
         suite::in_place_sizes(&site(ip), &sizes);
-    });
-}
-#[test]
-fn separate_inputs_and_outputs_of_different_sizes() {
-    verbs_test("separate", 60, |ip| {
-        suite::separate_inputs_and_outputs(&site(ip))
-    });
-}
-#[test]
-fn single_send_internal_regions_and_user_bytes() {
-    verbs_test("single_send", 60, |ip| {
-        suite::single_send_internal_regions_and_user_bytes(&site(ip))
-    });
-}
-#[test]
-fn zero_outputs_and_single_send_only_inputs() {
-    verbs_test("zero_outputs", 60, |ip| {
-        suite::zero_outputs_and_single_send_only_inputs(&site(ip))
     });
 }
 #[test]
@@ -208,42 +203,6 @@ fn sixteen_event_driven_clients_never_miss_a_wakeup() {
             ip,
         };
         suite::concurrent_clients(&site, 16, 20, 100);
-    });
-}
-#[test]
-fn poll_and_test_never_block() {
-    verbs_test("nonblocking", 60, |ip| {
-        suite::poll_and_test_never_block(&site(ip))
-    });
-}
-#[test]
-fn unknown_function_code_gets_socket_unavail() {
-    verbs_test("socket_unavail", 60, |ip| {
-        suite::unknown_function_code_gets_socket_unavail(&site(ip))
-    });
-}
-#[test]
-fn kernel_over_its_timeout_gets_kernel_timeout_and_the_connection_survives() {
-    verbs_test("kernel_timeout", 60, |ip| {
-        suite::kernel_timeout_keeps_the_connection(&site(ip))
-    });
-}
-#[test]
-fn application_error_code_and_kernel_panic() {
-    verbs_test("app_error", 60, |ip| {
-        suite::application_error_and_kernel_panic(&site(ip))
-    });
-}
-#[test]
-fn mrsp_errors_reach_the_client() {
-    verbs_test("mrsp_errors", 60, |ip| {
-        suite::mrsp_errors_reach_the_client(&site(ip))
-    });
-}
-#[test]
-fn over_the_connection_limit_is_rejected_with_the_reason() {
-    verbs_test("limit", 60, |ip| {
-        suite::over_the_connection_limit_is_rejected_with_the_reason(&site(ip))
     });
 }
 #[test]
