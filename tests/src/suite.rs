@@ -82,11 +82,25 @@ fn roomy() -> SoftNaaConfig {
     }
 }
 
-/// Declares one `#[test]` per named body of this module (each a `fn(&Site)`), running it as
-/// `$run(name, body)`: the suites choose their transport (and limits) in `$run`.
+/// Declares one `#[test]` per body of this module that needs nothing but a [`Site`], each
+/// running `$run(name, body)` (`body: fn(&Site)`): a suite chooses its transport and limits
+/// in `$run`, and gets every shared test.
 #[macro_export]
 macro_rules! suite_tests {
-    ($run:expr; $($name:ident),+ $(,)?) => {
+    ($run:expr) => {
+        $crate::suite_tests!(@each $run;
+            separate_inputs_and_outputs,
+            single_send_internal_regions_and_user_bytes,
+            zero_outputs_and_single_send_only_inputs,
+            over_the_connection_limit_is_rejected_with_the_reason,
+            unknown_function_code_gets_socket_unavail,
+            kernel_timeout_keeps_the_connection,
+            application_error_and_kernel_panic,
+            mrsp_errors_reach_the_client,
+            poll_and_test_never_block,
+        );
+    };
+    (@each $run:expr; $($name:ident),+ $(,)?) => {
         $(
             #[test]
             fn $name() {

@@ -14,17 +14,8 @@ use naaice::{Buffer, Error, Naa, NaaOptions, Param};
 use naaice_tests::suite::{self, Site};
 use naaice_tests::{SLEEP, start_naa};
 
-naaice_tests::suite_tests!(|_, body: fn(&Site)| body(&Site::soft());
-    separate_inputs_and_outputs,
-    single_send_internal_regions_and_user_bytes,
-    zero_outputs_and_single_send_only_inputs,
-    over_the_connection_limit_is_rejected_with_the_reason,
-    unknown_function_code_gets_socket_unavail,
-    kernel_timeout_keeps_the_connection,
-    application_error_and_kernel_panic,
-    mrsp_errors_reach_the_client,
-    poll_and_test_never_block,
-);
+// The shared bodies of `naaice_tests::suite`, each a test over the software transport.
+naaice_tests::suite_tests!(|_, body: fn(&Site)| body(&Site::soft()));
 
 #[test]
 fn one_to_thirty_two_in_place_regions() {
