@@ -109,16 +109,21 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
                 self.flush_writes();
                 return None;
             };
-            if let Step::Write(w) = step {
-                self.queue_write(w);
-                continue;
-            }
-            self.flush_writes();
+            // Writes are collected and posted as one list before the next other step.
             match step {
-                Step::PostRecv { wr_id, buffer } => self.post_recv(wr_id, buffer),
-                Step::Send { wr_id, len } => self.post_message(wr_id, len),
-                Step::Write(_) => unreachable!("queued above"),
-                Step::Event(event) => return Some(event),
+                Step::Write(w) => self.queue_write(w),
+                Step::PostRecv { wr_id, buffer } => {
+                    self.flush_writes();
+                    self.post_recv(wr_id, buffer);
+                }
+                Step::Send { wr_id, len } => {
+                    self.flush_writes();
+                    self.post_message(wr_id, len);
+                }
+                Step::Event(event) => {
+                    self.flush_writes();
+                    return Some(event);
+                }
             }
         }
     }

@@ -298,3 +298,59 @@ impl Endpoint for AnyEndpoint {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_to_their_transport() {
+        for name in ["soft", " Software ", "TCP"] {
+            let t: AnyTransport = name.parse().unwrap();
+            assert_eq!(t.name(), "soft");
+        }
+        assert_eq!(
+            "pigeon".parse::<AnyTransport>().unwrap_err(),
+            ParseTransportError::Unknown("pigeon".into())
+        );
+    }
+
+    #[test]
+    #[cfg(feature = "verbs")]
+    fn verbs_parses_when_built() {
+        for name in ["verbs", "RDMA"] {
+            assert_eq!(name.parse::<AnyTransport>().unwrap().name(), "verbs");
+        }
+    }
+
+    #[test]
+    #[cfg(not(feature = "verbs"))]
+    fn verbs_names_the_feature_when_not_built() {
+        let e = "verbs".parse::<AnyTransport>().unwrap_err();
+        assert_eq!(e, ParseTransportError::VerbsNotBuilt);
+        assert!(e.to_string().contains("cargo feature `verbs`"), "{e}");
+    }
+
+    #[test]
+    fn an_rpc_through_the_runtime_transport() {
+        use crate::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig};
+        use crate::{Naa, NaaOptions, Param};
+        let transport: AnyTransport = "soft".parse().unwrap();
+        let naa = SoftNaa::bind(
+            transport.clone(),
+            "127.0.0.1:0".parse().unwrap(),
+            SoftNaaConfig::default(),
+            KernelRegistry::builtin(),
+        )
+        .unwrap()
+        .spawn()
+        .unwrap();
+        let p = Param::from_vec(vec![1, 2, 3]);
+        let options = NaaOptions::at(naa.local_addr());
+        let mut h: Naa =
+            Naa::create_with(&transport, 1, vec![p.clone()], vec![p], &options).unwrap();
+        h.invoke().unwrap();
+        assert!(h.wait().unwrap().naa_error.is_success());
+        assert_eq!(h.output(0).unwrap().to_vec(), [2, 3, 4]);
+    }
+}
