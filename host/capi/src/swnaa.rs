@@ -11,8 +11,9 @@
 //!
 //! Each connection is served by its own thread, so a kernel may run on several threads at
 //! once (for different clients): kernels and their `user_data` must be thread-safe. A kernel
-//! that runs longer than the kernel timeout is answered with KERNEL_TIMEOUT (the kernel itself
-//! runs to its end; its result is discarded). Function codes without a kernel are answered
+//! that runs longer than the kernel timeout has its RPC answered with KERNEL_TIMEOUT when it
+//! returns (it runs to its end on the regions; its outputs are discarded, and the connection
+//! stays usable). Function codes without a kernel are answered
 //! with SOCKET_UNAVAIL. The transport is chosen by `NAAICE_TRANSPORT` like for clients.
 
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
