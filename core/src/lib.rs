@@ -10,20 +10,28 @@
 //! * [`region`]: fixed-capacity region tables for both roles, with typed handles, flags,
 //!   single-send bookkeeping, internal regions and the requested-address layout (spec §2.5).
 //! * [`machine`]: the client and server (NAA) protocol state machines, sans-IO: the caller feeds
-//!   [`machine::Input`]s and the current [`time::Instant`], and drains [`machine::Action`]s.
+//!   [`machine::Input`]s and the current [`time::Instant`], and drains
+//!   [`machine::ClientAction`]s / [`machine::ServerAction`]s ([`machine::Machine`]).
 //!
-//! The optional `defmt` feature implements `defmt::Format` for the public types.
+//! The optional `defmt` feature implements `defmt::Format` for the public types; the
+//! `testkit` feature adds the `testkit` module (test and fuzz support, with `std`).
 #![no_std]
 #![forbid(unsafe_code)]
+
+#[cfg(feature = "testkit")]
+extern crate std;
 
 pub mod config;
 pub mod machine;
 pub mod region;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 pub mod time;
 pub mod wire;
 
 pub use machine::{
-    Action, Client, ClientConfig, Input, KernelSet, Phase, Placement, Server, ServerConfig,
+    Client, ClientAction, ClientConfig, Input, KernelSet, Machine, Phase, Placement, Post, Server,
+    ServerAction, ServerConfig,
 };
 pub use region::{ClientRegions, RegionFlags, RegionId, ServerRegions};
 pub use time::Instant;

@@ -1,5 +1,5 @@
 //! Two-peer simulation tests: a [`Client`] and a [`Server`] talk to each other through the
-//! in-memory RC link of [`sim`], with region memory, reference kernels and a virtual clock.
+//! in-memory RC link of [`naaice_core::testkit::pair`], with region memory, reference kernels and a virtual clock.
 //!
 //! Every test asserts the exact action sequence of both machines where it matters, their final
 //! phases and the bytes that end up in the client's (and the NAA's) regions.
@@ -13,18 +13,18 @@
 //! 6. Timeouts, disconnects, failed work requests, the client's error write (D-07).
 //! 7. Commands in the wrong phase.
 
-#[path = "pair/sim.rs"]
-mod sim;
-
 use core::time::Duration;
 
 use hex_literal::hex;
-use naaice_core::machine::{Action, Error, KernelSet, Placement, RecvBuffer, WorkError};
+use naaice_core::machine::{Error, KernelSet, Machine, Placement, RecvBuffer, WorkError};
+use naaice_core::testkit::AnyAction as Action;
+use naaice_core::testkit::pair::{
+    Act, AllocMode, CLIENT_RKEY, CLIENT_VA, KernelMode, Pair, SERVER_RKEY, SERVER_VA, Side,
+};
 use naaice_core::wire::imm::encode_request;
 use naaice_core::wire::mrsp::{AdvertRecord, MrspErrorCode};
 use naaice_core::wire::{self, FunctionCode};
-use naaice_core::{ClientConfig, Instant, Phase, RegionId, ReturnCode, ServerConfig};
-use sim::{Act, AllocMode, CLIENT_RKEY, CLIENT_VA, KernelMode, Pair, SERVER_RKEY, SERVER_VA, Side};
+use naaice_core::{ClientConfig, Input, Instant, Phase, RegionId, ReturnCode, ServerConfig};
 
 /// §10.2 AAR, 100 bytes.
 const B_AAR: [u8; 100] = hex!(
@@ -1101,10 +1101,8 @@ fn established_after_the_request_is_tolerated() {
     // The passive side may see the first receive complete before its ESTABLISHED event.
     let mut p = vector_b(1);
     p.run();
-    p.client
-        .handle_input(p.now, naaice_core::Input::AddressResolved);
-    p.client
-        .handle_input(p.now, naaice_core::Input::Established);
+    p.client.handle_input(p.now, Input::AddressResolved);
+    p.client.handle_input(p.now, Input::Established);
     p.client.start_mrsp(p.now).unwrap();
     p.run();
     assert_eq!(
@@ -1112,8 +1110,7 @@ fn established_after_the_request_is_tolerated() {
         [RECV_MSG, Act::Send(100), Act::MrspComplete]
     );
     assert_eq!(p.server.phase(), Phase::MrspDone);
-    p.server
-        .handle_input(p.now, naaice_core::Input::Established);
+    p.server.handle_input(p.now, Input::Established);
     p.run();
     let mut expected = vec![RECV_MSG];
     expected.extend(ALLOC_B);
@@ -1123,8 +1120,7 @@ fn established_after_the_request_is_tolerated() {
     let (client, _) = p.rpc();
     assert_eq!(client[3], done(ReturnCode::SUCCESS, 256, 1));
     // A second ESTABLISHED is a protocol violation.
-    p.server
-        .handle_input(p.now, naaice_core::Input::Established);
+    p.server.handle_input(p.now, Input::Established);
     p.run();
     let unexpected = Error::Unexpected {
         phase: Phase::DataReceiving,
@@ -1659,7 +1655,7 @@ fn commands_in_the_wrong_phase_change_nothing() {
     // region_assigned twice, and for a region not handed out.
     assert_eq!(p.allocs.len(), 4);
     p.assign_next().unwrap();
-    let first = sim::AllocRequest {
+    let first = naaice_core::testkit::pair::AllocRequest {
         region: RegionId::new(0),
         size: 64,
         requested_addr: 0x1000_2000,
@@ -1750,4 +1746,88 @@ fn commands_in_the_wrong_phase_change_nothing() {
         (p.client.phase(), p.server.phase()),
         (Phase::Finished, Phase::DataReceiving)
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 8. What the machines keep for their hosts: busy, MRSP done, last result, terminal error,
+//    orphaned kernels.
+
+#[test]
+fn machines_keep_progress_result_and_terminal_error() {
+    let mut p = vector_b(1);
+    p.kernel_mode = KernelMode::Manual;
+    assert!(!p.client.is_busy() && !p.client.mrsp_done());
+    p.connect();
+    p.client.start_mrsp(p.now).unwrap();
+    assert!(p.client.is_busy() && !p.client.mrsp_done());
+    p.run();
+    assert!(!p.client.is_busy() && p.client.mrsp_done() && p.server.mrsp_done());
+    assert_eq!((p.client.last_result(), p.client.error()), (None, None));
+
+    // An RPC: busy until the reply, then the result is kept until taken.
+    p.client.start_rpc(p.now).unwrap();
+    p.run();
+    assert!(p.client.is_busy() && p.server.kernel_running());
+    p.finish_kernel(ReturnCode::SUCCESS).unwrap();
+    p.run();
+    let result = p.client.last_result().expect("the RPC finished");
+    assert_eq!(
+        (result.status, result.bytes_received, result.rpc),
+        (ReturnCode::SUCCESS, 256, 1)
+    );
+    assert!(!p.client.is_busy() && !p.server.kernel_running());
+    assert_eq!(p.client.take_result(), Some(result));
+    assert_eq!(
+        (p.client.take_result(), p.client.last_result()),
+        (None, None)
+    );
+
+    // A kernel timeout orphans the kernel: still running, RPC answered; the late result is
+    // only noted.
+    p.client.start_rpc(p.now).unwrap();
+    p.run();
+    p.advance(Duration::from_secs(10));
+    assert_eq!(
+        p.client.take_result().map(|r| r.status),
+        Some(ReturnCode::KERNEL_TIMEOUT)
+    );
+    assert!(p.server.kernel_running() && p.server.error().is_none());
+    p.finish_kernel(ReturnCode::SUCCESS).unwrap();
+    assert!(!p.server.kernel_running());
+
+    // The connection breaks mid-RPC: the client keeps the terminal error, the server ends.
+    p.client.start_rpc(p.now).unwrap();
+    p.run();
+    p.hang_up(Side::Client);
+    p.client.handle_input(p.now, Input::Disconnected);
+    p.run();
+    assert_eq!(
+        (p.server.phase(), p.server.error()),
+        (Phase::Finished, None)
+    );
+    let error = Error::PeerDisconnected {
+        phase: Phase::DataReceiving,
+    };
+    assert_eq!(
+        (p.client.phase(), p.client.error()),
+        (Phase::Error, Some(error))
+    );
+    assert!(!p.client.is_busy() && !p.client.mrsp_done());
+    // A kernel still running when the connection ends is orphaned, not lost.
+    assert!(p.server.kernel_running());
+    p.finish_kernel(ReturnCode::SUCCESS).unwrap();
+    assert!(!p.server.kernel_running());
+}
+
+#[test]
+fn phase_values_round_trip() {
+    for v in 0..=u8::MAX {
+        if let Some(phase) = Phase::from_value(v) {
+            assert_eq!(phase.value(), v);
+        }
+    }
+    let known = (0..=u8::MAX).filter_map(Phase::from_value).count();
+    assert_eq!(known, 12);
+    assert_eq!(Phase::from_value(12), Some(Phase::MrspDone));
+    assert_eq!(Phase::from_value(4), None);
 }

@@ -17,13 +17,14 @@ use hex_literal::hex;
 use naaice_core::config::{MAX_REGIONS, NAA_ADDR_LIMIT};
 use naaice_core::machine::{Error as MachineError, KernelCall, KernelSet, RecvBuffer, Write};
 use naaice_core::region::{RegionError, RegionFlags};
+use naaice_core::testkit::AnyAction as Action;
 use naaice_core::wire::Error;
 use naaice_core::wire::imm::{Request, encode_request};
 use naaice_core::wire::mrsp::{
     self, AdvertRecord, MrspErrorCode, MsgType, Packet, Repr, RequestRecord,
 };
 use naaice_core::{
-    Action, Client, ClientConfig, ClientRegions, FunctionCode, Input, Instant, Phase, RegionId,
+    Client, ClientConfig, ClientRegions, FunctionCode, Input, Instant, Machine, Phase, RegionId,
     ReturnCode, Server, ServerConfig,
 };
 
@@ -696,7 +697,7 @@ const BUF_LEN: usize = naaice_core::config::MRSP_RECV_LEN;
 fn drain_client(c: &mut Client, buf: &mut [u8]) -> Vec<Action> {
     let mut out = Vec::new();
     while let Some(a) = c.poll_action(buf) {
-        out.push(a);
+        out.push(a.into());
         assert!(out.len() < 100, "client keeps producing actions");
     }
     out
@@ -705,7 +706,7 @@ fn drain_client(c: &mut Client, buf: &mut [u8]) -> Vec<Action> {
 fn drain_server(s: &mut Server, buf: &mut [u8]) -> Vec<Action> {
     let mut out = Vec::new();
     while let Some(a) = s.poll_action(buf) {
-        out.push(a);
+        out.push(a.into());
         assert!(out.len() < 100, "server keeps producing actions");
     }
     out

@@ -11,7 +11,9 @@ use core::time::Duration;
 use embedded_hal::delay::DelayNs;
 use embedded_hal::digital::OutputPin;
 use naaice_core::config::MRSP_RECV_LEN;
-use naaice_core::machine::{Action, Input, KernelCall, RecvBuffer, WrId, Write};
+use naaice_core::machine::{
+    Input, KernelCall, Machine, Post, RecvBuffer, ServerAction, WrId, Write,
+};
 use naaice_core::region::RegionId;
 use naaice_core::{Instant, Phase, ReturnCode, Server};
 use rand_core::CryptoRng;
@@ -25,13 +27,6 @@ use crate::kernel::{KernelDone, KernelJob, KernelUnit};
 use crate::log::{debug, info, warning};
 use crate::memory_map::overlaps;
 use crate::rkey::RkeyGen;
-
-/// Return code of an RPC whose kernel reported a status wider than 24 bits (a hardware
-/// fault): the largest code the immediate can carry.
-pub const KERNEL_FAULT: ReturnCode = match ReturnCode::new(ReturnCode::MAX_VALUE) {
-    Some(rc) => rc,
-    None => ReturnCode::KERNEL_TIMEOUT,
-};
 
 /// Most engine events handled per [`Firmware::step`] (the rest wait for the next step).
 const EVENTS_PER_STEP: usize = 16;
@@ -263,7 +258,7 @@ where
         let Some(status) = self.done.take(index as u8) else {
             return false;
         };
-        let rc = ReturnCode::new(status).unwrap_or(KERNEL_FAULT);
+        let rc = ReturnCode::new(status).unwrap_or(ReturnCode::KERNEL_FAILED);
         debug!("slot {=usize}: kernel done {=u32:#x}", index, rc.get());
         // Only fails if no kernel was running, which was just checked.
         let _ = slot.server.kernel_finished(now, rc);
@@ -304,7 +299,7 @@ where
                 return;
             };
             match action {
-                Action::PostRecv { wr_id, buffer } => {
+                ServerAction::Post(Post::Recv { wr_id, buffer }) => {
                     let message = buffer == RecvBuffer::Message;
                     if self
                         .hw
@@ -315,7 +310,7 @@ where
                         slot.server.handle_input(now, Input::PostFailed(wr_id));
                     }
                 }
-                Action::Send { wr_id, len } => {
+                ServerAction::Post(Post::Send { wr_id, len }) => {
                     let message = &self.msg[..len.min(MRSP_RECV_LEN)];
                     if self
                         .hw
@@ -326,23 +321,21 @@ where
                         slot.server.handle_input(now, Input::PostFailed(wr_id));
                     }
                 }
-                Action::Write(w) => self.post_write(now, index, &w),
-                Action::Allocate {
+                ServerAction::Post(Post::Write(w)) => self.post_write(now, index, &w),
+                ServerAction::Allocate {
                     region,
                     size,
                     requested_addr,
                     internal,
                 } => self.allocate(now, index, region, size, requested_addr, internal),
-                Action::RunKernel(call) => self.start_kernel(now, index, &call),
-                Action::MrspComplete => {
+                ServerAction::RunKernel(call) => self.start_kernel(now, index, &call),
+                ServerAction::MrspComplete => {
                     info!("conn {=u16}: MRSP done", conn);
                 }
-                Action::Failed(_error) => {
+                ServerAction::Failed(_error) => {
                     warning!("conn {=u16}: failed: {}", conn, _error);
                 }
-                Action::Disconnect => self.release(index),
-                // Client-only actions: the server machine never emits them.
-                Action::RpcComplete(_) => {}
+                ServerAction::Disconnect => self.release(index),
             }
         }
     }
@@ -460,7 +453,7 @@ where
         if !pulsed {
             warning!("slot {=usize}: kernel start line failed", index);
             self.hw.kernels.abort(index as u8);
-            let _ = slot.server.kernel_finished(now, KERNEL_FAULT);
+            let _ = slot.server.kernel_finished(now, ReturnCode::KERNEL_FAILED);
         }
     }
 

@@ -14,9 +14,8 @@ use embedded_hal_mock::eh1::digital::{
 use naaice_core::machine::WorkError;
 use naaice_core::region::RegionFlags;
 use naaice_core::wire::mrsp::MrspErrorCode;
-use naaice_core::{Phase, ReturnCode};
+use naaice_core::{Machine, Phase, ReturnCode};
 use naaice_firmware::engine::{Access, Completion, CompletionKind, EngineEvent};
-use naaice_firmware::firmware::KERNEL_FAULT;
 use support::*;
 
 #[test]
@@ -259,7 +258,7 @@ fn kernel_status_wider_than_24_bits_is_a_fault() {
     done.signal(0, 0x0100_0000);
     settle(&mut fw);
     let (_, w) = fw.hardware().engine.writes[0];
-    assert_eq!(w.imm, Some(KERNEL_FAULT.to_imm()));
+    assert_eq!(w.imm, Some(ReturnCode::KERNEL_FAILED.to_imm()));
 }
 
 #[test]

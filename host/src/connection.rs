@@ -21,7 +21,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use naaice_core::machine::RpcResult;
+use naaice_core::machine::{Machine, RpcResult};
 use naaice_core::region::InternalId;
 use naaice_core::{Client, ClientConfig, Phase, RegionId};
 
@@ -44,10 +44,8 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct Connection<E: Endpoint = AnyEndpoint> {
     driver: Driver<E, Client>,
     params: Vec<Buffer>,
-    mrsp_done: bool,
-    /// The last finished RPC, and whether [`Connection::poll`] has not reported it yet.
-    last: Option<(RpcResult, bool)>,
-    failure: Option<naaice_core::machine::Error>,
+    /// The machine's last result was returned by [`Connection::poll`] or [`Connection::wait`].
+    reported: bool,
 }
 
 impl<E: Endpoint> std::fmt::Debug for Connection<E> {
@@ -92,9 +90,7 @@ impl<E: Endpoint> Connection<E> {
         Ok(Self {
             driver,
             params: Vec::new(),
-            mrsp_done: false,
-            last: None,
-            failure: None,
+            reported: false,
         })
     }
 
@@ -185,7 +181,7 @@ impl<E: Endpoint> Connection<E> {
     /// Runs the MRSP to completion (bounded by the MRSP timeout of the [`ClientConfig`]).
     pub fn do_mrsp(&mut self) -> Result<()> {
         self.init_mrsp()?;
-        while !self.mrsp_done {
+        while !self.client().mrsp_done() {
             self.driver.wait(far_future())?;
             self.progress(true)?;
         }
@@ -194,7 +190,7 @@ impl<E: Endpoint> Connection<E> {
 
     /// True once the MRSP has finished.
     pub fn mrsp_done(&self) -> bool {
-        self.mrsp_done
+        self.client().mrsp_done()
     }
 
     /// Starts an RPC without waiting (deadline: the configured RPC timeout).
@@ -206,35 +202,34 @@ impl<E: Endpoint> Connection<E> {
     /// Starts an RPC with its own deadline.
     pub fn init_transfer_with_timeout(&mut self, timeout: Duration) -> Result<()> {
         self.check_failed()?;
-        if let Some((_, fresh)) = &mut self.last {
-            *fresh = false;
-        }
         self.client_mut()
             .start_rpc_with_timeout(clock::now(), timeout)?;
+        self.reported = false;
         self.progress(false)
     }
 
     /// True from [`Connection::init_transfer`] until [`Connection::poll`] or
     /// [`Connection::wait`] returned the RPC's result (or an error).
     pub fn rpc_in_flight(&self) -> bool {
-        self.failure.is_none() && (self.client().is_busy() || matches!(self.last, Some((_, true))))
+        let client = self.client();
+        client.error().is_none()
+            && (client.is_busy() || (client.last_result().is_some() && !self.reported))
     }
 
     /// The result of the last finished RPC.
     pub fn last_result(&self) -> Option<RpcResult> {
-        self.last.map(|(r, _)| r)
+        self.client().last_result()
     }
 
     /// Makes progress without blocking. Returns the RPC result once the RPC in flight is done.
     pub fn poll(&mut self) -> Result<Option<RpcResult>> {
         self.progress(true)?;
-        Ok(match &mut self.last {
-            Some((r, fresh)) if *fresh => {
-                *fresh = false;
-                Some(*r)
-            }
-            _ => None,
-        })
+        if self.reported || self.client().is_busy() {
+            return Ok(None);
+        }
+        let result = self.client().last_result();
+        self.reported = result.is_some();
+        Ok(result)
     }
 
     /// Blocks until the RPC in flight finishes (or fails, or its deadline passes).
@@ -269,12 +264,11 @@ impl<E: Endpoint> Connection<E> {
             self.driver.pump()?;
         }
         while let Some(event) = self.driver.next_event() {
+            // The machine keeps the MRSP state, the result and the error.
             match event {
-                ClientEvent::MrspComplete => self.mrsp_done = true,
-                ClientEvent::RpcComplete(r) => self.last = Some((r, true)),
+                ClientEvent::MrspComplete | ClientEvent::RpcComplete => {}
                 ClientEvent::Failed(e) => {
                     tracing::warn!(error = %e, "connection failed");
-                    self.failure = Some(e);
                     self.driver.disconnect();
                 }
             }
@@ -283,7 +277,7 @@ impl<E: Endpoint> Connection<E> {
     }
 
     fn check_failed(&self) -> Result<()> {
-        match self.failure {
+        match self.client().error() {
             Some(e) => Err(Error::Protocol(e)),
             None => Ok(()),
         }

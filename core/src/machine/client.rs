@@ -5,7 +5,8 @@ use core::time::Duration;
 use heapless::{Deque, Vec};
 
 use super::{
-    Action, Error, Input, Phase, QUEUE_LEN, RecvBuffer, RpcResult, WrId, WrKind, Write, expired,
+    ClientAction, Error, Input, Machine, Phase, Post, QUEUE_LEN, RecvBuffer, RpcResult, WrId,
+    WrKind, Write, expired,
 };
 use crate::config::MAX_REGIONS;
 use crate::region::{ClientRegions, RegionId};
@@ -62,31 +63,54 @@ enum Plan {
     ClientError,
 }
 
-/// The client protocol machine. See the [module docs](super) for the calling contract.
+/// The protocol state; each variant holds the data that exists only in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Created ([`Phase::Init`]).
+    Init,
+    /// Address resolved ([`Phase::Ready`]).
+    Resolved,
+    /// Connected, MRSP not started ([`Phase::Connected`]).
+    Connected,
+    /// The MRSP is in flight: [`Phase::MrspSending`] until our SEND completed, then
+    /// [`Phase::MrspReceiving`]. The Advertisement may overtake the send completion.
+    Mrsp {
+        sent: bool,
+        answered: bool,
+        deadline: Instant,
+    },
+    /// Ready for an RPC: [`Phase::MrspDone`] before the first, [`Phase::Finished`] after.
+    Idle,
+    /// An RPC is in flight: [`Phase::DataSending`] while write completions are missing,
+    /// then [`Phase::DataReceiving`]. The reply may overtake our completions (D-20).
+    Rpc {
+        writes_left: u8,
+        reply: Option<RpcResult>,
+        deadline: Instant,
+    },
+    /// The peer disconnected between operations ([`Phase::Disconnected`]).
+    Disconnected,
+    /// Terminal ([`Phase::Error`]).
+    Failed(Error),
+}
+
+/// The client protocol machine; see the [module docs](super) for the [`Machine`] contract.
 ///
 /// Typical use: fill [`Client::regions_mut`], feed [`Input::Established`], call
-/// [`Client::start_mrsp`], drain actions until [`Action::MrspComplete`]; then per RPC
-/// [`Client::start_rpc`] and drain until [`Action::RpcComplete`].
+/// [`Client::start_mrsp`], drain actions until [`ClientAction::MrspComplete`]; then per RPC
+/// [`Client::start_rpc`] and drain until [`ClientAction::RpcComplete`].
 #[derive(Debug)]
 pub struct Client {
     config: ClientConfig,
-    phase: Phase,
+    state: State,
     regions: ClientRegions,
     remote: Vec<AdvertRecord, MAX_REGIONS>,
     user: [u8; 3],
     rpcs: u32,
+    last: Option<RpcResult>,
     queue: Deque<Pending, QUEUE_LEN>,
+    /// The write list being handed out (output cursor).
     plan: Option<Plan>,
-    imm: u32,
-    deadline: Option<Instant>,
-    /// MRSP: our SEND completed.
-    mrsp_sent: bool,
-    /// MRSP: a valid Advertisement arrived.
-    mrsp_answered: bool,
-    /// RPC: write completions still expected.
-    writes_left: u8,
-    /// RPC: the NAA's reply, if it arrived.
-    reply: Option<(ReturnCode, u32)>,
 }
 
 impl Client {
@@ -94,25 +118,15 @@ impl Client {
     pub fn new(config: ClientConfig, regions: ClientRegions) -> Self {
         Self {
             config,
-            phase: Phase::Init,
+            state: State::Init,
             regions,
             remote: Vec::new(),
             user: [0; 3],
             rpcs: 0,
+            last: None,
             queue: Deque::new(),
             plan: None,
-            imm: 0,
-            deadline: None,
-            mrsp_sent: false,
-            mrsp_answered: false,
-            writes_left: 0,
-            reply: None,
         }
-    }
-
-    /// The current phase.
-    pub fn phase(&self) -> Phase {
-        self.phase
     }
 
     /// The configuration.
@@ -127,8 +141,8 @@ impl Client {
 
     /// The region table, for changes; only before the MRSP starts.
     pub fn regions_mut(&mut self) -> Result<&mut ClientRegions, Error> {
-        if self.phase > Phase::Connected {
-            return Err(Error::WrongPhase { phase: self.phase });
+        if !matches!(self.state, State::Init | State::Resolved | State::Connected) {
+            return Err(self.wrong_phase());
         }
         Ok(&mut self.regions)
     }
@@ -145,17 +159,28 @@ impl Client {
 
     /// True while an MRSP or RPC is in flight.
     pub fn is_busy(&self) -> bool {
-        matches!(
-            self.phase,
-            Phase::MrspSending | Phase::MrspReceiving | Phase::DataSending | Phase::DataReceiving
-        )
+        matches!(self.state, State::Mrsp { .. } | State::Rpc { .. })
+    }
+
+    /// True once the MRSP completed, while the connection is usable (RPCs may start unless
+    /// one is in flight).
+    pub fn mrsp_done(&self) -> bool {
+        matches!(self.state, State::Idle | State::Rpc { .. })
+    }
+
+    /// The result of the last finished RPC; cleared when the next RPC starts.
+    pub fn last_result(&self) -> Option<RpcResult> {
+        self.last
+    }
+
+    /// Takes the result of the last finished RPC (each result is returned once).
+    pub fn take_result(&mut self) -> Option<RpcResult> {
+        self.last.take()
     }
 
     /// Sets the three user bytes of the immediate (spec §3.2); not during an RPC.
     pub fn set_user_bytes(&mut self, user: [u8; 3]) -> Result<(), Error> {
-        if self.is_busy() || self.phase == Phase::Error {
-            return Err(Error::WrongPhase { phase: self.phase });
-        }
+        self.check_quiet()?;
         self.user = user;
         Ok(())
     }
@@ -163,29 +188,28 @@ impl Client {
     /// Sets the bytes a region sends per RPC (`None` = full size); not during an RPC. After
     /// the MRSP the length must also fit the NAA's region.
     pub fn set_bytes_to_send(&mut self, id: RegionId, len: Option<u32>) -> Result<(), Error> {
-        if self.is_busy() || self.phase == Phase::Error {
-            return Err(Error::WrongPhase { phase: self.phase });
-        }
+        self.check_quiet()?;
         self.regions.set_bytes_to_send(id, len)?;
         Ok(())
     }
 
-    /// The instant at which [`Client::handle_timeout`] must be called, if any.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        self.deadline
+    fn check_quiet(&self) -> Result<(), Error> {
+        if self.is_busy() || matches!(self.state, State::Failed(_)) {
+            return Err(self.wrong_phase());
+        }
+        Ok(())
     }
 
-    /// Checks the deadline of the operation in flight.
-    pub fn handle_timeout(&mut self, now: Instant) {
-        if expired(self.deadline, now) {
-            self.fail(Error::Timeout { phase: self.phase });
+    fn wrong_phase(&self) -> Error {
+        Error::WrongPhase {
+            phase: self.phase(),
         }
     }
 
     /// Starts the MRSP: posts the MRSP receive and sends the Advertisement+Request.
     pub fn start_mrsp(&mut self, now: Instant) -> Result<(), Error> {
-        if self.phase != Phase::Connected {
-            return Err(Error::WrongPhase { phase: self.phase });
+        if self.state != State::Connected {
+            return Err(self.wrong_phase());
         }
         let count = self.regions.record_count();
         if self.regions.params().is_empty() {
@@ -203,8 +227,11 @@ impl Client {
             RecvBuffer::Message,
         ));
         self.push(Pending::SendRequest);
-        self.phase = Phase::MrspSending;
-        self.deadline = Some(now + self.config.mrsp_timeout);
+        self.state = State::Mrsp {
+            sent: false,
+            answered: false,
+            deadline: now + self.config.mrsp_timeout,
+        };
         Ok(())
     }
 
@@ -217,8 +244,8 @@ impl Client {
     /// WITH IMMEDIATE carrying the function code. Single-send inputs are skipped from the
     /// second RPC on; with no input to send, one zero-length WRITE WITH IMM goes out.
     pub fn start_rpc_with_timeout(&mut self, now: Instant, timeout: Duration) -> Result<(), Error> {
-        if !matches!(self.phase, Phase::MrspDone | Phase::Finished) {
-            return Err(Error::WrongPhase { phase: self.phase });
+        if self.state != State::Idle {
+            return Err(self.wrong_phase());
         }
         if self.rpcs > 0 {
             self.regions.retire_single_send();
@@ -250,71 +277,50 @@ impl Client {
                 }
             }
         };
-        self.writes_left = match plan {
+        let writes_left = match plan {
             Plan::Inputs { .. } => sent().count() as u8,
             _ => 1,
         };
         self.rpcs = self.rpcs.saturating_add(1);
-        self.imm = imm::encode_request(self.config.fncode, self.user);
         self.plan = Some(plan);
-        self.reply = None;
+        self.last = None;
         self.push(Pending::Recv(
             WrId::new(WrKind::DataRecv, self.rpcs),
             RecvBuffer::Empty,
         ));
         self.push(Pending::Writes);
-        self.phase = Phase::DataSending;
-        self.deadline = Some(now + timeout);
+        self.state = State::Rpc {
+            writes_left,
+            reply: None,
+            deadline: now + timeout,
+        };
         Ok(())
-    }
-
-    /// Feeds an event or completion.
-    pub fn handle_input(&mut self, now: Instant, input: Input<'_>) {
-        let _ = now;
-        if self.phase == Phase::Error {
-            return;
-        }
-        match input {
-            Input::AddressResolved if self.phase == Phase::Init => self.phase = Phase::Ready,
-            Input::Established if self.phase <= Phase::Ready => self.phase = Phase::Connected,
-            Input::AddressResolved | Input::Established => {
-                self.fail(Error::Unexpected { phase: self.phase });
-            }
-            Input::Disconnected => {
-                if self.is_busy() {
-                    self.fail(Error::PeerDisconnected { phase: self.phase });
-                } else {
-                    self.deadline = None;
-                    self.phase = Phase::Disconnected;
-                }
-            }
-            Input::SendCompleted(id) => self.on_send_completed(id),
-            Input::WriteCompleted(id) => self.on_write_completed(id),
-            Input::Received { wr_id, data } => self.on_received(wr_id, data),
-            Input::WriteImmReceived { wr_id, imm, len } => self.on_reply(wr_id, imm, len),
-            Input::WorkFailed { wr_id, error } => self.fail(Error::WorkFailed { wr_id, error }),
-            Input::PostFailed(id) => self.on_post_failed(id),
-        }
     }
 
     fn on_send_completed(&mut self, id: WrId) {
         if id.kind() != Some(WrKind::MrspSend) {
             return self.fail(Error::UnknownWorkRequest(id));
         }
-        if self.phase != Phase::MrspSending || self.mrsp_sent {
-            return self.fail(Error::Unexpected { phase: self.phase });
+        match &mut self.state {
+            State::Mrsp {
+                sent: sent @ false, ..
+            } => *sent = true,
+            _ => return self.unexpected(),
         }
-        self.mrsp_sent = true;
-        self.phase = Phase::MrspReceiving;
         self.finish_mrsp_if_done();
     }
 
     fn on_received(&mut self, id: WrId, data: &[u8]) {
-        if id.kind() != Some(WrKind::MrspRecv) {
-            return self.fail(Error::Unexpected { phase: self.phase });
-        }
-        if !matches!(self.phase, Phase::MrspSending | Phase::MrspReceiving) || self.mrsp_answered {
-            return self.fail(Error::Unexpected { phase: self.phase });
+        if id.kind() != Some(WrKind::MrspRecv)
+            || !matches!(
+                self.state,
+                State::Mrsp {
+                    answered: false,
+                    ..
+                }
+            )
+        {
+            return self.unexpected();
         }
         match Repr::parse(data) {
             Err(e) => self.fail(Error::Malformed(e)),
@@ -326,7 +332,9 @@ impl Client {
                 Err(e) => self.fail(e),
                 Ok(()) => {
                     self.remote = records;
-                    self.mrsp_answered = true;
+                    if let State::Mrsp { answered, .. } = &mut self.state {
+                        *answered = true;
+                    }
                     self.finish_mrsp_if_done();
                 }
             },
@@ -358,9 +366,13 @@ impl Client {
     }
 
     fn finish_mrsp_if_done(&mut self) {
-        if self.mrsp_sent && self.mrsp_answered {
-            self.phase = Phase::MrspDone;
-            self.deadline = None;
+        if let State::Mrsp {
+            sent: true,
+            answered: true,
+            ..
+        } = self.state
+        {
+            self.state = State::Idle;
             self.push(Pending::MrspComplete);
         }
     }
@@ -369,61 +381,70 @@ impl Client {
         if !matches!(id.kind(), Some(WrKind::Write | WrKind::ErrorWrite)) {
             return self.fail(Error::UnknownWorkRequest(id));
         }
-        if self.phase != Phase::DataSending || self.writes_left == 0 {
-            return self.fail(Error::Unexpected { phase: self.phase });
+        match &mut self.state {
+            State::Rpc { writes_left, .. } if *writes_left > 0 => *writes_left -= 1,
+            _ => return self.unexpected(),
         }
-        self.writes_left -= 1;
-        if self.writes_left == 0 {
-            self.phase = Phase::DataReceiving;
-            self.finish_rpc_if_done();
-        }
+        self.finish_rpc_if_done();
     }
 
     /// The NAA's final WRITE WITH IMM. It may overtake our own write completions (D-20).
     fn on_reply(&mut self, id: WrId, imm: u32, len: u32) {
-        if id.kind() != Some(WrKind::DataRecv) {
-            return self.fail(Error::Unexpected { phase: self.phase });
+        let rpc = self.rpcs;
+        match &mut self.state {
+            State::Rpc {
+                reply: reply @ None,
+                ..
+            } if id.kind() == Some(WrKind::DataRecv) => {
+                *reply = Some(RpcResult {
+                    status: ReturnCode::from_imm(imm),
+                    bytes_received: len,
+                    rpc,
+                });
+            }
+            _ => return self.unexpected(),
         }
-        if !matches!(self.phase, Phase::DataSending | Phase::DataReceiving) || self.reply.is_some()
-        {
-            return self.fail(Error::Unexpected { phase: self.phase });
-        }
-        self.reply = Some((ReturnCode::from_imm(imm), len));
         self.finish_rpc_if_done();
     }
 
     fn finish_rpc_if_done(&mut self) {
-        if let (Phase::DataReceiving, Some((status, bytes_received))) = (self.phase, self.reply) {
-            self.phase = Phase::Finished;
-            self.deadline = None;
-            let result = RpcResult {
-                status,
-                bytes_received,
-                rpc: self.rpcs,
-            };
+        if let State::Rpc {
+            writes_left: 0,
+            reply: Some(result),
+            ..
+        } = self.state
+        {
+            self.state = State::Idle;
+            self.last = Some(result);
             self.push(Pending::RpcComplete(result));
         }
     }
 
     /// Posting the reply receive failed: tell the NAA with the error write (spec §3.5).
     fn on_post_failed(&mut self, id: WrId) {
-        if id.kind() == Some(WrKind::DataRecv) && self.phase == Phase::DataSending {
+        let sending = matches!(self.state, State::Rpc { writes_left, .. } if writes_left > 0);
+        if id.kind() == Some(WrKind::DataRecv) && sending {
+            let error = Error::PostFailed(id);
             self.queue.clear();
             self.plan = Some(Plan::ClientError);
             self.push(Pending::Writes);
-            self.push(Pending::Failed(Error::PostFailed(id)));
-            self.phase = Phase::Error;
-            self.deadline = None;
+            self.push(Pending::Failed(error));
+            self.state = State::Failed(error);
         } else {
             self.fail(Error::PostFailed(id));
         }
     }
 
+    fn unexpected(&mut self) {
+        self.fail(Error::Unexpected {
+            phase: self.phase(),
+        });
+    }
+
     fn fail(&mut self, error: Error) {
         self.queue.clear();
         self.plan = None;
-        self.deadline = None;
-        self.phase = Phase::Error;
+        self.state = State::Failed(error);
         // The queue was just cleared, so this push cannot fail.
         let _ = self.queue.push_back(Pending::Failed(error));
     }
@@ -431,39 +452,6 @@ impl Client {
     fn push(&mut self, p: Pending) {
         if self.queue.push_back(p).is_err() {
             self.fail(Error::QueueOverflow);
-        }
-    }
-
-    /// The next action, if any. `buf` receives the message of an [`Action::Send`].
-    #[must_use]
-    pub fn poll_action(&mut self, buf: &mut [u8]) -> Option<Action> {
-        loop {
-            let front = *self.queue.front()?;
-            let action = match front {
-                Pending::Recv(wr_id, buffer) => Action::PostRecv { wr_id, buffer },
-                Pending::SendRequest => match self.emit_request(buf) {
-                    Ok(len) => Action::Send {
-                        wr_id: WrId::new(WrKind::MrspSend, 0),
-                        len,
-                    },
-                    Err(e) => {
-                        self.fail(e);
-                        continue;
-                    }
-                },
-                Pending::Writes => match self.next_write() {
-                    Some(w) => return Some(Action::Write(w)),
-                    None => {
-                        self.queue.pop_front();
-                        continue;
-                    }
-                },
-                Pending::MrspComplete => Action::MrspComplete,
-                Pending::RpcComplete(r) => Action::RpcComplete(r),
-                Pending::Failed(e) => Action::Failed(e),
-            };
-            self.queue.pop_front();
-            return Some(action);
         }
     }
 
@@ -481,6 +469,7 @@ impl Client {
 
     fn next_write(&mut self) -> Option<Write> {
         let params = self.regions.params();
+        let imm = imm::encode_request(self.config.fncode, self.user);
         let (write, rest) = match self.plan? {
             Plan::Inputs { next, last } => {
                 let (i, p) = params
@@ -489,14 +478,14 @@ impl Client {
                     .skip(usize::from(next))
                     .find(|(_, p)| p.is_sent())?;
                 let is_last = i >= usize::from(last);
-                let w = self.write_to(i, p.send_len(), is_last.then_some(self.imm));
+                let w = self.write_to(i, p.send_len(), is_last.then_some(imm));
                 let rest = (!is_last).then_some(Plan::Inputs {
                     next: i as u8 + 1,
                     last,
                 });
                 (w, rest)
             }
-            Plan::Empty { target } => (self.write_to(usize::from(target), 0, Some(self.imm)), None),
+            Plan::Empty { target } => (self.write_to(usize::from(target), 0, Some(imm)), None),
             Plan::ClientError => {
                 let mut w = self.write_to(0, 0, Some(CLIENT_ERROR_VALUE));
                 w.wr_id = WrId::new(WrKind::ErrorWrite, 0);
@@ -521,6 +510,107 @@ impl Client {
             rkey: remote.rkey,
             imm,
             solicited: imm.is_some(),
+        }
+    }
+}
+
+impl Machine for Client {
+    type Action = ClientAction;
+
+    fn poll_action(&mut self, buf: &mut [u8]) -> Option<ClientAction> {
+        loop {
+            let front = *self.queue.front()?;
+            let action = match front {
+                Pending::Recv(wr_id, buffer) => ClientAction::Post(Post::Recv { wr_id, buffer }),
+                Pending::SendRequest => match self.emit_request(buf) {
+                    Ok(len) => ClientAction::Post(Post::Send {
+                        wr_id: WrId::new(WrKind::MrspSend, 0),
+                        len,
+                    }),
+                    Err(e) => {
+                        self.fail(e);
+                        continue;
+                    }
+                },
+                Pending::Writes => match self.next_write() {
+                    Some(w) => return Some(ClientAction::Post(Post::Write(w))),
+                    None => {
+                        self.queue.pop_front();
+                        continue;
+                    }
+                },
+                Pending::MrspComplete => ClientAction::MrspComplete,
+                Pending::RpcComplete(r) => ClientAction::RpcComplete(r),
+                Pending::Failed(e) => ClientAction::Failed(e),
+            };
+            self.queue.pop_front();
+            return Some(action);
+        }
+    }
+
+    fn handle_input(&mut self, _now: Instant, input: Input<'_>) {
+        if matches!(self.state, State::Failed(_)) {
+            return;
+        }
+        match input {
+            Input::AddressResolved if self.state == State::Init => self.state = State::Resolved,
+            Input::Established if matches!(self.state, State::Init | State::Resolved) => {
+                self.state = State::Connected;
+            }
+            Input::AddressResolved | Input::Established => self.unexpected(),
+            Input::Disconnected => {
+                if self.is_busy() {
+                    self.fail(Error::PeerDisconnected {
+                        phase: self.phase(),
+                    });
+                } else {
+                    self.state = State::Disconnected;
+                }
+            }
+            Input::SendCompleted(id) => self.on_send_completed(id),
+            Input::WriteCompleted(id) => self.on_write_completed(id),
+            Input::Received { wr_id, data } => self.on_received(wr_id, data),
+            Input::WriteImmReceived { wr_id, imm, len } => self.on_reply(wr_id, imm, len),
+            Input::WorkFailed { wr_id, error } => self.fail(Error::WorkFailed { wr_id, error }),
+            Input::PostFailed(id) => self.on_post_failed(id),
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if expired(self.poll_timeout(), now) {
+            self.fail(Error::Timeout {
+                phase: self.phase(),
+            });
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self.state {
+            State::Mrsp { deadline, .. } | State::Rpc { deadline, .. } => Some(deadline),
+            _ => None,
+        }
+    }
+
+    fn phase(&self) -> Phase {
+        match self.state {
+            State::Init => Phase::Init,
+            State::Resolved => Phase::Ready,
+            State::Connected => Phase::Connected,
+            State::Mrsp { sent: false, .. } => Phase::MrspSending,
+            State::Mrsp { sent: true, .. } => Phase::MrspReceiving,
+            State::Idle if self.rpcs == 0 => Phase::MrspDone,
+            State::Idle => Phase::Finished,
+            State::Rpc { writes_left: 0, .. } => Phase::DataReceiving,
+            State::Rpc { .. } => Phase::DataSending,
+            State::Disconnected => Phase::Disconnected,
+            State::Failed(_) => Phase::Error,
+        }
+    }
+
+    fn error(&self) -> Option<Error> {
+        match self.state {
+            State::Failed(e) => Some(e),
+            _ => None,
         }
     }
 }

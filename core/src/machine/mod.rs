@@ -1,28 +1,46 @@
 //! The protocol state machines, sans-IO: [`Client`] (host role) and [`Server`] (NAA role).
 //!
-//! Both follow the same contract (after quinn-proto):
-//! * **inputs**: [`Client::handle_input`] / [`Server::handle_input`] with the caller's current
-//!   [`Instant`] and an [`Input`] (connection events and work completions), and
-//!   `handle_timeout(now)` when the instant from `poll_timeout()` has passed;
-//! * **commands**: start the MRSP, start an RPC, report allocations or a finished kernel;
-//! * **outputs**: `poll_action(buf)` until it returns `None`, executing every [`Action`] in
-//!   order. A [`Action::Send`] has written its message into `buf`, which must be the
-//!   registered send buffer (at least [`crate::config::MRSP_RECV_LEN`] bytes). Consecutive
-//!   [`Action::Write`]s form one RPC's write list and may be posted as one linked list.
+//! Both implement [`Machine`] (after quinn-proto's `Connection`):
+//! * **inputs**: [`Machine::handle_input`] with the caller's current [`Instant`] and an
+//!   [`Input`] (connection events and work completions), and [`Machine::handle_timeout`] once
+//!   the instant from [`Machine::poll_timeout`] has passed;
+//! * **commands** (role-specific methods): start the MRSP or an RPC ([`Client`]), report an
+//!   allocation or a finished kernel ([`Server`]);
+//! * **outputs**: [`Machine::poll_action`] until it returns `None`, executing every action in
+//!   order: [`ClientAction`] or [`ServerAction`]. Both carry the work requests to post as
+//!   [`Post`] (shared by the roles, so one driver executes them: [`MachineAction::post`]); the
+//!   other variants are the role's own. A [`Post::Send`] has written its message into the
+//!   `buf` given to `poll_action`, which must be the registered send buffer (at least
+//!   [`crate::config::MRSP_RECV_LEN`] bytes). Consecutive [`Post::Write`]s form one RPC's
+//!   write list and may be posted as one linked list.
+//!
+//! **State.** Each machine keeps its protocol state as a private enum whose variants carry
+//! their data (deadline, counters, the refusal code …), so impossible combinations cannot be
+//! represented; [`Machine::phase`] derives the C-numbered [`Phase`] from it. The machine also
+//! keeps what a host would otherwise track beside it: the terminal error
+//! ([`Machine::error`]), whether the MRSP is done ([`Client::mrsp_done`]), whether an MRSP or
+//! RPC is in flight ([`Client::is_busy`]) and the last RPC's result ([`Client::last_result`],
+//! [`Client::take_result`]).
 //!
 //! The machines never read a clock, never allocate and never panic; every peer value is
-//! validated and a violation ends in [`Action::Failed`] (and [`Phase::Error`]).
+//! validated and a violation ends in a `Failed` action (and [`Phase::Error`], with the error
+//! kept as [`Machine::error`]). A failed or disconnected machine ignores further inputs.
 
+mod action;
 mod client;
 mod server;
 
+pub use action::{
+    ClientAction, KernelCall, Machine, MachineAction, Post, RecvBuffer, RpcResult, ServerAction,
+    Write,
+};
 pub use client::{Client, ClientConfig};
 pub use server::{KernelSet, Placement, Server, ServerConfig};
 
-use crate::region::{RegionError, RegionId};
+use crate::region::RegionError;
 use crate::time::Instant;
 use crate::wire::mrsp::MsgType;
-use crate::wire::{self, MrspErrorCode, ReturnCode};
+use crate::wire::{self, MrspErrorCode};
 
 /// Connection phases, with the numeric values of the C reference (spec §4.1). The order is
 /// meaningful: the C code compares phases numerically.
@@ -60,6 +78,25 @@ impl Phase {
     /// The numeric state value of the C API (`naa_status.state`).
     pub const fn value(self) -> u8 {
         self as u8
+    }
+
+    /// The phase with C state value `value`, if there is one.
+    pub const fn from_value(value: u8) -> Option<Self> {
+        Some(match value {
+            0 => Self::Init,
+            1 => Self::Ready,
+            2 => Self::Connected,
+            3 => Self::Disconnected,
+            10 => Self::MrspSending,
+            11 => Self::MrspReceiving,
+            12 => Self::MrspDone,
+            20 => Self::DataSending,
+            21 => Self::Calculating,
+            22 => Self::DataReceiving,
+            30 => Self::Finished,
+            40 => Self::Error,
+            _ => return None,
+        })
     }
 }
 
@@ -185,105 +222,6 @@ pub enum Input<'a> {
     },
     /// Posting the work request failed locally (it will never complete).
     PostFailed(WrId),
-}
-
-/// Which buffer a receive uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum RecvBuffer {
-    /// The MRSP message buffer, at least [`crate::config::MRSP_RECV_LEN`] bytes.
-    Message,
-    /// No buffer: a zero-length receive, consumed by a WRITE WITH IMMEDIATE.
-    Empty,
-}
-
-/// One RDMA WRITE (or WRITE WITH IMMEDIATE) to post.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Write {
-    /// Work request id.
-    pub wr_id: WrId,
-    /// Local region the data comes from, starting at offset 0.
-    pub region: RegionId,
-    /// Bytes to write (0 = no scatter/gather element).
-    pub len: u32,
-    /// Remote address.
-    pub remote_addr: u64,
-    /// Remote key.
-    pub rkey: u32,
-    /// Immediate value (host order) for a WRITE WITH IMMEDIATE.
-    pub imm: Option<u32>,
-    /// Set the Solicited Event bit.
-    pub solicited: bool,
-}
-
-/// A kernel the NAA must run (server).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct KernelCall {
-    /// Function code (1..=127, one of the configured kernels).
-    pub fncode: u8,
-    /// The immediate's three user bytes.
-    pub user: [u8; 3],
-    /// 1-based RPC counter of the connection.
-    pub rpc: u32,
-}
-
-/// The outcome of one RPC (client).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct RpcResult {
-    /// The NAA's return code.
-    pub status: ReturnCode,
-    /// Length of the NAA's final write (spec §3.8).
-    pub bytes_received: u32,
-    /// 1-based RPC counter of the connection.
-    pub rpc: u32,
-}
-
-/// What the caller must do next.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Action {
-    /// Post a receive.
-    PostRecv {
-        /// Work request id.
-        wr_id: WrId,
-        /// Which buffer.
-        buffer: RecvBuffer,
-    },
-    /// Post a SEND, with the Solicited Event bit, of `buf[..len]` (`buf` as given to
-    /// `poll_action`).
-    Send {
-        /// Work request id.
-        wr_id: WrId,
-        /// Message length.
-        len: usize,
-    },
-    /// Post an RDMA WRITE.
-    Write(Write),
-    /// Server: provide memory for a region, then call [`Server::region_assigned`] (or
-    /// [`Server::assignment_failed`]).
-    Allocate {
-        /// The region.
-        region: RegionId,
-        /// Its size.
-        size: u32,
-        /// The client's requested NAA address (honoured under [`Placement::Requested`]).
-        requested_addr: u64,
-        /// NAA-only memory: not registered for remote access, not advertised.
-        internal: bool,
-    },
-    /// Server: run a kernel on the regions, then call [`Server::kernel_finished`].
-    RunKernel(KernelCall),
-    /// The MRSP finished; RPCs may start.
-    MrspComplete,
-    /// Client: an RPC finished (whatever its return code).
-    RpcComplete(RpcResult),
-    /// Tear the connection down (disconnect, release resources).
-    Disconnect,
-    /// The connection failed; the machine is in [`Phase::Error`].
-    Failed(Error),
 }
 
 /// Errors of the machines: peer misbehaviour, failed work, timeouts and invalid commands.

@@ -11,12 +11,13 @@ use core::time::Duration;
 use heapless::Deque;
 
 use super::{
-    Action, Error, Input, KernelCall, Phase, QUEUE_LEN, RecvBuffer, WrId, WrKind, Write, expired,
+    Error, Input, KernelCall, Machine, Phase, Post, QUEUE_LEN, RecvBuffer, ServerAction, WrId,
+    WrKind, Write, expired,
 };
 use crate::config::MAX_REGIONS;
 use crate::region::{LocalRegion, RegionId, ServerRegions};
 use crate::time::Instant;
-use crate::wire::mrsp::{self, MsgType, Repr, RequestRecord};
+use crate::wire::mrsp::{self, Repr, RequestRecord};
 use crate::wire::{self, FunctionCode, MrspErrorCode, Request, ReturnCode};
 
 /// The set of function codes this NAA has kernels for.
@@ -115,41 +116,68 @@ enum Pending {
     Disconnect,
 }
 
-/// Which write-back writes are still to be handed out.
+/// Which write-back writes are still to be handed out, and the immediate of the last one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Plan {
     /// Output regions from `next` up to and including `last`.
-    Outputs { next: u8, last: u8 },
+    Outputs { next: u8, last: u8, imm: u32 },
     /// One zero-length WRITE WITH IMM to the client's region `target`.
-    Empty { target: u8 },
+    Empty { target: u8, imm: u32 },
 }
 
-/// The server protocol machine. See the [module docs](super) for the calling contract.
+/// The protocol state; each variant holds the data that exists only in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Waiting for the MRSP request: [`Phase::Init`] until ESTABLISHED, then
+    /// [`Phase::MrspReceiving`]. Timer: the MRSP timeout.
+    AwaitRequest,
+    /// The caller allocates the regions; `next` have been handed out
+    /// ([`Phase::MrspReceiving`]). Timer: the MRSP timeout.
+    Allocating { next: u8 },
+    /// The Advertisement is posted ([`Phase::MrspSending`]). Timer: completion.
+    Advertising,
+    /// The MRSP error message is posted; teardown after its completion (D-17,
+    /// [`Phase::MrspSending`]). Timer: completion.
+    Refusing { code: MrspErrorCode },
+    /// Waiting for an RPC: [`Phase::MrspDone`] before the first, [`Phase::DataReceiving`]
+    /// after. Timer: the idle timeout, if configured.
+    Idle,
+    /// The kernel of the current RPC runs ([`Phase::Calculating`]). Timer: the kernel
+    /// timeout.
+    Calculating,
+    /// The write-back is posted; `writes_left` completions are missing
+    /// ([`Phase::DataSending`]). Timer: completion.
+    WritingBack { writes_left: u8 },
+    /// The client disconnected ([`Phase::Finished`]).
+    Disconnected,
+    /// Terminal ([`Phase::Error`]).
+    Failed(Error),
+}
+
+/// The server protocol machine; see the [module docs](super) for the [`Machine`] contract.
 ///
 /// Create it when a connection request arrives and execute its first action (the MRSP
 /// receive) *before* accepting (spec §1.3).
 #[derive(Debug)]
 pub struct Server {
     config: ServerConfig,
-    phase: Phase,
+    state: State,
+    /// The deadline of the current state (set by every transition; kept beside the state
+    /// like quinn-proto's timer table). `None` once the connection ended.
+    timer: Option<Instant>,
     regions: ServerRegions,
     queue: Deque<Pending, QUEUE_LEN>,
-    next_alloc: u8,
-    refused: Option<MrspErrorCode>,
     rpcs: u32,
     recvs: u32,
+    /// The write list being handed out (output cursor).
     plan: Option<Plan>,
-    imm: u32,
-    writes_left: u8,
-    /// A kernel is running (possibly a timed-out one that has not returned yet).
-    kernel_busy: bool,
-    /// The running kernel belongs to the current RPC (not timed out).
-    kernel_current: bool,
+    /// A kernel whose RPC no longer waits for it (timed out, or the connection ended) has
+    /// not returned yet.
+    orphan_kernel: bool,
     /// An RPC request that arrived while the machine was still busy.
     pending_call: Option<Request>,
     /// ESTABLISHED was reported (it may come after the MRSP request, spec §1.3).
     established: bool,
-    deadline: Option<Instant>,
 }
 
 impl Server {
@@ -157,32 +185,22 @@ impl Server {
     pub fn new(config: ServerConfig, now: Instant) -> Self {
         let mut server = Self {
             config,
-            phase: Phase::Init,
+            state: State::AwaitRequest,
+            timer: Some(now + config.mrsp_timeout),
             regions: ServerRegions::new(),
             queue: Deque::new(),
-            next_alloc: 0,
-            refused: None,
             rpcs: 0,
             recvs: 0,
             plan: None,
-            imm: 0,
-            writes_left: 0,
-            kernel_busy: false,
-            kernel_current: false,
+            orphan_kernel: false,
             pending_call: None,
             established: false,
-            deadline: Some(now + config.mrsp_timeout),
         };
         server.push(Pending::Recv(
             WrId::new(WrKind::MrspRecv, 0),
             RecvBuffer::Message,
         ));
         server
-    }
-
-    /// The current phase.
-    pub fn phase(&self) -> Phase {
-        self.phase
     }
 
     /// The configuration.
@@ -200,70 +218,36 @@ impl Server {
         self.rpcs
     }
 
-    /// True while a kernel runs (including one that already timed out).
+    /// True while a kernel runs (including one whose RPC timed out or whose connection
+    /// ended: it still holds the regions until [`Server::kernel_finished`]).
     pub fn kernel_running(&self) -> bool {
-        self.kernel_busy
+        self.orphan_kernel || matches!(self.state, State::Calculating)
     }
 
-    /// The instant at which [`Server::handle_timeout`] must be called, if any.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        self.deadline
+    /// True once the MRSP completed, while the connection is usable.
+    pub fn mrsp_done(&self) -> bool {
+        matches!(
+            self.state,
+            State::Idle | State::Calculating | State::WritingBack { .. }
+        )
     }
 
-    /// Handles an expired deadline: MRSP, completion and idle timeouts end the connection;
-    /// a kernel timeout answers the RPC with KERNEL_TIMEOUT.
-    pub fn handle_timeout(&mut self, now: Instant) {
-        if !expired(self.deadline, now) {
-            return;
-        }
-        if self.phase == Phase::Calculating {
-            self.kernel_current = false;
-            self.write_back(now, ReturnCode::KERNEL_TIMEOUT, false);
-        } else {
-            self.fail(Error::Timeout { phase: self.phase });
+    fn wrong_phase(&self) -> Error {
+        Error::WrongPhase {
+            phase: self.phase(),
         }
     }
 
-    /// Feeds an event or completion.
-    pub fn handle_input(&mut self, now: Instant, input: Input<'_>) {
-        if matches!(self.phase, Phase::Error | Phase::Finished) {
-            return;
-        }
-        match input {
-            Input::AddressResolved => self.fail(Error::Unexpected { phase: self.phase }),
-            Input::Established => {
-                // The MRSP receive is posted before accepting, so the request (and everything
-                // after it) may complete before the passive side sees ESTABLISHED.
-                if self.established {
-                    return self.fail(Error::Unexpected { phase: self.phase });
-                }
-                self.established = true;
-                if self.phase == Phase::Init {
-                    self.phase = Phase::MrspReceiving;
-                }
-            }
-            Input::Disconnected => {
-                self.queue.clear();
-                self.plan = None;
-                self.deadline = None;
-                self.phase = Phase::Finished;
-                self.push(Pending::Disconnect);
-            }
-            Input::Received { wr_id, data } => self.on_request(now, wr_id, data),
-            Input::SendCompleted(id) => self.on_send_completed(now, id),
-            Input::WriteCompleted(id) => self.on_write_completed(now, id),
-            Input::WriteImmReceived { wr_id, imm, len: _ } => self.on_call(now, wr_id, imm),
-            Input::WorkFailed { wr_id, error } => self.fail(Error::WorkFailed { wr_id, error }),
-            Input::PostFailed(id) => self.fail(Error::PostFailed(id)),
-        }
+    fn unexpected(&mut self) {
+        self.fail(Error::Unexpected {
+            phase: self.phase(),
+        });
     }
 
     fn on_request(&mut self, now: Instant, id: WrId, data: &[u8]) {
-        let early = matches!(self.phase, Phase::Init | Phase::MrspReceiving);
-        if id.kind() != Some(WrKind::MrspRecv) || !early || !self.regions.is_empty() {
-            return self.fail(Error::Unexpected { phase: self.phase });
+        if self.state != State::AwaitRequest || id.kind() != Some(WrKind::MrspRecv) {
+            return self.unexpected();
         }
-        self.phase = Phase::MrspReceiving;
         let records = match Repr::parse(data) {
             Ok(Repr::AdvertiseRequest(records)) => records,
             Ok(other) => return self.fail(Error::UnexpectedMessage(other.msg_type())),
@@ -285,7 +269,7 @@ impl Server {
             Ok(table) => self.regions = table,
             Err(_) => return self.refuse(now, MrspErrorCode::TooManyRegions),
         }
-        self.next_alloc = 0;
+        self.state = State::Allocating { next: 0 };
         self.push(Pending::Allocations);
     }
 
@@ -320,8 +304,23 @@ impl Server {
         Ok(())
     }
 
-    /// Reports the memory for region `id` (answer to [`Action::Allocate`]). For internal
-    /// regions the rkey is ignored. After the last region the Advertisement goes out.
+    /// Checks that `id` was handed out by a [`ServerAction::Allocate`] and is not assigned yet.
+    fn check_allocation(&self, id: RegionId) -> Result<(), Error> {
+        let State::Allocating { next, .. } = self.state else {
+            return Err(self.wrong_phase());
+        };
+        let region = self.regions.get(id).ok_or(Error::Region(
+            crate::region::RegionError::UnknownRegion(id.index() as u8),
+        ))?;
+        if region.local.is_some() || id.index() >= usize::from(next) {
+            return Err(self.wrong_phase());
+        }
+        Ok(())
+    }
+
+    /// Reports the memory for region `id` (answer to [`ServerAction::Allocate`]). For
+    /// internal regions the rkey is ignored. After the last region the Advertisement goes
+    /// out.
     pub fn region_assigned(
         &mut self,
         now: Instant,
@@ -329,15 +328,7 @@ impl Server {
         addr: u64,
         rkey: u32,
     ) -> Result<(), Error> {
-        if self.phase != Phase::MrspReceiving || self.refused.is_some() {
-            return Err(Error::WrongPhase { phase: self.phase });
-        }
-        let region = self.regions.get(id).ok_or(Error::Region(
-            crate::region::RegionError::UnknownRegion(id.index() as u8),
-        ))?;
-        if region.local.is_some() || id.index() >= usize::from(self.next_alloc) {
-            return Err(Error::WrongPhase { phase: self.phase });
-        }
+        self.check_allocation(id)?;
         self.regions.set_local(id, LocalRegion { addr, rkey })?;
         if self.regions.all_assigned() {
             // Receives for the first RPC and a spare, before the Advertisement (spec §3.9).
@@ -345,8 +336,10 @@ impl Server {
                 self.post_data_recv();
             }
             self.push(Pending::SendAdvert);
-            self.phase = Phase::MrspSending;
-            self.deadline = Some(now + self.config.completion_timeout);
+            self.enter(
+                State::Advertising,
+                Some(now + self.config.completion_timeout),
+            );
         }
         Ok(())
     }
@@ -354,62 +347,66 @@ impl Server {
     /// Reports that memory for region `id` could not be provided: the request is refused
     /// with 0x01 (not enough memory).
     pub fn assignment_failed(&mut self, now: Instant, id: RegionId) -> Result<(), Error> {
-        if self.phase != Phase::MrspReceiving || self.refused.is_some() {
-            return Err(Error::WrongPhase { phase: self.phase });
-        }
-        let region = self.regions.get(id).ok_or(Error::Region(
-            crate::region::RegionError::UnknownRegion(id.index() as u8),
-        ))?;
         // Only a region handed out for allocation and not assigned yet can fail.
-        if region.local.is_some() || id.index() >= usize::from(self.next_alloc) {
-            return Err(Error::WrongPhase { phase: self.phase });
-        }
+        self.check_allocation(id)?;
         self.refuse(now, MrspErrorCode::NotEnoughMemory);
         Ok(())
     }
 
     fn refuse(&mut self, now: Instant, code: MrspErrorCode) {
         self.queue.clear();
-        self.refused = Some(code);
         self.push(Pending::SendError(code));
-        self.phase = Phase::MrspSending;
-        self.deadline = Some(now + self.config.completion_timeout);
+        self.enter(
+            State::Refusing { code },
+            Some(now + self.config.completion_timeout),
+        );
+    }
+
+    fn enter(&mut self, state: State, timer: Option<Instant>) {
+        self.state = state;
+        self.timer = timer;
+    }
+
+    fn enter_idle(&mut self, now: Instant) {
+        self.enter(State::Idle, self.config.idle_timeout.map(|t| now + t));
+        self.start_pending(now);
     }
 
     fn on_send_completed(&mut self, now: Instant, id: WrId) {
-        if id.kind() != Some(WrKind::MrspSend) || self.phase != Phase::MrspSending {
-            return self.fail(Error::Unexpected { phase: self.phase });
+        if id.kind() != Some(WrKind::MrspSend) {
+            return self.unexpected();
         }
-        if let Some(code) = self.refused {
+        match self.state {
             // The error message is delivered; only now tear down (D-17).
-            return self.fail(Error::MrspRejected(code));
+            State::Refusing { code, .. } => self.fail(Error::MrspRejected(code)),
+            State::Advertising => {
+                self.push(Pending::MrspComplete);
+                self.enter_idle(now);
+            }
+            _ => self.unexpected(),
         }
-        self.phase = Phase::MrspDone;
-        self.deadline = self.config.idle_timeout.map(|t| now + t);
-        self.push(Pending::MrspComplete);
-        self.start_pending(now);
     }
 
     fn on_call(&mut self, now: Instant, id: WrId, imm: u32) {
         if id.kind() != Some(WrKind::DataRecv) {
-            return self.fail(Error::Unexpected { phase: self.phase });
+            return self.unexpected();
         }
         let request = Request::decode(imm);
-        let ready =
-            matches!(self.phase, Phase::MrspDone | Phase::DataReceiving) && !self.kernel_busy;
-        let busy = matches!(self.phase, Phase::MrspSending | Phase::DataSending)
-            || (matches!(self.phase, Phase::MrspDone | Phase::DataReceiving) && self.kernel_busy);
-        if ready {
+        let idle = self.state == State::Idle;
+        let busy = matches!(self.state, State::Advertising | State::WritingBack { .. })
+            || (idle && self.orphan_kernel);
+        if idle && !self.orphan_kernel {
             self.start_call(now, request);
-        } else if busy && self.refused.is_none() && self.pending_call.is_none() {
+        } else if busy && self.pending_call.is_none() {
             self.pending_call = Some(request);
         } else {
-            self.fail(Error::Unexpected { phase: self.phase });
+            self.unexpected();
         }
     }
 
     fn start_pending(&mut self, now: Instant) {
-        if !self.kernel_busy
+        if !self.orphan_kernel
+            && self.state == State::Idle
             && let Some(request) = self.pending_call.take()
         {
             self.start_call(now, request);
@@ -422,10 +419,7 @@ impl Server {
         };
         self.rpcs = self.rpcs.saturating_add(1);
         if self.config.kernels.contains(fncode) {
-            self.kernel_busy = true;
-            self.kernel_current = true;
-            self.phase = Phase::Calculating;
-            self.deadline = Some(now + self.config.kernel_timeout);
+            self.enter(State::Calculating, Some(now + self.config.kernel_timeout));
             self.push(Pending::RunKernel(KernelCall {
                 fncode,
                 user,
@@ -436,23 +430,18 @@ impl Server {
         }
     }
 
-    /// Reports that the kernel of the last [`Action::RunKernel`] returned `status`. The
-    /// output regions are written back with it. A kernel that already timed out is only
-    /// noted (its RPC was answered with KERNEL_TIMEOUT), and so is one that returns after the
-    /// connection failed or was disconnected.
+    /// Reports that the kernel of the last [`ServerAction::RunKernel`] returned `status`.
+    /// The output regions are written back with it. A kernel that already timed out is only
+    /// noted (its RPC was answered with KERNEL_TIMEOUT), and so is one that returns after
+    /// the connection failed or was disconnected.
     pub fn kernel_finished(&mut self, now: Instant, status: ReturnCode) -> Result<(), Error> {
-        if !self.kernel_busy {
-            return Err(Error::WrongPhase { phase: self.phase });
-        }
-        self.kernel_busy = false;
-        if matches!(self.phase, Phase::Error | Phase::Finished) {
-            // The connection is gone: nothing to write back.
-            self.kernel_current = false;
-        } else if self.kernel_current {
-            self.kernel_current = false;
+        if self.state == State::Calculating {
             self.write_back(now, status, true);
-        } else if matches!(self.phase, Phase::MrspDone | Phase::DataReceiving) {
+        } else if self.orphan_kernel {
+            self.orphan_kernel = false;
             self.start_pending(now);
+        } else {
+            return Err(self.wrong_phase());
         }
         Ok(())
     }
@@ -460,12 +449,14 @@ impl Server {
     /// Writes the outputs back (or one zero-length write), the last WITH IMM `rc << 8`.
     /// The next RPC's receive is posted first, so the client never meets RNR (spec §3.9).
     fn write_back(&mut self, now: Instant, status: ReturnCode, with_data: bool) {
+        let imm = status.to_imm();
         let regions = self.regions.regions();
         let outputs = || regions.iter().enumerate().filter(|(_, r)| r.is_output());
         let plan = match (with_data, outputs().next(), outputs().next_back()) {
             (true, Some((first, _)), Some((last, _))) => Plan::Outputs {
                 next: first as u8,
                 last: last as u8,
+                imm,
             },
             _ => {
                 let target = outputs()
@@ -475,33 +466,31 @@ impl Server {
                     .unwrap_or(0);
                 Plan::Empty {
                     target: target as u8,
+                    imm,
                 }
             }
         };
-        self.writes_left = match plan {
+        let writes_left = match plan {
             Plan::Outputs { .. } => outputs().count() as u8,
             Plan::Empty { .. } => 1,
         };
         self.plan = Some(plan);
-        self.imm = status.to_imm();
         self.post_data_recv();
         self.push(Pending::Writes);
-        self.phase = Phase::DataSending;
-        self.deadline = Some(now + self.config.completion_timeout);
+        self.enter(
+            State::WritingBack { writes_left },
+            Some(now + self.config.completion_timeout),
+        );
     }
 
     fn on_write_completed(&mut self, now: Instant, id: WrId) {
         if id.kind() != Some(WrKind::Write) {
             return self.fail(Error::UnknownWorkRequest(id));
         }
-        if self.phase != Phase::DataSending || self.writes_left == 0 {
-            return self.fail(Error::Unexpected { phase: self.phase });
-        }
-        self.writes_left -= 1;
-        if self.writes_left == 0 {
-            self.phase = Phase::DataReceiving;
-            self.deadline = self.config.idle_timeout.map(|t| now + t);
-            self.start_pending(now);
+        match &mut self.state {
+            State::WritingBack { writes_left, .. } if *writes_left > 1 => *writes_left -= 1,
+            State::WritingBack { writes_left: 1 } => self.enter_idle(now),
+            _ => self.unexpected(),
         }
     }
 
@@ -513,11 +502,18 @@ impl Server {
         ));
     }
 
-    fn fail(&mut self, error: Error) {
+    /// Leaves the connection: a running kernel becomes an orphan.
+    fn end(&mut self, state: State) {
+        if self.state == State::Calculating {
+            self.orphan_kernel = true;
+        }
         self.queue.clear();
         self.plan = None;
-        self.deadline = None;
-        self.phase = Phase::Error;
+        self.enter(state, None);
+    }
+
+    fn fail(&mut self, error: Error) {
+        self.end(State::Failed(error));
         // The queue was just cleared: both pushes fit.
         let _ = self.queue.push_back(Pending::Failed(error));
         let _ = self.queue.push_back(Pending::Disconnect);
@@ -529,59 +525,14 @@ impl Server {
         }
     }
 
-    /// The next action, if any. `buf` receives the message of an [`Action::Send`].
-    #[must_use]
-    pub fn poll_action(&mut self, buf: &mut [u8]) -> Option<Action> {
-        loop {
-            let front = *self.queue.front()?;
-            let send = WrId::new(WrKind::MrspSend, 0);
-            let action = match front {
-                Pending::Recv(wr_id, buffer) => Action::PostRecv { wr_id, buffer },
-                Pending::Allocations => {
-                    if let Some(a) = self.next_allocation() {
-                        return Some(a);
-                    }
-                    self.queue.pop_front();
-                    continue;
-                }
-                Pending::SendAdvert => {
-                    match mrsp::emit_advertise(buf, self.regions.advert_records()) {
-                        Ok(len) => Action::Send { wr_id: send, len },
-                        Err(e) => {
-                            self.fail(buffer_error(e, buf.len()));
-                            continue;
-                        }
-                    }
-                }
-                Pending::SendError(code) => match mrsp::emit_error(buf, code) {
-                    Ok(len) => Action::Send { wr_id: send, len },
-                    Err(e) => {
-                        self.fail(buffer_error(e, buf.len()));
-                        continue;
-                    }
-                },
-                Pending::Writes => match self.next_write() {
-                    Some(w) => return Some(Action::Write(w)),
-                    None => {
-                        self.queue.pop_front();
-                        continue;
-                    }
-                },
-                Pending::RunKernel(call) => Action::RunKernel(call),
-                Pending::MrspComplete => Action::MrspComplete,
-                Pending::Failed(e) => Action::Failed(e),
-                Pending::Disconnect => Action::Disconnect,
-            };
-            self.queue.pop_front();
-            return Some(action);
-        }
-    }
-
-    fn next_allocation(&mut self) -> Option<Action> {
-        let index = self.next_alloc;
+    fn next_allocation(&mut self) -> Option<ServerAction> {
+        let State::Allocating { next, .. } = &mut self.state else {
+            return None;
+        };
+        let index = *next;
         let region = self.regions.get(RegionId::new(index))?;
-        self.next_alloc += 1;
-        Some(Action::Allocate {
+        *next += 1;
+        Some(ServerAction::Allocate {
             region: RegionId::new(index),
             size: region.size,
             requested_addr: region.requested_addr,
@@ -591,8 +542,8 @@ impl Server {
 
     fn next_write(&mut self) -> Option<Write> {
         let regions = self.regions.regions();
-        let (index, len, rest) = match self.plan? {
-            Plan::Outputs { next, last } => {
+        let (index, len, rest, imm) = match self.plan? {
+            Plan::Outputs { next, last, imm } => {
                 let (i, r) = regions
                     .iter()
                     .enumerate()
@@ -601,10 +552,11 @@ impl Server {
                 let rest = (i < usize::from(last)).then_some(Plan::Outputs {
                     next: i as u8 + 1,
                     last,
+                    imm,
                 });
-                (i, r.size, rest)
+                (i, r.size, rest, imm)
             }
-            Plan::Empty { target } => (usize::from(target), 0, None),
+            Plan::Empty { target, imm } => (usize::from(target), 0, None, imm),
         };
         let peer = regions.get(index).and_then(|r| r.peer)?;
         self.plan = rest;
@@ -615,9 +567,125 @@ impl Server {
             len,
             remote_addr: peer.addr,
             rkey: peer.rkey,
-            imm: is_last.then_some(self.imm),
+            imm: is_last.then_some(imm),
             solicited: is_last,
         })
+    }
+}
+
+impl Machine for Server {
+    type Action = ServerAction;
+
+    fn poll_action(&mut self, buf: &mut [u8]) -> Option<ServerAction> {
+        loop {
+            let front = *self.queue.front()?;
+            let send = WrId::new(WrKind::MrspSend, 0);
+            let emitted = match front {
+                Pending::SendAdvert => mrsp::emit_advertise(buf, self.regions.advert_records()),
+                Pending::SendError(code) => mrsp::emit_error(buf, code),
+                _ => Ok(0),
+            };
+            let action = match (front, emitted) {
+                (_, Err(e)) => {
+                    self.fail(buffer_error(e, buf.len()));
+                    continue;
+                }
+                (Pending::SendAdvert | Pending::SendError(_), Ok(len)) => {
+                    ServerAction::Post(Post::Send { wr_id: send, len })
+                }
+                (Pending::Recv(wr_id, buffer), _) => {
+                    ServerAction::Post(Post::Recv { wr_id, buffer })
+                }
+                (Pending::Allocations, _) => {
+                    if let Some(a) = self.next_allocation() {
+                        return Some(a);
+                    }
+                    self.queue.pop_front();
+                    continue;
+                }
+                (Pending::Writes, _) => match self.next_write() {
+                    Some(w) => return Some(ServerAction::Post(Post::Write(w))),
+                    None => {
+                        self.queue.pop_front();
+                        continue;
+                    }
+                },
+                (Pending::RunKernel(call), _) => ServerAction::RunKernel(call),
+                (Pending::MrspComplete, _) => ServerAction::MrspComplete,
+                (Pending::Failed(e), _) => ServerAction::Failed(e),
+                (Pending::Disconnect, _) => ServerAction::Disconnect,
+            };
+            self.queue.pop_front();
+            return Some(action);
+        }
+    }
+
+    fn handle_input(&mut self, now: Instant, input: Input<'_>) {
+        if matches!(self.state, State::Failed(_) | State::Disconnected) {
+            return;
+        }
+        match input {
+            Input::AddressResolved => self.unexpected(),
+            Input::Established => {
+                // The MRSP receive is posted before accepting, so the request (and everything
+                // after it) may complete before the passive side sees ESTABLISHED.
+                if self.established {
+                    return self.unexpected();
+                }
+                self.established = true;
+            }
+            Input::Disconnected => {
+                self.end(State::Disconnected);
+                self.push(Pending::Disconnect);
+            }
+            Input::Received { wr_id, data } => self.on_request(now, wr_id, data),
+            Input::SendCompleted(id) => self.on_send_completed(now, id),
+            Input::WriteCompleted(id) => self.on_write_completed(now, id),
+            Input::WriteImmReceived { wr_id, imm, len: _ } => self.on_call(now, wr_id, imm),
+            Input::WorkFailed { wr_id, error } => self.fail(Error::WorkFailed { wr_id, error }),
+            Input::PostFailed(id) => self.fail(Error::PostFailed(id)),
+        }
+    }
+
+    /// MRSP, completion and idle timeouts end the connection; a kernel timeout answers the
+    /// RPC with KERNEL_TIMEOUT (the kernel becomes an orphan until it returns).
+    fn handle_timeout(&mut self, now: Instant) {
+        if !expired(self.poll_timeout(), now) {
+            return;
+        }
+        if self.state == State::Calculating {
+            self.orphan_kernel = true;
+            self.write_back(now, ReturnCode::KERNEL_TIMEOUT, false);
+        } else {
+            self.fail(Error::Timeout {
+                phase: self.phase(),
+            });
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.timer
+    }
+
+    fn phase(&self) -> Phase {
+        match self.state {
+            State::AwaitRequest if !self.established => Phase::Init,
+            State::AwaitRequest | State::Allocating { .. } => Phase::MrspReceiving,
+            State::Advertising | State::Refusing { .. } => Phase::MrspSending,
+            State::Idle if self.rpcs == 0 => Phase::MrspDone,
+            State::Idle => Phase::DataReceiving,
+            State::Calculating => Phase::Calculating,
+            State::WritingBack { .. } => Phase::DataSending,
+            State::Disconnected => Phase::Finished,
+            State::Failed(_) => Phase::Error,
+        }
+    }
+
+    fn error(&self) -> Option<Error> {
+        match self.state {
+            State::Failed(e) => Some(e),
+            _ => None,
+        }
     }
 }
 
@@ -625,16 +693,5 @@ fn buffer_error(e: wire::Error, len: usize) -> Error {
     match e {
         wire::Error::Truncated { needed, .. } => Error::BufferTooSmall { needed, len },
         other => Error::Malformed(other),
-    }
-}
-
-impl MsgType {
-    /// Name of the type for messages.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Error => "Error",
-            Self::AdvertiseRequest => "Advertisement+Request",
-            Self::Advertise => "Advertisement",
-        }
     }
 }

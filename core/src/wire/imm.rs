@@ -120,6 +120,15 @@ impl ReturnCode {
     pub const SOCKET_UNAVAIL: Self = Self(0x01);
     /// KERNEL_TIMEOUT (0x02).
     pub const KERNEL_TIMEOUT: Self = Self(0x02);
+    /// KERNEL_FAILED (0x03, a naaice-rs assignment): the kernel ran but failed (it panicked,
+    /// or the kernel unit reported a status that does not fit the 24-bit field).
+    ///
+    /// Spec §3.7 gives 0x00–0x02 their meanings, reserves 0x03–0x0F for the protocol and
+    /// leaves 0x10–0x7F to applications, so an NAA-generated failure belongs in the reserved
+    /// range, where no application code can mean something else; 0x03 is its first value.
+    /// It also survives the C API's 8-bit `naa_error` unchanged (0xFF_FFFF, the firmware's
+    /// former choice, would show up there as the undefined 0xFF).
+    pub const KERNEL_FAILED: Self = Self(0x03);
     /// The largest value the 24-bit field holds.
     pub const MAX_VALUE: u32 = 0x00FF_FFFF;
 
@@ -191,5 +200,46 @@ impl core::fmt::Display for ReturnCode {
             ReturnClass::Application => write!(f, "application error {:#04x}", self.0),
             ReturnClass::Undefined => write!(f, "undefined code {:#x}", self.0),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Function code 5 with user bytes 0x11 0x22 0x33, as the wire carries it (big-endian).
+    static CALL: [u8; 4] = [0x33, 0x22, 0x11, 0x85];
+    /// Return code 0x12 (an application error), low byte 0.
+    static REPLY: [u8; 4] = [0x00, 0x00, 0x12, 0x00];
+
+    #[test]
+    fn test_request_construct_and_parse() {
+        let code = FunctionCode::new(5).map(|c| encode_request(c, [0x11, 0x22, 0x33]));
+        assert_eq!(code.map(u32::to_be_bytes), Some(CALL));
+        assert_eq!(
+            Request::decode(u32::from_be_bytes(CALL)),
+            Request::Call {
+                fncode: 5,
+                user: [0x11, 0x22, 0x33]
+            }
+        );
+        assert_eq!(Request::decode(0), Request::ClientError);
+        assert_eq!(Request::user_word([0x11, 0x22, 0x33]), 0x3322_1100);
+    }
+
+    #[test]
+    fn test_reply_construct_and_parse() {
+        let rc = ReturnCode::application(0x12);
+        assert_eq!(rc.map(|rc| rc.to_imm().to_be_bytes()), Some(REPLY));
+        // The low byte is ignored.
+        let mut bytes = REPLY;
+        bytes[3] = 0xFF;
+        assert_eq!(Some(ReturnCode::from_imm(u32::from_be_bytes(bytes))), rc);
+        assert_eq!(
+            ReturnCode::KERNEL_FAILED.to_imm().to_be_bytes(),
+            [0, 0, 3, 0]
+        );
+        assert_eq!(ReturnCode::KERNEL_FAILED.class(), ReturnClass::Reserved);
+        assert_eq!(ReturnCode::new(0x0100_0000), None);
     }
 }

@@ -49,6 +49,15 @@ impl MsgType {
             other => Err(Error::UnknownType(other)),
         }
     }
+
+    /// The message's name, for logs.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Error => "Error",
+            Self::AdvertiseRequest => "Advertisement+Request",
+            Self::Advertise => "Advertisement",
+        }
+    }
 }
 
 /// MRSP error codes (type 0x00, byte 1).
@@ -473,4 +482,127 @@ fn emit_header(buf: &mut [u8], ty: MsgType, count: usize, record_len: usize) -> 
         len: buf.len(),
     })?;
     Ok(len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An Advertisement with one record (addr 0x0102030405060708, rkey 0x0A0B0C0D, 256 bytes).
+    static ADVERT: [u8; 20] = [
+        0x02, 0x01, 0x00, 0x00, // type, count, padding
+        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, // addr
+        0x0A, 0x0B, 0x0C, 0x0D, // rkey
+        0x00, 0x00, 0x01, 0x00, // size
+    ];
+
+    /// An Advertisement+Request with one OUTPUT record (flags 0x08, requested 0x1000).
+    static REQUEST: [u8; 28] = [
+        0x01, 0x01, 0x00, 0x00, // type, count, padding
+        0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x00, // flags << 56 | requested address
+        0x00, 0x00, 0x7F, 0x00, 0x00, 0x01, 0x00, 0x00, // published address
+        0x00, 0x00, 0x12, 0x34, // rkey
+        0x00, 0x00, 0x02, 0x00, // size
+    ];
+
+    static ERROR: [u8; 4] = [0x00, 0x02, 0x00, 0x00];
+
+    fn advert_record() -> AdvertRecord {
+        AdvertRecord {
+            addr: 0x0102_0304_0506_0708,
+            rkey: 0x0A0B_0C0D,
+            size: 256,
+        }
+    }
+
+    fn request_record() -> RequestRecord {
+        RequestRecord {
+            flags: RegionFlags::OUTPUT,
+            requested_addr: 0x1000,
+            addr: 0x7F00_0001_0000,
+            rkey: 0x1234,
+            size: 512,
+        }
+    }
+
+    #[test]
+    fn test_deconstruct() -> Result<()> {
+        let packet = Packet::new_checked(&ADVERT[..])?;
+        assert_eq!(packet.msg_type(), MsgType::Advertise);
+        assert_eq!(packet.count(), 1);
+        assert_eq!(packet.total_len(), ADVERT.len());
+        assert_eq!(packet.advert_record(0), Some(advert_record()));
+        assert_eq!(packet.advert_record(1), None);
+        let packet = Packet::new_checked(&REQUEST[..])?;
+        assert_eq!(packet.request_record(0), Some(Ok(request_record())));
+        let packet = Packet::new_checked(&ERROR[..])?;
+        assert_eq!(packet.error_code(), Some(MrspErrorCode::InvalidAddress));
+        Ok(())
+    }
+
+    #[test]
+    fn test_construct() -> Result<()> {
+        let mut bytes = [0xA5u8; 28];
+        assert_eq!(
+            emit_advertise(&mut bytes, [advert_record()].into_iter())?,
+            20
+        );
+        assert_eq!(bytes[..20], ADVERT[..]);
+        assert_eq!(
+            emit_advertise_request(&mut bytes, [request_record()].into_iter())?,
+            28
+        );
+        assert_eq!(bytes, REQUEST);
+        assert_eq!(emit_error(&mut bytes, MrspErrorCode::InvalidAddress)?, 4);
+        assert_eq!(bytes[..4], ERROR[..]);
+        Ok(())
+    }
+
+    #[test]
+    fn test_parse() -> Result<()> {
+        let Repr::AdvertiseRequest(records) = Repr::parse(&REQUEST)? else {
+            return Err(Error::UnknownType(0xFF));
+        };
+        assert_eq!(records.as_slice(), &[request_record()]);
+        assert_eq!(
+            Repr::parse(&ERROR)?,
+            Repr::Error(MrspErrorCode::InvalidAddress)
+        );
+        assert_eq!(
+            Repr::parse(&ADVERT[..19]),
+            Err(Error::Truncated {
+                needed: 20,
+                len: 19
+            })
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn test_emit() -> Result<()> {
+        let mut records = Vec::new();
+        records
+            .push(advert_record())
+            .map_err(|_| Error::TooManyRecords(2))?;
+        let repr = Repr::Advertise(records);
+        assert_eq!(repr.buffer_len(), ADVERT.len());
+        let mut bytes = [0u8; 20];
+        assert_eq!(repr.emit(&mut bytes)?, 20);
+        assert_eq!(bytes, ADVERT);
+        assert_eq!(
+            repr.emit(&mut bytes[..19]),
+            Err(Error::Truncated {
+                needed: 20,
+                len: 19
+            })
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn test_names() {
+        assert_eq!(MsgType::Error.name(), "Error");
+        assert_eq!(MsgType::AdvertiseRequest.name(), "Advertisement+Request");
+        assert_eq!(MsgType::Advertise.name(), "Advertisement");
+    }
 }

@@ -21,7 +21,7 @@ pub(crate) use server::accept;
 use std::time::Instant;
 
 use naaice_core::config::MRSP_RECV_LEN;
-use naaice_core::machine::Input;
+use naaice_core::machine::{Input, Post};
 
 use crate::clock;
 use crate::transport::{
@@ -105,18 +105,18 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
     /// nothing left to do (`None`). Reads nothing from the transport.
     pub(crate) fn next_event(&mut self) -> Option<M::Event> {
         loop {
-            let Some(step) = self.machine.next_step(&mut self.scratch) else {
+            let Some(action) = self.machine.poll_action(&mut self.scratch) else {
                 self.flush_writes();
                 return None;
             };
             // Writes are collected and posted as one list before the next other step.
-            match step {
-                Step::Write(w) => self.queue_write(w),
-                Step::PostRecv { wr_id, buffer } => {
+            match M::step(action) {
+                Step::Post(Post::Write(w)) => self.queue_write(w),
+                Step::Post(Post::Recv { wr_id, buffer }) => {
                     self.flush_writes();
                     self.post_recv(wr_id, buffer);
                 }
-                Step::Send { wr_id, len } => {
+                Step::Post(Post::Send { wr_id, len }) => {
                     self.flush_writes();
                     self.post_message(wr_id, len);
                 }

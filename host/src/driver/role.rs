@@ -1,34 +1,24 @@
-//! The one place where the core machines' actions are sorted into work for the transport
-//! ([`Step::PostRecv`], [`Step::Send`], [`Step::Write`]) and events for the owner of the
-//! connection ([`ClientEvent`], [`ServerEvent`]).
+//! The one place where the core machines' actions are sorted into work requests for the
+//! transport ([`Post`]) and events for the owner of the connection ([`ClientEvent`],
+//! [`ServerEvent`]).
 
-use naaice_core::machine::{Action, Error, Input, KernelCall, RecvBuffer, RpcResult, WrId, Write};
+use naaice_core::machine::{ClientAction, Error, Input, KernelCall, Machine, Post, ServerAction};
 use naaice_core::{Client, Instant, RegionId, Server};
 
-/// What the driver does next for a machine.
+/// What the driver does with one action of a machine.
 pub(crate) enum Step<Ev> {
-    /// Post a receive.
-    PostRecv { wr_id: WrId, buffer: RecvBuffer },
-    /// Post a SEND of the first `len` bytes of the scratch buffer.
-    Send { wr_id: WrId, len: usize },
-    /// Queue an RDMA WRITE (posted with the writes that follow it as one list).
-    Write(Write),
-    /// Something for the owner of the connection.
+    /// Post a work request.
+    Post(Post),
+    /// Report something to the owner of the connection.
     Event(Ev),
 }
 
-/// A core protocol machine as the driver uses it (implemented for both roles).
-pub(crate) trait Role {
+/// A core protocol machine as the driver runs it (both roles).
+pub(crate) trait Role: Machine {
     /// What the machine reports to the owner of the connection.
     type Event;
-    /// The next step, if any; SENDs are encoded into `buf`.
-    fn next_step(&mut self, buf: &mut [u8]) -> Option<Step<Self::Event>>;
-    /// Feeds a completion or connection event.
-    fn handle_input(&mut self, now: Instant, input: Input<'_>);
-    /// Handles expired deadlines (no-op when none expired).
-    fn handle_timeout(&mut self, now: Instant);
-    /// The machine's next deadline.
-    fn poll_timeout(&self) -> Option<Instant>;
+    /// Sorts one action.
+    fn step(action: Self::Action) -> Step<Self::Event>;
     /// The connection was established (connect or accept returned).
     fn established(&mut self, now: Instant);
 }
@@ -38,9 +28,9 @@ pub(crate) trait Role {
 pub(crate) enum ClientEvent {
     /// The MRSP finished.
     MrspComplete,
-    /// An RPC finished (whatever its return code).
-    RpcComplete(RpcResult),
-    /// The connection failed.
+    /// An RPC finished (whatever its return code; the machine keeps the result).
+    RpcComplete,
+    /// The connection failed (the machine keeps the error).
     Failed(Error),
 }
 
@@ -63,87 +53,48 @@ pub(crate) enum ServerEvent {
     Disconnect,
 }
 
-/// Transport work common to both roles, or `Err(action)` for a role-specific one.
-fn transport_step<Ev>(action: Action) -> Result<Step<Ev>, Action> {
-    match action {
-        Action::PostRecv { wr_id, buffer } => Ok(Step::PostRecv { wr_id, buffer }),
-        Action::Send { wr_id, len } => Ok(Step::Send { wr_id, len }),
-        Action::Write(w) => Ok(Step::Write(w)),
-        other => Err(other),
-    }
-}
-
-/// The calls a [`Role`] forwards to the machine's own methods of the same names.
-macro_rules! forward_to_machine {
-    () => {
-        fn handle_input(&mut self, now: Instant, input: Input<'_>) {
-            Self::handle_input(self, now, input);
-        }
-        fn handle_timeout(&mut self, now: Instant) {
-            Self::handle_timeout(self, now);
-        }
-        fn poll_timeout(&self) -> Option<Instant> {
-            Self::poll_timeout(self)
-        }
-    };
-}
-
 impl Role for Client {
     type Event = ClientEvent;
 
-    fn next_step(&mut self, buf: &mut [u8]) -> Option<Step<ClientEvent>> {
-        loop {
-            let action = transport_step(self.poll_action(buf)?);
-            return Some(match action {
-                Ok(step) => step,
-                Err(Action::MrspComplete) => Step::Event(ClientEvent::MrspComplete),
-                Err(Action::RpcComplete(r)) => Step::Event(ClientEvent::RpcComplete(r)),
-                Err(Action::Failed(e)) => Step::Event(ClientEvent::Failed(e)),
-                Err(other) => {
-                    tracing::error!(?other, "not a client action");
-                    continue;
-                }
-            });
-        }
+    fn step(action: ClientAction) -> Step<ClientEvent> {
+        Step::Event(match action {
+            ClientAction::Post(post) => return Step::Post(post),
+            ClientAction::MrspComplete => ClientEvent::MrspComplete,
+            ClientAction::RpcComplete(_) => ClientEvent::RpcComplete,
+            ClientAction::Failed(e) => ClientEvent::Failed(e),
+        })
     }
-    forward_to_machine!();
+
     fn established(&mut self, now: Instant) {
-        Self::handle_input(self, now, Input::AddressResolved);
-        Self::handle_input(self, now, Input::Established);
+        self.handle_input(now, Input::AddressResolved);
+        self.handle_input(now, Input::Established);
     }
 }
 
 impl Role for Server {
     type Event = ServerEvent;
 
-    fn next_step(&mut self, buf: &mut [u8]) -> Option<Step<ServerEvent>> {
-        loop {
-            let action = transport_step(self.poll_action(buf)?);
-            return Some(match action {
-                Ok(step) => step,
-                Err(Action::Allocate {
-                    region,
-                    size,
-                    internal,
-                    ..
-                }) => Step::Event(ServerEvent::Allocate {
-                    region,
-                    size,
-                    internal,
-                }),
-                Err(Action::RunKernel(k)) => Step::Event(ServerEvent::RunKernel(k)),
-                Err(Action::MrspComplete) => Step::Event(ServerEvent::MrspComplete),
-                Err(Action::Failed(e)) => Step::Event(ServerEvent::Failed(e)),
-                Err(Action::Disconnect) => Step::Event(ServerEvent::Disconnect),
-                Err(other) => {
-                    tracing::error!(?other, "not a server action");
-                    continue;
-                }
-            });
-        }
+    fn step(action: ServerAction) -> Step<ServerEvent> {
+        Step::Event(match action {
+            ServerAction::Post(post) => return Step::Post(post),
+            ServerAction::Allocate {
+                region,
+                size,
+                internal,
+                ..
+            } => ServerEvent::Allocate {
+                region,
+                size,
+                internal,
+            },
+            ServerAction::RunKernel(k) => ServerEvent::RunKernel(k),
+            ServerAction::MrspComplete => ServerEvent::MrspComplete,
+            ServerAction::Failed(e) => ServerEvent::Failed(e),
+            ServerAction::Disconnect => ServerEvent::Disconnect,
+        })
     }
-    forward_to_machine!();
+
     fn established(&mut self, now: Instant) {
-        Self::handle_input(self, now, Input::Established);
+        self.handle_input(now, Input::Established);
     }
 }

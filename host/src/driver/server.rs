@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
+use naaice_core::machine::{Machine, Post, ServerAction};
 use naaice_core::{RegionFlags, RegionId, ReturnCode, Server};
 
-use super::role::{Role, Step};
 use super::{Driver, MessageBuffers};
 use crate::clock;
 use crate::memory::Buffer;
@@ -27,7 +27,7 @@ pub(crate) fn accept<I: Incoming>(
         }
     };
     let mut scratch = [0u8; naaice_core::config::MRSP_RECV_LEN];
-    if let Some(Step::PostRecv { wr_id, .. }) = server.next_step(&mut scratch)
+    if let Some(ServerAction::Post(Post::Recv { wr_id, .. })) = server.poll_action(&mut scratch)
         && let Err(e) = incoming
             .endpoint()
             .post_recv(wr_id.raw(), Some(buffers.recv_sge()))

@@ -8,12 +8,9 @@ use naaice_core::{FunctionCode, RegionFlags, ReturnCode};
 
 use crate::memory::BufferGuard;
 
-/// Return code the software NAA sends when a kernel panics. It lies in the range the protocol
-/// reserves (0x03–0x0F); naaice-rs uses 0x03 for "kernel failed".
-pub const KERNEL_FAILED: ReturnCode = match ReturnCode::new(0x03) {
-    Some(rc) => rc,
-    None => ReturnCode::SUCCESS,
-};
+/// Return code the software NAA sends when a kernel panics: core's
+/// [`ReturnCode::KERNEL_FAILED`], shared with the firmware.
+pub const KERNEL_FAILED: ReturnCode = ReturnCode::KERNEL_FAILED;
 
 /// One region as a kernel sees it.
 #[derive(Debug)]

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use heapless::Vec as StackVec;
 use naaice_core::config::MAX_REGIONS;
-use naaice_core::machine::KernelCall;
+use naaice_core::machine::{KernelCall, Machine};
 use naaice_core::{Phase, RegionFlags, ReturnCode, Server, ServerConfig};
 
 use super::kernel::{KERNEL_FAILED, KernelContext, KernelRegion, KernelRegistry};

@@ -19,21 +19,27 @@
 //!   byte of every non-internal region, 2 adds 2, anything else does nothing), finished at once
 //!   with a configurable return code or left running ([`KernelMode`]).
 
+use core::time::Duration;
 use std::collections::VecDeque;
-use std::time::Duration;
+use std::vec;
+use std::vec::Vec;
 
-use naaice_core::config::MRSP_RECV_LEN;
-use naaice_core::machine::{
-    Action, Error, Input, KernelCall, Placement, RecvBuffer, WorkError, WrId,
+use super::AnyAction;
+use crate::config::MRSP_RECV_LEN;
+use crate::machine::{
+    Error, Input, KernelCall, Machine, MachineAction, Placement, Post, RecvBuffer, ServerAction,
+    WorkError, WrId,
 };
-use naaice_core::{
+use crate::{
     Client, ClientConfig, ClientRegions, Instant, Phase, RegionId, ReturnCode, Server, ServerConfig,
 };
 
 /// One of the two peers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Side {
+pub enum Side {
+    /// The host.
     Client,
+    /// The NAA.
     Server,
 }
 
@@ -47,17 +53,18 @@ impl Side {
 }
 
 /// First client buffer address: vector B's p0 (spec §10.2); p1, p2 … follow at 64 KiB steps.
-pub(crate) const CLIENT_VA: u64 = 0x0000_7F00_000A_0000;
+pub const CLIENT_VA: u64 = 0x0000_7F00_000A_0000;
 /// rkey of client parameter 0 (vector B); the next parameters count up.
-pub(crate) const CLIENT_RKEY: u32 = 0x0001_0001;
+pub const CLIENT_RKEY: u32 = 0x0001_0001;
 /// First address the simulated NAA hands out: vector B's first Advertisement record.
-pub(crate) const SERVER_VA: u64 = 0x0000_55BB_0000_1000;
+pub const SERVER_VA: u64 = 0x0000_55BB_0000_1000;
 /// rkey of server region 0 (vector B); the next regions count up.
-pub(crate) const SERVER_RKEY: u32 = 0xB001;
+pub const SERVER_RKEY: u32 = 0xB001;
 
 /// An event or completion, owned (an [`Input`] borrows its data).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Ev {
+#[allow(missing_docs, reason = "the variants mirror `Input`")]
+pub enum Ev {
     Disconnected,
     SendCompleted(WrId),
     WriteCompleted(WrId),
@@ -83,7 +90,8 @@ impl Ev {
 
 /// A work request on its way to the peer.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Op {
+#[allow(missing_docs, reason = "the fields mirror `Post`")]
+pub enum InFlight {
     Send {
         wr_id: WrId,
         data: Vec<u8>,
@@ -99,56 +107,59 @@ pub(crate) enum Op {
 
 /// A registered (or, for NAA internal regions, merely allocated) memory region.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Mr {
-    pub(crate) addr: u64,
-    pub(crate) rkey: u32,
-    pub(crate) data: Vec<u8>,
+pub struct Mr {
+    /// Start address.
+    pub addr: u64,
+    /// Remote key.
+    pub rkey: u32,
+    /// The bytes.
+    pub data: Vec<u8>,
     /// Registered for remote write (false: NAA internal region).
-    pub(crate) remote: bool,
+    pub remote: bool,
 }
 
 /// One side's simulated NIC and host bookkeeping.
 #[derive(Debug, Default)]
-pub(crate) struct Nic {
+pub struct Nic {
     /// Regions by the machine's `RegionId` index.
-    pub(crate) mrs: Vec<Option<Mr>>,
+    pub mrs: Vec<Option<Mr>>,
     /// Posted receives, consumed in order.
-    pub(crate) recvs: VecDeque<(WrId, RecvBuffer)>,
+    pub recvs: VecDeque<(WrId, RecvBuffer)>,
     /// Posted work requests not yet executed at the peer.
-    pub(crate) wire: VecDeque<Op>,
+    pub wire: VecDeque<InFlight>,
     /// Keep this side's work requests on the wire (a silent or stalled peer link).
-    pub(crate) hold_wire: bool,
+    pub hold_wire: bool,
     /// Keep this side's own send/write completions back (see [`Pair::release`]).
-    pub(crate) hold_completions: bool,
+    pub hold_completions: bool,
     held: VecDeque<Ev>,
     /// The QP went to the error state: later work requests are flushed.
-    pub(crate) qp_error: bool,
+    pub qp_error: bool,
     /// Fail the next posting of an empty (data) receive with [`Input::PostFailed`].
-    pub(crate) fail_data_recv: bool,
+    pub fail_data_recv: bool,
     /// Every action the machine emitted, not yet taken by the test.
-    pub(crate) log: Vec<Action>,
+    pub log: Vec<AnyAction>,
     /// Every MRSP message this side sent, in order.
-    pub(crate) sent: Vec<Vec<u8>>,
+    pub sent: Vec<Vec<u8>>,
 }
 
 impl Nic {
     /// The bytes of region `index`.
-    pub(crate) fn mem(&self, index: usize) -> &[u8] {
+    pub fn mem(&self, index: usize) -> &[u8] {
         &self.mrs[index].as_ref().expect("no such region").data
     }
 
     /// The bytes of region `index`, for changes.
-    pub(crate) fn mem_mut(&mut self, index: usize) -> &mut Vec<u8> {
+    pub fn mem_mut(&mut self, index: usize) -> &mut Vec<u8> {
         &mut self.mrs[index].as_mut().expect("no such region").data
     }
 
     /// The first SEND still on the wire, for editing in flight.
-    pub(crate) fn send_in_flight(&mut self) -> &mut Vec<u8> {
+    pub fn send_in_flight(&mut self) -> &mut Vec<u8> {
         self.wire
             .iter_mut()
             .find_map(|op| match op {
-                Op::Send { data, .. } => Some(data),
-                Op::Write { .. } => None,
+                InFlight::Send { data, .. } => Some(data),
+                InFlight::Write { .. } => None,
             })
             .expect("no SEND in flight")
     }
@@ -161,9 +172,13 @@ impl Nic {
     }
 }
 
-/// A compact form of [`Action`] for exact sequence assertions.
+/// A compact form of the actions for exact sequence assertions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Act {
+#[allow(
+    missing_docs,
+    reason = "each variant abbreviates the action of the same name"
+)]
+pub enum Act {
     Recv(RecvBuffer),
     Send(usize),
     Write {
@@ -191,17 +206,17 @@ pub(crate) enum Act {
     Failed(Error),
 }
 
-impl From<Action> for Act {
-    fn from(a: Action) -> Self {
+impl From<AnyAction> for Act {
+    fn from(a: AnyAction) -> Self {
         match a {
-            Action::PostRecv { buffer, .. } => Self::Recv(buffer),
-            Action::Send { len, .. } => Self::Send(len),
-            Action::Write(w) => Self::Write {
+            AnyAction::PostRecv { buffer, .. } => Self::Recv(buffer),
+            AnyAction::Send { len, .. } => Self::Send(len),
+            AnyAction::Write(w) => Self::Write {
                 region: w.region.index() as u8,
                 len: w.len,
                 imm: w.imm,
             },
-            Action::Allocate {
+            AnyAction::Allocate {
                 region,
                 size,
                 internal,
@@ -211,26 +226,26 @@ impl From<Action> for Act {
                 size,
                 internal,
             },
-            Action::RunKernel(k) => Self::Kernel {
+            AnyAction::RunKernel(k) => Self::Kernel {
                 fncode: k.fncode,
                 user: k.user,
                 rpc: k.rpc,
             },
-            Action::MrspComplete => Self::MrspComplete,
-            Action::RpcComplete(r) => Self::RpcComplete {
+            AnyAction::MrspComplete => Self::MrspComplete,
+            AnyAction::RpcComplete(r) => Self::RpcComplete {
                 status: r.status,
                 bytes: r.bytes_received,
                 rpc: r.rpc,
             },
-            Action::Disconnect => Self::Disconnect,
-            Action::Failed(e) => Self::Failed(e),
+            AnyAction::Disconnect => Self::Disconnect,
+            AnyAction::Failed(e) => Self::Failed(e),
         }
     }
 }
 
-/// How the server's host answers [`Action::Allocate`].
+/// How the server's host answers [`ServerAction::Allocate`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum AllocMode {
+pub enum AllocMode {
     /// Allocate and call `region_assigned` at once.
     Auto,
     /// Like `Auto`, but region `n` fails (`assignment_failed`).
@@ -241,7 +256,7 @@ pub(crate) enum AllocMode {
 
 /// How the server's host runs kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum KernelMode {
+pub enum KernelMode {
     /// Run the reference kernel and report this return code at once.
     Auto(ReturnCode),
     /// Leave it running; the test calls [`Pair::finish_kernel`].
@@ -250,32 +265,40 @@ pub(crate) enum KernelMode {
 
 /// Everything one allocation request carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct AllocRequest {
-    pub(crate) region: RegionId,
-    pub(crate) size: u32,
-    pub(crate) requested_addr: u64,
-    pub(crate) internal: bool,
+#[allow(missing_docs, reason = "the fields of `ServerAction::Allocate`")]
+pub struct AllocRequest {
+    pub region: RegionId,
+    pub size: u32,
+    pub requested_addr: u64,
+    pub internal: bool,
 }
 
 /// The simulation.
 #[derive(Debug)]
-pub(crate) struct Pair {
-    pub(crate) now: Instant,
-    pub(crate) client: Client,
-    pub(crate) server: Server,
-    pub(crate) cnic: Nic,
-    pub(crate) snic: Nic,
-    pub(crate) alloc_mode: AllocMode,
-    pub(crate) kernel_mode: KernelMode,
+pub struct Pair {
+    /// The virtual clock.
+    pub now: Instant,
+    /// The client machine.
+    pub client: Client,
+    /// The server machine.
+    pub server: Server,
+    /// The client's NIC.
+    pub cnic: Nic,
+    /// The server's NIC.
+    pub snic: Nic,
+    /// How allocations are answered.
+    pub alloc_mode: AllocMode,
+    /// How kernels run.
+    pub kernel_mode: KernelMode,
     /// Allocation requests waiting for the test (`AllocMode::Manual`).
-    pub(crate) allocs: VecDeque<AllocRequest>,
+    pub allocs: VecDeque<AllocRequest>,
     /// Kernels started and not finished yet, oldest first.
-    pub(crate) kernels: VecDeque<KernelCall>,
+    pub kernels: VecDeque<KernelCall>,
     /// Fewest receives the server had posted after any step since it posted its
     /// Advertisement (while it was not failed or finished).
-    pub(crate) server_min_recvs: Option<usize>,
+    pub server_min_recvs: Option<usize>,
     /// Receives the server had posted when it posted each final write-back (WITH IMM).
-    pub(crate) recvs_at_reply: Vec<usize>,
+    pub recvs_at_reply: Vec<usize>,
     events: VecDeque<(Side, Ev)>,
     link_down: bool,
     next_server_addr: u64,
@@ -285,7 +308,7 @@ impl Pair {
     /// A client with parameter regions `params` (size, flag byte) and internal regions
     /// `internal`, and a server, both at time 0 and not yet connected. Client buffer `i` holds
     /// the pattern `j ^ (0x10 · (i + 1))`.
-    pub(crate) fn new(
+    pub fn new(
         params: &[(u32, u8)],
         internal: &[u32],
         ccfg: ClientConfig,
@@ -347,14 +370,16 @@ impl Pair {
         }
     }
 
-    pub(crate) fn nic(&self, side: Side) -> &Nic {
+    /// The NIC of `side`.
+    pub fn nic(&self, side: Side) -> &Nic {
         match side {
             Side::Client => &self.cnic,
             Side::Server => &self.snic,
         }
     }
 
-    pub(crate) fn nic_mut(&mut self, side: Side) -> &mut Nic {
+    /// The NIC of `side`, for changes.
+    pub fn nic_mut(&mut self, side: Side) -> &mut Nic {
         match side {
             Side::Client => &mut self.cnic,
             Side::Server => &mut self.snic,
@@ -363,7 +388,7 @@ impl Pair {
 
     /// The connection comes up: the server posts its MRSP receive before accepting (spec §1.3),
     /// then both sides see ESTABLISHED.
-    pub(crate) fn connect(&mut self) {
+    pub fn connect(&mut self) {
         self.run();
         self.client.handle_input(self.now, Input::AddressResolved);
         self.client.handle_input(self.now, Input::Established);
@@ -372,7 +397,7 @@ impl Pair {
     }
 
     /// Connects and runs the MRSP to completion; asserts success and clears the logs.
-    pub(crate) fn mrsp(&mut self) {
+    pub fn mrsp(&mut self) {
         self.connect();
         self.client.start_mrsp(self.now).expect("start_mrsp");
         self.run();
@@ -393,24 +418,24 @@ impl Pair {
     }
 
     /// Starts an RPC and runs until nothing moves; returns both sides' actions.
-    pub(crate) fn rpc(&mut self) -> (Vec<Act>, Vec<Act>) {
+    pub fn rpc(&mut self) -> (Vec<Act>, Vec<Act>) {
         self.client.start_rpc(self.now).expect("start_rpc");
         self.run();
         (self.take(Side::Client), self.take(Side::Server))
     }
 
     /// Takes the action log of `side`, in compact form.
-    pub(crate) fn take(&mut self, side: Side) -> Vec<Act> {
+    pub fn take(&mut self, side: Side) -> Vec<Act> {
         self.take_actions(side).into_iter().map(Act::from).collect()
     }
 
     /// Takes the action log of `side`.
-    pub(crate) fn take_actions(&mut self, side: Side) -> Vec<Action> {
+    pub fn take_actions(&mut self, side: Side) -> Vec<AnyAction> {
         core::mem::take(&mut self.nic_mut(side).log)
     }
 
     /// Runs until nothing moves any more.
-    pub(crate) fn run(&mut self) {
+    pub fn run(&mut self) {
         for _ in 0..100_000 {
             if !self.step() {
                 return;
@@ -421,7 +446,7 @@ impl Pair {
 
     /// One step: execute pending actions, else feed one event, else deliver one work request.
     /// Returns false if nothing could be done.
-    pub(crate) fn step(&mut self) -> bool {
+    pub fn step(&mut self) -> bool {
         let progressed = if self.drain(Side::Client) | self.drain(Side::Server) {
             true
         } else if let Some((side, ev)) = self.events.pop_front() {
@@ -435,7 +460,7 @@ impl Pair {
     }
 
     /// Releases the completions held back for `side` (they queue behind everything else).
-    pub(crate) fn release(&mut self, side: Side) {
+    pub fn release(&mut self, side: Side) {
         let nic = self.nic_mut(side);
         nic.hold_completions = false;
         let held: Vec<_> = nic.held.drain(..).collect();
@@ -444,7 +469,7 @@ impl Pair {
 
     /// Host `side` tears the connection down (e.g. `rdma_disconnect`): the peer sees
     /// DISCONNECTED and nothing is delivered any more.
-    pub(crate) fn hang_up(&mut self, side: Side) {
+    pub fn hang_up(&mut self, side: Side) {
         if !self.link_down {
             self.link_down = true;
             self.events.push_back((side.peer(), Ev::Disconnected));
@@ -452,7 +477,7 @@ impl Pair {
     }
 
     /// Moves the clock to `t`, lets both machines check their deadlines and runs.
-    pub(crate) fn advance_to(&mut self, t: Instant) {
+    pub fn advance_to(&mut self, t: Instant) {
         assert!(t >= self.now, "time runs forward");
         self.now = t;
         self.client.handle_timeout(t);
@@ -461,13 +486,13 @@ impl Pair {
     }
 
     /// Moves the clock by `d` (see [`Pair::advance_to`]).
-    pub(crate) fn advance(&mut self, d: Duration) {
+    pub fn advance(&mut self, d: Duration) {
         self.advance_to(self.now + d);
     }
 
     /// Finishes the oldest running kernel: applies the reference kernel's effect, then reports
     /// `rc` to the server.
-    pub(crate) fn finish_kernel(&mut self, rc: ReturnCode) -> Result<(), Error> {
+    pub fn finish_kernel(&mut self, rc: ReturnCode) -> Result<(), Error> {
         let call = self.kernels.pop_front().expect("no kernel running");
         let add = match call.fncode {
             1 => 1,
@@ -483,14 +508,14 @@ impl Pair {
     }
 
     /// Provides memory for the oldest waiting allocation request (`AllocMode::Manual`).
-    pub(crate) fn assign_next(&mut self) -> Result<(), Error> {
+    pub fn assign_next(&mut self) -> Result<(), Error> {
         let req = self.allocs.pop_front().expect("no allocation waiting");
         self.assign(req)
     }
 
     /// Provides memory for `req` and reports it to the server: at the requested address under
     /// [`Placement::Requested`], else at the next free page-aligned address.
-    pub(crate) fn assign(&mut self, req: AllocRequest) -> Result<(), Error> {
+    pub fn assign(&mut self, req: AllocRequest) -> Result<(), Error> {
         let addr = match self.server.config().placement {
             Placement::Requested { .. } => req.requested_addr,
             Placement::Allocate => self.next_server_addr,
@@ -552,22 +577,33 @@ impl Pair {
         let mut any = false;
         loop {
             let mut buf = [0u8; MRSP_RECV_LEN];
-            let action = match side {
-                Side::Client => self.client.poll_action(&mut buf),
-                Side::Server => self.server.poll_action(&mut buf),
-            };
-            let Some(action) = action else {
-                return any;
+            let (logged, post) = match side {
+                Side::Client => match self.client.poll_action(&mut buf) {
+                    Some(a) => (AnyAction::from(a), a.post()),
+                    None => return any,
+                },
+                Side::Server => match self.server.poll_action(&mut buf) {
+                    Some(ServerAction::Post(p)) => (p.into(), Some(p)),
+                    Some(a) => {
+                        self.nic_mut(side).log.push(a.into());
+                        self.host(a);
+                        any = true;
+                        continue;
+                    }
+                    None => return any,
+                },
             };
             any = true;
-            self.nic_mut(side).log.push(action);
-            self.execute(side, action, &buf);
+            self.nic_mut(side).log.push(logged);
+            if let Some(p) = post {
+                self.post(side, p, &buf);
+            }
         }
     }
 
-    fn execute(&mut self, side: Side, action: Action, buf: &[u8]) {
-        match action {
-            Action::PostRecv { wr_id, buffer } => {
+    fn post(&mut self, side: Side, post: Post, buf: &[u8]) {
+        match post {
+            Post::Recv { wr_id, buffer } => {
                 let nic = self.nic_mut(side);
                 if buffer == RecvBuffer::Empty && nic.fail_data_recv {
                     nic.fail_data_recv = false;
@@ -584,13 +620,13 @@ impl Pair {
                     nic.recvs.push_back((wr_id, buffer));
                 }
             }
-            Action::Send { wr_id, len } => {
+            Post::Send { wr_id, len } => {
                 let data = buf[..len].to_vec();
                 let nic = self.nic_mut(side);
                 nic.sent.push(data.clone());
-                nic.wire.push_back(Op::Send { wr_id, data });
+                nic.wire.push_back(InFlight::Send { wr_id, data });
             }
-            Action::Write(w) => {
+            Post::Write(w) => {
                 // Spec §1.5: the Solicited Event bit on exactly the final write (WITH IMM).
                 assert_eq!(
                     w.solicited,
@@ -607,7 +643,7 @@ impl Pair {
                     .and_then(Option::as_ref);
                 match source.and_then(|mr| mr.data.get(..w.len as usize)) {
                     Some(bytes) => {
-                        let op = Op::Write {
+                        let op = InFlight::Write {
                             wr_id: w.wr_id,
                             data: bytes.to_vec(),
                             remote_addr: w.remote_addr,
@@ -628,13 +664,18 @@ impl Pair {
                     }
                 }
             }
-            Action::Allocate {
+        }
+    }
+
+    /// The server's host: allocations, kernels, teardown.
+    fn host(&mut self, action: ServerAction) {
+        match action {
+            ServerAction::Allocate {
                 region,
                 size,
                 requested_addr,
                 internal,
             } => {
-                assert_eq!(side, Side::Server, "only the server allocates");
                 let req = AllocRequest {
                     region,
                     size,
@@ -653,15 +694,14 @@ impl Pair {
                     AllocMode::Manual => self.allocs.push_back(req),
                 }
             }
-            Action::RunKernel(call) => {
-                assert_eq!(side, Side::Server, "only the server runs kernels");
+            ServerAction::RunKernel(call) => {
                 self.kernels.push_back(call);
                 if let KernelMode::Auto(rc) = self.kernel_mode {
                     self.finish_kernel(rc).expect("kernel_finished");
                 }
             }
-            Action::Disconnect => self.hang_up(side),
-            Action::MrspComplete | Action::RpcComplete(_) | Action::Failed(_) => {}
+            ServerAction::Disconnect => self.hang_up(Side::Server),
+            ServerAction::Post(_) | ServerAction::MrspComplete | ServerAction::Failed(_) => {}
         }
     }
 
@@ -675,13 +715,13 @@ impl Pair {
 
     /// Executes the oldest work request of `side` at its peer, even if held; true if there
     /// was one.
-    pub(crate) fn deliver_one(&mut self, side: Side) -> bool {
+    pub fn deliver_one(&mut self, side: Side) -> bool {
         let Some(op) = self.nic_mut(side).wire.pop_front() else {
             return false;
         };
         let to = side.peer();
         if self.link_down || self.nic(side).qp_error {
-            let (Op::Send { wr_id, .. } | Op::Write { wr_id, .. }) = op;
+            let (InFlight::Send { wr_id, .. } | InFlight::Write { wr_id, .. }) = op;
             self.complete(
                 side,
                 Ev::WorkFailed {
@@ -692,7 +732,7 @@ impl Pair {
             return true;
         }
         match op {
-            Op::Send { wr_id, data } => match self.nic_mut(to).recvs.pop_front() {
+            InFlight::Send { wr_id, data } => match self.nic_mut(to).recvs.pop_front() {
                 None => {
                     let error = WorkError::RnrRetryExceeded;
                     self.complete(side, Ev::WorkFailed { wr_id, error });
@@ -710,7 +750,7 @@ impl Pair {
                     self.complete(side, Ev::WorkFailed { wr_id, error });
                 }
             },
-            Op::Write {
+            InFlight::Write {
                 wr_id,
                 data,
                 remote_addr,
