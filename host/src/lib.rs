@@ -3,7 +3,8 @@
 //! Host side of the NAAICE stack: offload RPCs to network-attached accelerators (NAAs).
 //!
 //! * [`Naa`] (AP2, the middleware API): create / invoke / test / wait / finalize, MPI-like and
-//!   non-blocking; NAAs found through `NAA_SPEC` ([`spec`]).
+//!   non-blocking; NAAs found through `NAA_SPEC` ([`spec`]), shared out among MPI ranks and
+//!   failed over ([`select`]); the environment variables in one place ([`environment`]).
 //! * [`Connection`] (AP1, the low-level API): connection, regions, MRSP and transfers step by
 //!   step.
 //! * [`swnaa`]: the software NAA, a server that behaves like the FPGA NAA.
@@ -21,10 +22,12 @@
 mod clock;
 pub mod connection;
 mod driver;
+pub mod environment;
 mod error;
 #[allow(unsafe_code)]
 pub mod memory;
 pub mod naa;
+pub mod select;
 pub mod spec;
 pub mod swnaa;
 pub mod transport;

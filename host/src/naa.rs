@@ -25,15 +25,17 @@
 //! can touch memory the program is looking at.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use naaice_core::machine::RpcResult;
 use naaice_core::{ClientConfig, FunctionCode, Phase, RegionId, ReturnCode};
 
 use crate::connection::Connection;
+use crate::environment::Rank;
 use crate::error::{Error, Result};
 use crate::memory::{Buffer, BufferGuard};
-use crate::spec::{self, Reservation};
+use crate::spec::{self, Pool, Reservation};
 use crate::transport::{AnyEndpoint, Endpoint, Transport};
 
 /// A parameter of an NAA call: a buffer, optionally single-send.
@@ -100,6 +102,11 @@ pub struct NaaOptions {
     pub mrsp_timeout: Duration,
     /// Default per-RPC deadline.
     pub rpc_timeout: Duration,
+    /// The process's rank for choosing among `NAA_SPEC` entries; `None` reads the launcher's
+    /// variables ([`crate::select`]).
+    pub rank: Option<Rank>,
+    /// The entries to choose from; `None` is the process's `NAA_SPEC`.
+    pub pool: Option<Arc<Pool>>,
 }
 
 impl Default for NaaOptions {
@@ -109,7 +116,9 @@ impl Default for NaaOptions {
             local: None,
             connect_timeout: crate::connection::CONNECT_TIMEOUT,
             mrsp_timeout: Duration::from_secs(10),
-            rpc_timeout: Duration::from_secs(60),
+            rpc_timeout: crate::environment::DEFAULT_RPC_TIMEOUT,
+            rank: None,
+            pool: None,
         }
     }
 }
@@ -143,15 +152,18 @@ impl<E: Endpoint> std::fmt::Debug for Naa<E> {
 }
 
 impl<E: Endpoint> Naa<E> {
-    /// `naa_create`: selects an NAA for `fncode` from `NAA_SPEC`, connects, registers the
-    /// parameters and runs the MRSP.
+    /// `naa_create`: selects an NAA for `fncode` from `NAA_SPEC` (by the process's rank,
+    /// failing over to further entries: [`crate::select`]), connects, registers the
+    /// parameters and runs the MRSP. Options from the environment
+    /// ([`NaaOptions::from_env`]), as in the C ABI.
     pub fn create<T: Transport<Endpoint = E>>(
         transport: &T,
         fncode: u32,
         inputs: Vec<Param>,
         outputs: Vec<Param>,
     ) -> Result<Self> {
-        Self::create_with(transport, fncode, inputs, outputs, &NaaOptions::default())
+        let options = NaaOptions::from_env()?;
+        Self::create_with(transport, fncode, inputs, outputs, &options)
     }
 
     /// `naa_create` with explicit options (e.g. the NAA's address).
@@ -168,13 +180,6 @@ impl<E: Endpoint> Naa<E> {
             .ok_or_else(|| {
                 Error::InvalidArgument(format!("function code {fncode} is not in 1..=127"))
             })?;
-        let (remote, reservation) = match options.remote {
-            Some(addr) => (addr, None),
-            None => {
-                let r = spec::reserve(fncode, inputs.len())?;
-                (r.entry().resolve()?, Some(r))
-            }
-        };
         let local = match options.local {
             Some(l) => Some(l),
             None => spec::local_ip_from_env()?,
@@ -182,8 +187,27 @@ impl<E: Endpoint> Naa<E> {
         let mut config = ClientConfig::new(code);
         config.mrsp_timeout = options.mrsp_timeout;
         config.rpc_timeout = options.rpc_timeout;
-        let deadline = std::time::Instant::now() + options.connect_timeout;
-        let mut conn = Connection::connect_until(transport, remote, local, config, deadline)?;
+        let connect =
+            |remote, until| Connection::connect_until(transport, remote, local, config, until);
+        let (mut conn, reservation) = match options.remote {
+            Some(addr) => (
+                connect(addr, std::time::Instant::now() + options.connect_timeout)?,
+                None,
+            ),
+            None => {
+                let pool = options.pool.clone().map_or_else(Pool::global, Ok)?;
+                let rank = options.rank.map_or_else(Rank::from_env, Ok)?;
+                let (conn, r) = crate::select::connect(
+                    &pool,
+                    fncode,
+                    inputs.len(),
+                    &rank,
+                    options.connect_timeout,
+                    connect,
+                )?;
+                (conn, Some(r))
+            }
+        };
         let mut known: Vec<(Buffer, RegionId)> = Vec::new();
         let mut region_of = |conn: &mut Connection<E>, p: &Param| -> Result<RegionId> {
             if let Some((_, id)) = known.iter().find(|(b, _)| same_memory(b, &p.buffer)) {
@@ -217,6 +241,11 @@ impl<E: Endpoint> Naa<E> {
             fncode: code,
             _reservation: reservation,
         })
+    }
+
+    /// The `NAA_SPEC` entry this handle uses (`None` when created with an explicit address).
+    pub fn entry(&self) -> Option<&spec::NaaEntry> {
+        self._reservation.as_ref().map(Reservation::entry)
     }
 
     /// The function code.

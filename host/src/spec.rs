@@ -6,10 +6,11 @@
 //! the entry and field (the C code skips it silently); ports must be 1–65535 and function
 //! codes 1–127 (the C code wraps them); spaces around fields are ignored; an IPv6 literal may
 //! be written in brackets (`[fe80::1]:12345:1:2`); empty entries (a trailing comma) are
-//! skipped. Entries are handed out per process and returned when the handle is dropped.
+//! skipped. Entries are handed out per process and returned when the handle is dropped; which
+//! entry a handle prefers depends on the process's rank ([`crate::select`]).
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::transport::DEFAULT_PORT;
 
@@ -43,6 +44,26 @@ pub enum SpecError {
         /// Inputs passed.
         got: usize,
     },
+    /// An environment variable is malformed.
+    #[error("{name}={value:?}: {reason}")]
+    Variable {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// No matching entry accepted a connection before the connect deadline.
+    #[error("no NAA for function code {fncode} accepted a connection within {waited:?}; tried {}", tried_list(.tried))]
+    Unreachable {
+        /// Function code.
+        fncode: u32,
+        /// Time spent trying.
+        waited: std::time::Duration,
+        /// Every entry tried: `host:port`, the number of attempts and the last failure.
+        tried: Vec<Attempts>,
+    },
     /// An address could not be resolved.
     #[error("cannot resolve {what} {addr:?}: {reason}")]
     Resolve {
@@ -53,6 +74,25 @@ pub enum SpecError {
         /// Resolver message.
         reason: String,
     },
+}
+
+/// The attempts on one entry during a failed selection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempts {
+    /// The entry, as `host:port` (its position in `NAA_SPEC` in brackets).
+    pub entry: String,
+    /// How often it was tried.
+    pub count: u32,
+    /// Why the last attempt failed.
+    pub last_error: String,
+}
+
+fn tried_list(tried: &[Attempts]) -> String {
+    tried
+        .iter()
+        .map(|a| format!("{} ({}x, last: {})", a.entry, a.count, a.last_error))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// One `NAA_SPEC` entry.
@@ -169,67 +209,128 @@ pub fn local_ip_from_env() -> Result<Option<SocketAddr>, SpecError> {
     }
 }
 
-/// The process-wide table of `NAA_SPEC` entries, read once (spec §6.3).
-struct Table {
+/// A set of NAA entries shared out to the handles of one process: which entries this process
+/// uses right now, and the rank-aware order in which a new handle tries them (see
+/// [`crate::select`] for the policy). The process-wide pool is [`Pool::global`] (`NAA_SPEC`,
+/// read once); a pool of its own stands for another process (e.g. in a simulation).
+#[derive(Debug)]
+pub struct Pool {
     entries: Vec<NaaEntry>,
-    used: Vec<bool>,
+    used: Mutex<Vec<bool>>,
 }
 
-fn table() -> &'static Result<Mutex<Table>, SpecError> {
-    static TABLE: OnceLock<Result<Mutex<Table>, SpecError>> = OnceLock::new();
-    TABLE.get_or_init(|| {
-        let spec = std::env::var("NAA_SPEC").map_err(|_| SpecError::Missing)?;
-        let entries = parse(&spec)?;
-        let used = vec![false; entries.len()];
-        Ok(Mutex::new(Table { entries, used }))
-    })
+impl Pool {
+    /// A pool over `entries`, none in use.
+    pub fn new(entries: Vec<NaaEntry>) -> Arc<Self> {
+        let used = Mutex::new(vec![false; entries.len()]);
+        Arc::new(Self { entries, used })
+    }
+
+    /// The process's pool from `NAA_SPEC`, read on first use (spec §6.3).
+    pub fn global() -> Result<Arc<Self>, SpecError> {
+        static POOL: OnceLock<Result<Arc<Pool>, SpecError>> = OnceLock::new();
+        POOL.get_or_init(|| {
+            let spec = std::env::var("NAA_SPEC").map_err(|_| SpecError::Missing)?;
+            Ok(Self::new(parse(&spec)?))
+        })
+        .clone()
+    }
+
+    /// The entries.
+    pub fn entries(&self) -> &[NaaEntry] {
+        &self.entries
+    }
+
+    fn used(&self) -> std::sync::MutexGuard<'_, Vec<bool>> {
+        self.used.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The entries a new handle for `fncode` with `n_inputs` inputs may use, free ones only,
+    /// in the order [`crate::select::order`] gives for `rank`: the first is the preferred
+    /// one, the rest are failover candidates.
+    pub fn candidates(
+        &self,
+        fncode: u32,
+        n_inputs: usize,
+        rank: &crate::environment::Rank,
+    ) -> Result<Vec<usize>, SpecError> {
+        let same_code: Vec<usize> = (0..self.entries.len())
+            .filter(|&i| u32::from(self.entries[i].fncode) == fncode)
+            .collect();
+        let Some(&first) = same_code.first() else {
+            return Err(SpecError::NoMatch(fncode));
+        };
+        let matching: Vec<usize> = same_code
+            .into_iter()
+            .filter(|&i| self.entries[i].param_count as usize == n_inputs)
+            .collect();
+        if matching.is_empty() {
+            return Err(SpecError::ParamCount {
+                fncode,
+                expected: self.entries[first].param_count,
+                got: n_inputs,
+            });
+        }
+        let used = self.used();
+        let free: Vec<bool> = matching.iter().map(|&i| !used[i]).collect();
+        let order = crate::select::order(&free, rank);
+        if order.is_empty() {
+            return Err(SpecError::NoMatch(fncode));
+        }
+        Ok(order.into_iter().map(|k| matching[k]).collect())
+    }
+
+    /// Reserves entry `index` if it is free.
+    pub fn reserve(self: &Arc<Self>, index: usize) -> Option<Reservation> {
+        let mut used = self.used();
+        match used.get_mut(index) {
+            Some(u) if !*u => *u = true,
+            _ => return None,
+        }
+        Some(Reservation {
+            pool: Arc::clone(self),
+            index,
+        })
+    }
 }
 
-/// A reserved `NAA_SPEC` entry; returned to the pool when dropped.
+/// A reserved entry of a [`Pool`]; returned to the pool when dropped.
 #[derive(Debug)]
 pub struct Reservation {
+    pool: Arc<Pool>,
     index: usize,
-    entry: NaaEntry,
 }
 
 impl Reservation {
     /// The entry.
     pub fn entry(&self) -> &NaaEntry {
-        &self.entry
+        &self.pool.entries[self.index]
+    }
+
+    /// The entry's position in its pool (0-based, in `NAA_SPEC` order).
+    pub fn index(&self) -> usize {
+        self.index
     }
 }
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        if let Ok(table) = table() {
-            let mut t = table.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(u) = t.used.get_mut(self.index) {
-                *u = false;
-            }
+        if let Some(u) = self.pool.used().get_mut(self.index) {
+            *u = false;
         }
     }
 }
 
-/// Reserves the first free entry with `fncode` whose `param_count` equals `n_inputs`.
+/// Reserves the entry a new handle for `fncode` with `n_inputs` inputs prefers in the
+/// process's pool, for the process's rank (without connecting; [`crate::select::connect`]
+/// also fails over).
 pub fn reserve(fncode: u32, n_inputs: usize) -> Result<Reservation, SpecError> {
-    let table = table().as_ref().map_err(Clone::clone)?;
-    let mut t = table.lock().unwrap_or_else(|p| p.into_inner());
-    let Table { entries, used } = &mut *t;
-    let index = entries
-        .iter()
-        .zip(used.iter())
-        .position(|(e, &u)| !u && u32::from(e.fncode) == fncode)
-        .ok_or(SpecError::NoMatch(fncode))?;
-    let entry = entries[index].clone();
-    if entry.param_count as usize != n_inputs {
-        return Err(SpecError::ParamCount {
-            fncode,
-            expected: entry.param_count,
-            got: n_inputs,
-        });
-    }
-    used[index] = true;
-    Ok(Reservation { index, entry })
+    let pool = Pool::global()?;
+    let rank = crate::environment::Rank::from_env()?;
+    pool.candidates(fncode, n_inputs, &rank)?
+        .into_iter()
+        .find_map(|i| pool.reserve(i))
+        .ok_or(SpecError::NoMatch(fncode))
 }
 
 #[cfg(test)]

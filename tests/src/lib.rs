@@ -129,15 +129,17 @@ pub fn read_line_with_prefix(child: &mut Child, prefix: &str, timeout: Duration)
     let prefix_shown = prefix.to_owned();
     let prefix = prefix.to_owned();
     std::thread::spawn(move || {
+        let mut found = false;
         for line in std::io::BufReader::new(stdout)
             .lines()
             .map_while(Result::ok)
         {
             // The test harness prints "test name ... " on the same line first.
-            if let Some(at) = line.find(&prefix) {
+            if let Some(at) = line.find(&prefix).filter(|_| !found) {
+                found = true;
                 let _ = tx.send(line[at + prefix.len()..].trim().to_owned());
-                return;
             }
+            // Keep reading, so that the child's later output does not hit a closed pipe.
         }
     });
     rx.recv_timeout(timeout)

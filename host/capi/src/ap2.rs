@@ -22,8 +22,8 @@ use naaice::naa::NaaOptions;
 use naaice::{Buffer, Naa, Param};
 
 use crate::boundary::{FAILURE, SUCCESS, fail, guard};
-use crate::environment::{rpc_timeout_from_env, transport_from_env};
 use crate::handles::{Handles, as_ptr, id_of};
+use crate::transport::transport_from_env;
 use crate::types::{
     naa_function_code_t, naa_handle, naa_param_t, naa_status, naaice_communication_context,
     naaice_communication_state,
@@ -267,10 +267,8 @@ pub unsafe extern "C" fn naa_create(
                 to_params(&i, &o)
             })
             .and_then(|(ins, outs)| {
-                let options = NaaOptions {
-                    rpc_timeout: rpc_timeout_from_env()?,
-                    ..NaaOptions::default()
-                };
+                // The same variables, parsed by the same code, as `Naa::create` in Rust.
+                let options = NaaOptions::from_env().map_err(|e| e.to_string())?;
                 Naa::create_with(&transport_from_env()?, function_code, ins, outs, &options)
                     .map_err(|e| e.to_string())
             });

@@ -22,6 +22,8 @@
 //! | `NAA_LOCAL_IP` | local source address for connections (optional) |
 //! | `NAAICE_TRANSPORT` | `verbs` (default: RDMA, RoCEv2) or `soft` (the software transport over TCP, for machines without RDMA) |
 //! | `NAAICE_RPC_TIMEOUT` | per-RPC deadline in seconds (default 3600, like the reference) |
+//! | `NAAICE_CONNECT_TIMEOUT` | connect deadline in seconds, retries and failover included (default 10) |
+//! | `NAAICE_RANK`/`NAAICE_NRANKS`, else `SLURM_PROCID`/`SLURM_NTASKS`, `OMPI_COMM_WORLD_RANK`/`_SIZE`, `PMI_RANK`/`PMI_SIZE`, `PMIX_RANK` | this process's rank: which `NAA_SPEC` entry it prefers (`naaice::select`) |
 //! | `NAAICE_LOG` | log filter for the messages on stderr (`error`, `warn` (default), `info`, `debug`, `trace`, or a `tracing` filter) |
 //!
 //! At the boundary: no panic crosses it (every export catches unwinding and returns an error),
@@ -32,14 +34,13 @@
 
 pub mod ap2;
 mod boundary;
-mod environment;
 mod handles;
 pub mod swnaa;
+mod transport;
 pub mod types;
 
-pub use environment::{
-    DEFAULT_RPC_TIMEOUT, RPC_TIMEOUT_VAR, TRANSPORT_VAR, parse_transport, transport_from_env,
-};
+pub use naaice::environment::{DEFAULT_RPC_TIMEOUT, RPC_TIMEOUT_VAR};
+pub use transport::{TRANSPORT_VAR, parse_transport, transport_from_env};
 pub use types::*;
 
 /// Number of live `naa_create` handles (not yet finalized); for leak tests.

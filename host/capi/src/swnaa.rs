@@ -27,8 +27,8 @@ use naaice::swnaa::{
 };
 
 use crate::boundary::{FAILURE, SUCCESS, fail, guard};
-use crate::environment::transport_from_env;
 use crate::handles::{Handles, as_ptr, id_of};
+use crate::transport::transport_from_env;
 
 /// Region flag: NAA-only scratch memory (never transferred).
 pub const NAA_REGION_INTERNAL: u8 = 0x01;

@@ -1,16 +1,10 @@
 //! Which transport a handle or a software NAA uses, chosen at run time by `NAAICE_TRANSPORT`
-//! (the library's [`AnyTransport`]), and the per-RPC deadline from `NAAICE_RPC_TIMEOUT`.
-
-use std::time::Duration;
+//! (the library's [`AnyTransport`]).
 
 use naaice::transport::{AnyTransport, ParseTransportError};
 
 /// Environment variable that selects the transport.
 pub const TRANSPORT_VAR: &str = "NAAICE_TRANSPORT";
-/// Environment variable with the per-RPC deadline in seconds.
-pub const RPC_TIMEOUT_VAR: &str = "NAAICE_RPC_TIMEOUT";
-/// Default per-RPC deadline: the reference's receive timeout.
-pub const DEFAULT_RPC_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// The transport for a `NAAICE_TRANSPORT` value; empty means the default (verbs).
 pub fn parse_transport(value: &str) -> Result<AnyTransport, String> {
@@ -36,21 +30,6 @@ pub fn transport_from_env() -> Result<AnyTransport, String> {
         Err(std::env::VarError::NotUnicode(_)) => {
             Err(format!("{TRANSPORT_VAR} is not valid UTF-8"))
         }
-    }
-}
-
-/// Per-RPC deadline from `NAAICE_RPC_TIMEOUT` (seconds, may be fractional).
-pub(crate) fn rpc_timeout_from_env() -> Result<Duration, String> {
-    match std::env::var(RPC_TIMEOUT_VAR) {
-        Err(_) => Ok(DEFAULT_RPC_TIMEOUT),
-        Ok(v) if v.trim().is_empty() => Ok(DEFAULT_RPC_TIMEOUT),
-        Ok(v) => v
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|s| s.is_finite() && *s > 0.0 && *s <= 1e9)
-            .map(Duration::from_secs_f64)
-            .ok_or_else(|| format!("{RPC_TIMEOUT_VAR}={v:?} is not a positive number of seconds")),
     }
 }
 

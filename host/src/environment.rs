@@ -1,0 +1,237 @@
+//! The environment variables of the host library, parsed in one place for Rust ([`Naa::create`])
+//! and the C ABI (`naa_create`), so that each means the same in both.
+//!
+//! | variable | meaning |
+//! |---|---|
+//! | `NAA_SPEC` | the NAAs ([`crate::spec`]) |
+//! | `NAA_LOCAL_IP` | local source address (optional) |
+//! | `NAAICE_RPC_TIMEOUT` | per-RPC deadline in seconds ([`DEFAULT_RPC_TIMEOUT`] when unset) |
+//! | `NAAICE_CONNECT_TIMEOUT` | connect deadline in seconds, retries and failover included ([`crate::connection::CONNECT_TIMEOUT`] when unset) |
+//! | `NAAICE_RANK`, `NAAICE_NRANKS` | this process's rank and the number of ranks (win over the launcher's) |
+//! | `SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID` | rank, size and node-local rank under `srun` |
+//! | `OMPI_COMM_WORLD_RANK`, `..._SIZE`, `..._LOCAL_RANK` | the same under Open MPI's `mpirun` |
+//! | `PMI_RANK`, `PMI_SIZE` | the same under PMI launchers (MPICH, Intel MPI) |
+//! | `PMIX_RANK` | rank under PMIx launchers (no size) |
+//!
+//! The ranks decide which `NAA_SPEC` entry a process prefers ([`crate::select`]).
+//!
+//! [`Naa::create`]: crate::Naa::create
+
+use std::time::Duration;
+
+use crate::naa::NaaOptions;
+use crate::spec::SpecError;
+
+/// Per-RPC deadline in seconds (may be fractional).
+pub const RPC_TIMEOUT_VAR: &str = "NAAICE_RPC_TIMEOUT";
+/// Connect deadline in seconds (may be fractional), retries and failover included.
+pub const CONNECT_TIMEOUT_VAR: &str = "NAAICE_CONNECT_TIMEOUT";
+/// Default per-RPC deadline: the C reference's receive timeout (one hour).
+pub const DEFAULT_RPC_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// Where a process stands in its parallel job: its rank among `size` ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rank {
+    /// The process's rank (0-based).
+    pub rank: u32,
+    /// Number of ranks, if the launcher tells.
+    pub size: Option<u32>,
+    /// Rank among the job's processes on this node, if the launcher tells.
+    pub local: Option<u32>,
+    /// Variable the rank was read from (`"none"` for a lone process).
+    pub source: &'static str,
+}
+
+impl Rank {
+    /// A process outside any parallel job: rank 0 of 1.
+    pub const SINGLE: Self = Self {
+        rank: 0,
+        size: Some(1),
+        local: Some(0),
+        source: "none",
+    };
+
+    /// The rank from the environment, read once per process (see [`Rank::from_lookup`]).
+    pub fn from_env() -> Result<Self, SpecError> {
+        static RANK: std::sync::OnceLock<Result<Rank, SpecError>> = std::sync::OnceLock::new();
+        RANK.get_or_init(|| Self::from_lookup(|name| std::env::var(name).ok()))
+            .clone()
+    }
+
+    /// The rank from variables looked up by `var`: the first launcher family (in the order
+    /// `NAAICE_`, Slurm, Open MPI, PMI, PMIx) whose rank variable is set decides rank, size and
+    /// local rank; without any, the process is [`Rank::SINGLE`]. A set but malformed
+    /// variable, or a rank not below the size, is an error.
+    pub fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Result<Self, SpecError> {
+        const FAMILIES: [(&str, Option<&str>, Option<&str>); 5] = [
+            ("NAAICE_RANK", Some("NAAICE_NRANKS"), None),
+            ("SLURM_PROCID", Some("SLURM_NTASKS"), Some("SLURM_LOCALID")),
+            (
+                "OMPI_COMM_WORLD_RANK",
+                Some("OMPI_COMM_WORLD_SIZE"),
+                Some("OMPI_COMM_WORLD_LOCAL_RANK"),
+            ),
+            ("PMI_RANK", Some("PMI_SIZE"), None),
+            ("PMIX_RANK", None, None),
+        ];
+        let number = |name: &'static str| -> Result<Option<u32>, SpecError> {
+            match var(name) {
+                None => Ok(None),
+                Some(v) if v.trim().is_empty() => Ok(None),
+                Some(v) => v.trim().parse().map(Some).map_err(|_| SpecError::Variable {
+                    name,
+                    value: v.clone(),
+                    reason: "not a non-negative integer".into(),
+                }),
+            }
+        };
+        for (rank_var, size_var, local_var) in FAMILIES {
+            let Some(rank) = number(rank_var)? else {
+                continue;
+            };
+            let size = size_var.map(number).transpose()?.flatten();
+            if let (Some(size_var), Some(size)) = (size_var, size)
+                && rank >= size
+            {
+                return Err(SpecError::Variable {
+                    name: rank_var,
+                    value: rank.to_string(),
+                    reason: format!("rank is not below {size_var}={size}"),
+                });
+            }
+            let local = local_var.map(number).transpose()?.flatten();
+            return Ok(Self {
+                rank,
+                size: size.filter(|&s| s > 0),
+                local,
+                source: rank_var,
+            });
+        }
+        Ok(Self::SINGLE)
+    }
+}
+
+/// Parses a variable holding seconds: `None` when unset or empty.
+pub fn seconds(name: &'static str, value: Option<&str>) -> Result<Option<Duration>, SpecError> {
+    let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    v.parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0 && *s <= 1e9)
+        .map(|s| Some(Duration::from_secs_f64(s)))
+        .ok_or_else(|| SpecError::Variable {
+            name,
+            value: v.to_owned(),
+            reason: "not a positive number of seconds".into(),
+        })
+}
+
+impl NaaOptions {
+    /// The options `naa_create` and [`crate::Naa::create`] use: the defaults with
+    /// `NAAICE_RPC_TIMEOUT` and `NAAICE_CONNECT_TIMEOUT` applied (NAA from `NAA_SPEC`, local
+    /// address from `NAA_LOCAL_IP`, rank from the launcher).
+    pub fn from_env() -> Result<Self, SpecError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// [`NaaOptions::from_env`] with variables looked up by `var`.
+    pub fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Result<Self, SpecError> {
+        let mut options = Self::default();
+        if let Some(t) = seconds(RPC_TIMEOUT_VAR, var(RPC_TIMEOUT_VAR).as_deref())? {
+            options.rpc_timeout = t;
+        }
+        if let Some(t) = seconds(CONNECT_TIMEOUT_VAR, var(CONNECT_TIMEOUT_VAR).as_deref())? {
+            options.connect_timeout = t;
+        }
+        Ok(options)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lookup<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    }
+
+    #[test]
+    fn launcher_precedence() {
+        let all = [
+            ("NAAICE_RANK", "5"),
+            ("NAAICE_NRANKS", "8"),
+            ("SLURM_PROCID", "3"),
+            ("SLURM_NTASKS", "4"),
+            ("SLURM_LOCALID", "1"),
+            ("OMPI_COMM_WORLD_RANK", "2"),
+            ("OMPI_COMM_WORLD_SIZE", "3"),
+            ("OMPI_COMM_WORLD_LOCAL_RANK", "0"),
+            ("PMI_RANK", "1"),
+            ("PMI_SIZE", "2"),
+            ("PMIX_RANK", "7"),
+        ];
+        let expect = [
+            (5, Some(8), None, "NAAICE_RANK"),
+            (3, Some(4), Some(1), "SLURM_PROCID"),
+            (2, Some(3), Some(0), "OMPI_COMM_WORLD_RANK"),
+            (1, Some(2), None, "PMI_RANK"),
+            (7, None, None, "PMIX_RANK"),
+        ];
+        // Dropping the winning family's variables each time reveals the next one.
+        let skip = [2, 5, 8, 10, 11];
+        for (i, (rank, size, local, source)) in expect.into_iter().enumerate() {
+            let from = if i == 0 { 0 } else { skip[i - 1] };
+            let r = Rank::from_lookup(lookup(&all[from..])).unwrap();
+            assert_eq!(
+                r,
+                Rank {
+                    rank,
+                    size,
+                    local,
+                    source
+                }
+            );
+        }
+        assert_eq!(Rank::from_lookup(lookup(&[])).unwrap(), Rank::SINGLE);
+    }
+
+    #[test]
+    fn bad_rank_variables_are_errors() {
+        let err = Rank::from_lookup(lookup(&[("SLURM_PROCID", "x")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("SLURM_PROCID") && err.contains("\"x\""),
+            "{err}"
+        );
+        let err = Rank::from_lookup(lookup(&[("NAAICE_RANK", "4"), ("NAAICE_NRANKS", "4")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("NAAICE_NRANKS=4"), "{err}");
+    }
+
+    #[test]
+    fn timeouts_from_variables() {
+        let o = NaaOptions::from_lookup(lookup(&[])).unwrap();
+        assert_eq!(o.rpc_timeout, DEFAULT_RPC_TIMEOUT);
+        assert_eq!(o.connect_timeout, crate::connection::CONNECT_TIMEOUT);
+        let o = NaaOptions::from_lookup(lookup(&[
+            (RPC_TIMEOUT_VAR, " 2.5 "),
+            (CONNECT_TIMEOUT_VAR, "30"),
+        ]))
+        .unwrap();
+        assert_eq!(o.rpc_timeout, Duration::from_millis(2500));
+        assert_eq!(o.connect_timeout, Duration::from_secs(30));
+        for bad in ["0", "-1", "abc", "inf", "1e10"] {
+            let err = NaaOptions::from_lookup(lookup(&[(RPC_TIMEOUT_VAR, bad)]))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(RPC_TIMEOUT_VAR), "{bad}: {err}");
+        }
+    }
+}
