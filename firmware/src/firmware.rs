@@ -163,12 +163,12 @@ where
             .flatten()
             .filter_map(|s| s.server.poll_timeout())
             .min();
-        match deadline {
-            Some(d) => d
-                .saturating_duration_since(now)
-                .min(self.config.poll_interval),
-            None => self.config.poll_interval,
-        }
+        // In 32-bit microseconds: the sleep is at most the poll interval, and a 64-bit
+        // division (`Duration::from_micros` of a `u64`) costs 1 KiB of the soft-core's flash.
+        let poll = u32::try_from(self.config.poll_interval.as_micros()).unwrap_or(u32::MAX);
+        let left = deadline.map_or(u64::MAX, |d| d.as_micros().saturating_sub(now.as_micros()));
+        let sleep = u32::try_from(left).unwrap_or(u32::MAX).min(poll);
+        Duration::from_micros(u64::from(sleep))
     }
 
     fn slot_of(&self, conn: ConnId) -> Option<usize> {
@@ -332,8 +332,10 @@ where
                 ServerAction::MrspComplete => {
                     info!("conn {=u16}: MRSP done", conn);
                 }
-                ServerAction::Failed(_error) => {
-                    warning!("conn {=u16}: failed: {}", conn, _error);
+                // The error is not formatted: `defmt`'s formatting of the error tree costs
+                // 1.2 KiB of flash; the peer learns the cause from the protocol.
+                ServerAction::Failed(_) => {
+                    warning!("conn {=u16}: protocol failure", conn);
                 }
                 ServerAction::Disconnect => self.release(index),
             }
@@ -431,8 +433,16 @@ where
                 .engine
                 .program_region(slot.conn, region.index() as u8, &entry);
         }
-        if let Err(_e) = slot.server.region_assigned(now, region, addr, rkey) {
-            warning!("conn {=u16}: region_assigned: {}", slot.conn, _e);
+        if slot
+            .server
+            .region_assigned(now, region, addr, rkey)
+            .is_err()
+        {
+            warning!(
+                "conn {=u16}: region {=usize} not assignable",
+                slot.conn,
+                region.index()
+            );
         }
     }
 

@@ -20,7 +20,9 @@
 //! (completions recorded by the interrupt handler, behind `critical-section`), [`Clock`],
 //! and an `embedded-hal` delay for the idle loop. With the `board` feature on
 //! `riscv32imc-unknown-none-elf`, the `board` module implements them with MMIO registers;
-//! it is the only code with `unsafe`.
+//! it is the only code with `unsafe`. Its register map is a proposal to the FPGA team
+//! (`firmware/HARDWARE.md`), exercised by running the image in an instruction-set simulator
+//! (`tests/tests/firmware_image.rs`).
 #![no_std]
 #![deny(unsafe_code)]
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Installs the C library of naaice-rs under PREFIX:
-#   PREFIX/include/naaice_ap2.h
+#   PREFIX/include/naaice.h, PREFIX/include/naaice_ap2.h (which includes naaice.h)
 #   PREFIX/lib/libnaaice_ap2.so, PREFIX/lib/libnaaice_ap2.a
 #   PREFIX/lib/pkgconfig/naaice.pc
 # so that `cc app.c $(pkg-config --cflags --libs naaice)` works with
@@ -53,6 +53,7 @@ private_libs="-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
 [ "$verbs" = yes ] && private_libs="-lrdmacm -libverbs $private_libs"
 
 install -d "$prefix/include" "$prefix/lib/pkgconfig"
+install -m 644 "$here/include/naaice.h" "$prefix/include/naaice.h"
 install -m 644 "$here/include/naaice_ap2.h" "$prefix/include/naaice_ap2.h"
 install -m 755 "$NAAICE_LIB_DIR/libnaaice_ap2.so" "$prefix/lib/libnaaice_ap2.so"
 install -m 644 "$NAAICE_LIB_DIR/libnaaice_ap2.a" "$prefix/lib/libnaaice_ap2.a"

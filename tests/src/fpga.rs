@@ -56,7 +56,7 @@ pub const MEMORY: MemoryMap = MemoryMap {
 };
 
 /// Simulated NAA memory: every placed region's buffer by NAA address (shared with kernels).
-type NaaMemory = Arc<Mutex<BTreeMap<u64, Buffer>>>;
+pub type NaaMemory = Arc<Mutex<BTreeMap<u64, Buffer>>>;
 
 enum Link {
     Pending(SoftIncoming),
@@ -91,6 +91,18 @@ pub struct SoftRoceEngine {
 }
 
 impl SoftRoceEngine {
+    /// The engine serving the connection requests of `listener`; region-table entries place
+    /// their buffers in `memory`.
+    pub fn new(listener: SoftListener, memory: NaaMemory) -> Self {
+        Self {
+            listener,
+            conns: HashMap::new(),
+            next_id: 0,
+            events: VecDeque::new(),
+            memory,
+        }
+    }
+
     fn accept_new(&mut self) {
         let Ok(Some(mut incoming)) = self.listener.next_request(Instant::now()) else {
             return;
@@ -391,6 +403,16 @@ impl OutputPin for StartLine {
     }
 }
 
+/// Runs test kernel `fncode` ([`ADD_ONE`], [`SLOW`], [`APP_ERROR`]; others answer
+/// SOCKET_UNAVAIL) over `regions` (flags, NAA address, size) of `memory`.
+pub fn run_kernel_on(
+    memory: &NaaMemory,
+    fncode: u8,
+    regions: Vec<(RegionFlags, u64, u32)>,
+) -> ReturnCode {
+    run_kernel(memory, &Job { fncode, regions })
+}
+
 fn run_kernel(memory: &NaaMemory, job: &Job) -> ReturnCode {
     let buffer = |addr: u64| {
         memory
@@ -477,13 +499,7 @@ impl FpgaNaa {
             let loaded = Arc::new(Mutex::new(None));
             let aborted: Arc<[AtomicBool; CONNECTIONS]> = Arc::new(Default::default());
             let hw = Hardware {
-                engine: SoftRoceEngine {
-                    listener,
-                    conns: HashMap::new(),
-                    next_id: 0,
-                    events: VecDeque::new(),
-                    memory: memory.clone(),
-                },
+                engine: SoftRoceEngine::new(listener, memory.clone()),
                 kernels: ThreadKernels {
                     loaded: loaded.clone(),
                     aborted: aborted.clone(),

@@ -3,6 +3,8 @@
 //! process-wide settings such as `NAA_SPEC`).
 
 pub mod fpga;
+pub mod fpga_client;
+pub mod soc;
 pub mod suite;
 
 use std::net::SocketAddr;

@@ -17,7 +17,6 @@ mod image {
     use naaice_core::{FunctionCode, KernelSet};
     use naaice_firmware::board::{self, Board, CONNECTIONS, KERNEL_DONE};
     use naaice_firmware::{Firmware, FirmwareConfig, Hardware, MemoryMap};
-    use riscv::delay::McycleDelay;
     use static_cell::StaticCell;
 
     /// The accelerator's DDR as seen by the RoCE engine and the kernels.
@@ -44,7 +43,7 @@ mod image {
         board::MmioEngine,
         board::MmioKernel,
         board::StartLine,
-        board::CycleClock,
+        board::TimerClock,
         ChaCha8Rng,
         CONNECTIONS,
     >;
@@ -54,15 +53,15 @@ mod image {
 
     #[riscv_rt::entry]
     fn main() -> ! {
-        let fw = setup();
+        let (fw, mut sleep) = setup();
         Board::enable_interrupts(&mut Board::init());
-        fw.run(&mut McycleDelay::new(board::CORE_HZ))
+        fw.run(&mut sleep)
     }
 
     /// Builds the firmware into its static cell. Out of line, so that the temporaries of the
     /// construction are off the stack before the main loop starts.
     #[inline(never)]
-    fn setup() -> &'static mut Fw {
+    fn setup() -> (&'static mut Fw, board::Sleep) {
         let mut b = Board::init();
         let rng = b.rng();
         let mut config = FirmwareConfig::new(MEMORY, KERNELS);
@@ -76,7 +75,8 @@ mod image {
             start: b.start,
             clock: b.clock,
         };
-        FIRMWARE.init_with(|| Firmware::new(config, hw, rng, &KERNEL_DONE, msg))
+        let fw = FIRMWARE.init_with(|| Firmware::new(config, hw, rng, &KERNEL_DONE, msg));
+        (fw, b.sleep)
     }
 
     #[panic_handler]

@@ -1,7 +1,13 @@
 //! Board support for the NAA soft-core (`riscv32imc`): the SoC register map and the
 //! implementations of the hardware seams over it. Only compiled with the `board` feature for
 //! `riscv32`. All register access goes through [`mmio`], the one place with `unsafe`
-//! (besides the `defmt` logger, which must implement an `unsafe` trait).
+//! (besides the `defmt` logger, which must implement an `unsafe` trait, and the two CSR
+//! writes of interrupt set-up and sleep).
+//!
+//! **PROPOSAL.** The register map, the device behaviour and the interrupt lines below are
+//! this project's proposal to the FPGA team, not a delivered hardware interface; they are
+//! written down in `firmware/HARDWARE.md` and exercised by the instruction-set simulation in
+//! `tests/src/soc.rs`. Change all three together.
 
 mod logger;
 mod mmio;
@@ -9,6 +15,7 @@ mod mmio;
 use core::convert::Infallible;
 
 use chacha20::ChaCha8Rng;
+use embedded_hal::delay::DelayNs;
 use embedded_hal::digital::{ErrorType, OutputPin};
 use naaice_core::Instant;
 use naaice_core::machine::WorkError;
@@ -25,13 +32,10 @@ use crate::kernel::{KernelDone, KernelJob, KernelUnit};
 /// Connections the image serves at once.
 pub const CONNECTIONS: usize = 1;
 
-/// Core clock in Hz (`mcycle` ticks per second).
-pub const CORE_HZ: u32 = 100_000_000;
-
 /// Kernel completions, written by the machine-external interrupt handler.
 pub static KERNEL_DONE: KernelDone<CONNECTIONS> = KernelDone::new();
 
-/// The SoC memory map (device registers; 4-byte aligned).
+/// The SoC memory map (device registers; 4-byte aligned). PROPOSAL (`firmware/HARDWARE.md`).
 pub(crate) mod map {
     /// RoCE engine: event queue, command interface, message buffers.
     pub(crate) const ENGINE: usize = 0x4000_0000;
@@ -43,9 +47,11 @@ pub(crate) mod map {
     pub(crate) const UART: usize = 0x4003_0000;
     /// True random number generator.
     pub(crate) const TRNG: usize = 0x4004_0000;
+    /// Microsecond timer with compare (machine timer interrupt).
+    pub(crate) const TIMER: usize = 0x4005_0000;
 }
 
-/// RoCE engine registers (offsets from [`map::ENGINE`]).
+/// RoCE engine registers (offsets from [`map::ENGINE`]). PROPOSAL (`firmware/HARDWARE.md`).
 mod engine_reg {
     use super::{Reg, map::ENGINE};
     /// Bit 0: an event is ready.
@@ -89,7 +95,7 @@ mod engine_reg {
     pub(super) const MSG_BYTES: usize = 1024;
 }
 
-/// Kernel unit registers (offsets from [`map::KERNEL`]).
+/// Kernel unit registers (offsets from [`map::KERNEL`]). PROPOSAL (`firmware/HARDWARE.md`).
 mod kernel_reg {
     use super::{Reg, map::KERNEL};
     pub(super) const SLOT: Reg = Reg::at(KERNEL, 0x00);
@@ -309,18 +315,75 @@ impl OutputPin for StartLine {
     }
 }
 
-/// Time from the `mcycle` counter.
-#[derive(Debug)]
-pub struct CycleClock(());
-
-/// Microseconds since reset.
-pub fn micros() -> u64 {
-    riscv::register::mcycle::read64() / u64::from(CORE_HZ / 1_000_000)
+/// Timer registers (offsets from [`map::TIMER`]; PROPOSAL): a 64-bit counter of
+/// microseconds since reset and a 64-bit compare value. The machine timer interrupt line
+/// (`mip.MTIP`) is high while `MTIME >= MTIMECMP`.
+mod timer_reg {
+    use super::{Reg, map::TIMER};
+    pub(super) const MTIME_LO: Reg = Reg::at(TIMER, 0x00);
+    pub(super) const MTIME_HI: Reg = Reg::at(TIMER, 0x04);
+    pub(super) const MTIMECMP_LO: Reg = Reg::at(TIMER, 0x08);
+    pub(super) const MTIMECMP_HI: Reg = Reg::at(TIMER, 0x0C);
 }
 
-impl Clock for CycleClock {
+/// Time from the microsecond timer.
+#[derive(Debug)]
+pub struct TimerClock(());
+
+/// Microseconds since reset (the timer counts microseconds: no division).
+pub fn micros() -> u64 {
+    loop {
+        let hi = timer_reg::MTIME_HI.read();
+        let lo = timer_reg::MTIME_LO.read();
+        // The low word wrapped between the two reads: read again.
+        if timer_reg::MTIME_HI.read() == hi {
+            return u64::from(hi) << 32 | u64::from(lo);
+        }
+    }
+}
+
+impl Clock for TimerClock {
     fn now(&mut self) -> Instant {
         Instant::from_micros(micros())
+    }
+}
+
+/// The idle sleep: `wfi` until the timer compare (or another interrupt) wakes the core.
+#[derive(Debug)]
+pub struct Sleep(());
+
+impl DelayNs for Sleep {
+    fn delay_ns(&mut self, ns: u32) {
+        self.delay_us(ns.div_ceil(1000));
+    }
+
+    fn delay_us(&mut self, us: u32) {
+        let until = micros().saturating_add(u64::from(us));
+        // High word first: the compare passes through a later value, never an earlier one.
+        timer_reg::MTIMECMP_HI.write(u32::MAX);
+        timer_reg::MTIMECMP_LO.write(until as u32);
+        timer_reg::MTIMECMP_HI.write((until >> 32) as u32);
+        loop {
+            // With interrupts masked, so that the timer cannot fire between the check and the
+            // `wfi` (whose wake-up ignores `mstatus.MIE`); a pending interrupt is taken when
+            // the critical section ends.
+            let done = critical_section::with(|_| {
+                if micros() >= until {
+                    return true;
+                }
+                #[allow(unsafe_code)]
+                // SAFETY: only the `timer_irq` handler below reacts to the machine timer
+                // interrupt, and it only masks the interrupt again.
+                unsafe {
+                    riscv::register::mie::set_mtimer();
+                }
+                riscv::asm::wfi();
+                false
+            });
+            if done {
+                return;
+            }
+        }
     }
 }
 
@@ -334,7 +397,9 @@ pub struct Board {
     /// The kernel start line.
     pub start: StartLine,
     /// The clock.
-    pub clock: CycleClock,
+    pub clock: TimerClock,
+    /// The idle sleep.
+    pub sleep: Sleep,
 }
 
 impl Board {
@@ -344,17 +409,16 @@ impl Board {
             engine: MmioEngine(()),
             kernels: MmioKernel(()),
             start: StartLine(()),
-            clock: CycleClock(()),
+            clock: TimerClock(()),
+            sleep: Sleep(()),
         }
     }
 
-    /// A secure generator for rkeys, seeded from the TRNG mixed with the cycle counter.
+    /// A secure generator for rkeys, seeded from the TRNG.
     pub fn rng(&mut self) -> ChaCha8Rng {
         let mut seed = [0u8; 32];
-        let cycles = riscv::register::mcycle::read64();
-        for (i, chunk) in seed.chunks_mut(4).enumerate() {
-            let word = Reg::at(map::TRNG, 0).read() ^ (cycles >> (8 * (i % 4))) as u32;
-            chunk.copy_from_slice(&word.to_le_bytes());
+        for chunk in seed.chunks_mut(4) {
+            chunk.copy_from_slice(&Reg::at(map::TRNG, 0).read().to_le_bytes());
         }
         ChaCha8Rng::from_seed(seed)
     }
@@ -370,6 +434,17 @@ impl Board {
             riscv::interrupt::enable_interrupt(riscv::interrupt::Interrupt::MachineExternal);
             riscv::interrupt::enable();
         }
+    }
+}
+
+/// Machine timer interrupt: the sleep's compare passed. Masks the line again (the sleep
+/// re-arms it).
+#[riscv_rt::core_interrupt(riscv::interrupt::Interrupt::MachineTimer)]
+fn timer_irq() {
+    #[allow(unsafe_code)]
+    // SAFETY: masking an interrupt cannot break a critical section or any other invariant.
+    unsafe {
+        riscv::register::mie::clear_mtimer();
     }
 }
 

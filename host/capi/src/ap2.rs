@@ -22,6 +22,7 @@ use naaice::naa::NaaOptions;
 use naaice::{Buffer, Naa, Param};
 
 use crate::boundary::{FAILURE, SUCCESS, fail, guard};
+use crate::error::Failure;
 use crate::handles::{Handles, as_ptr, id_of};
 use crate::transport::transport_from_env;
 use crate::types::{
@@ -156,6 +157,15 @@ fn to_params(
             }),
         }
     }
+    // Counted after merging: an in-place parameter (the same addr as input and output) is
+    // one region.
+    if memory.len() > MAX_PARAMS {
+        return Err(format!(
+            "{} distinct parameter regions (at most {MAX_PARAMS}; a parameter passed as input \
+             and output with the same addr counts once)",
+            memory.len()
+        ));
+    }
     memory.sort_by_key(|m| m.addr);
     for pair in memory.windows(2) {
         if pair[0].addr + pair[0].size > pair[1].addr {
@@ -257,24 +267,23 @@ pub unsafe extern "C" fn naa_create(
                 .and_then(|i| read_params(output_params, output_amount, "output").map(|o| (i, o)))
         };
         let result = read
-            .and_then(|(i, o)| {
-                if i.len() + o.len() > MAX_PARAMS {
-                    return Err(format!(
-                        "{} parameters in all (at most {MAX_PARAMS})",
-                        i.len() + o.len()
-                    ));
-                }
-                to_params(&i, &o)
-            })
+            .and_then(|(i, o)| to_params(&i, &o))
+            .map_err(Failure::from)
             .and_then(|(ins, outs)| {
+                let transport = transport_from_env().map_err(Failure::config)?;
                 // The same variables, parsed by the same code, as `Naa::create` in Rust.
-                let options = NaaOptions::from_env().map_err(|e| e.to_string())?;
-                Naa::create_with(&transport_from_env()?, function_code, ins, outs, &options)
-                    .map_err(|e| e.to_string())
+                let options = NaaOptions::from_env().map_err(|e| Failure::config(e.to_string()))?;
+                Naa::create_with(&transport, function_code, ins, outs, &options)
+                    .map_err(Failure::from)
             });
         let naa = match result {
             Ok(b) => b,
-            Err(e) => return fail(NAME, format!("function code {function_code}: {e}")),
+            Err(e) => {
+                return fail(
+                    NAME,
+                    e.context(format_args!("function code {function_code}")),
+                );
+            }
         };
         let state = AtomicU8::new(naa.state().value());
         let id = HANDLES.insert(Handle {
@@ -309,7 +318,9 @@ unsafe fn lookup(name: &'static str, handle: *const naa_handle) -> Result<Arc<Ha
     if h.comm_ctx.is_null() {
         return Err(fail(
             name,
-            "the handle is not connected (naa_create failed or naa_finalize was called)",
+            Failure::state(
+                "the handle is not connected (naa_create failed or naa_finalize was called)",
+            ),
         ));
     }
     HANDLES
@@ -346,7 +357,7 @@ pub unsafe extern "C" fn naa_invoke(handle: *mut naa_handle) -> c_int {
         };
         let mut guard = h.lock();
         let Some(naa) = guard.as_mut() else {
-            return fail(NAME, "the handle was finalized");
+            return fail(NAME, Failure::state("the handle was finalized"));
         };
         let result = naa.invoke();
         h.remember(naa);
@@ -407,7 +418,7 @@ pub unsafe extern "C" fn naa_test(
             }
         };
         let Some(naa) = guard.as_mut() else {
-            return fail(NAME, "the handle was finalized");
+            return fail(NAME, Failure::state("the handle was finalized"));
         };
         let result = naa.test();
         h.remember(naa);
@@ -460,7 +471,7 @@ pub unsafe extern "C" fn naa_wait(handle: *mut naa_handle, status: *mut naa_stat
         };
         let mut guard = h.lock();
         let Some(naa) = guard.as_mut() else {
-            return fail(NAME, "the handle was finalized");
+            return fail(NAME, Failure::state("the handle was finalized"));
         };
         let result = naa.wait();
         h.remember(naa);

@@ -1,8 +1,11 @@
-//! The ABI boundary: logging setup and catching panics, shared by every export.
+//! The ABI boundary: logging setup, catching panics and reporting failures (stderr and the
+//! thread's last error), shared by every export.
 
 use std::ffi::c_int;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Once;
+
+use crate::error::{Failure, naa_error_kind, record};
 
 /// Return value of a failed call (the reference's convention).
 pub(crate) const FAILURE: c_int = -1;
@@ -34,15 +37,23 @@ pub(crate) fn guard<R>(name: &'static str, on_panic: R, body: impl FnOnce() -> R
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(r) => r,
         Err(_) => {
-            tracing::error!("{name}: internal error (panic caught at the C boundary)");
+            let failure = Failure::new(
+                naa_error_kind::NAA_ERRKIND_INTERNAL,
+                "internal error (panic caught at the C boundary)",
+            );
+            tracing::error!("{name}: {}", failure.message);
+            record(name, &failure);
             on_panic
         }
     }
 }
 
-/// Logs `message` as the reason export `name` fails and returns [`FAILURE`].
-pub(crate) fn fail(name: &'static str, message: impl std::fmt::Display) -> c_int {
-    tracing::error!("{name}: {message}");
+/// Logs `failure` as the reason export `name` fails, records it as the thread's last error
+/// and returns [`FAILURE`]. Plain text counts as an invalid argument.
+pub(crate) fn fail(name: &'static str, failure: impl Into<Failure>) -> c_int {
+    let failure = failure.into();
+    tracing::error!("{name}: {}", failure.message);
+    record(name, &failure);
     FAILURE
 }
 

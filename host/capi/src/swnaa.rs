@@ -11,9 +11,8 @@
 //!
 //! Each connection is served by its own thread, so a kernel may run on several threads at
 //! once (for different clients): kernels and their `user_data` must be thread-safe. A kernel
-//! that runs longer than the kernel timeout has its RPC answered with KERNEL_TIMEOUT when it
-//! returns (it runs to its end on the regions; its outputs are discarded, and the connection
-//! stays usable). Function codes without a kernel are answered
+//! that runs longer than the kernel timeout is answered with KERNEL_TIMEOUT (the kernel itself
+//! runs to its end; its result is discarded). Function codes without a kernel are answered
 //! with SOCKET_UNAVAIL. The transport is chosen by `NAAICE_TRANSPORT` like for clients.
 
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
@@ -27,6 +26,7 @@ use naaice::swnaa::{
 };
 
 use crate::boundary::{FAILURE, SUCCESS, fail, guard};
+use crate::error::Failure;
 use crate::handles::{Handles, as_ptr, id_of};
 use crate::transport::transport_from_env;
 
@@ -186,7 +186,10 @@ fn function_code(name: &'static str, code: c_uint) -> Result<FunctionCode, c_int
 /// Refuses changes while the server runs.
 fn stopped(name: &'static str, state: &ServerState) -> Result<(), c_int> {
     match state.running {
-        Some(_) => Err(fail(name, "the software NAA is running; stop it first")),
+        Some(_) => Err(fail(
+            name,
+            Failure::state("the software NAA is running; stop it first"),
+        )),
         None => Ok(()),
     }
 }
@@ -340,7 +343,7 @@ pub unsafe extern "C" fn naa_swnaa_start(
     const NAME: &str = "naa_swnaa_start";
     with_server(NAME, naa, |state| {
         if state.running.is_some() {
-            return fail(NAME, "already running");
+            return fail(NAME, Failure::state("already running"));
         }
         // SAFETY: forwarded caller guarantee.
         let addr = match unsafe { listen_addr(address, port) } {
@@ -349,7 +352,7 @@ pub unsafe extern "C" fn naa_swnaa_start(
         };
         let transport = match transport_from_env() {
             Ok(t) => t,
-            Err(e) => return fail(NAME, e),
+            Err(e) => return fail(NAME, Failure::config(e)),
         };
         let (config, kernels) = (state.config.clone(), state.kernels.clone());
         let spawned = SoftNaa::bind(transport, addr, config, kernels)
@@ -361,7 +364,13 @@ pub unsafe extern "C" fn naa_swnaa_start(
                 state.running = Some(handle);
                 SUCCESS
             }
-            Err(e) => fail(NAME, format!("cannot serve on {addr}: {e}")),
+            Err(e) => fail(
+                NAME,
+                Failure::new(
+                    crate::error::naa_error_kind::NAA_ERRKIND_TRANSPORT,
+                    format!("cannot serve on {addr}: {e}"),
+                ),
+            ),
         }
     })
 }
@@ -372,7 +381,7 @@ pub extern "C" fn naa_swnaa_port(naa: *mut naa_swnaa) -> c_int {
     const NAME: &str = "naa_swnaa_port";
     with_server(NAME, naa, |state| match &state.running {
         Some(h) => c_int::from(h.local_addr().port()),
-        None => fail(NAME, "not running"),
+        None => fail(NAME, Failure::state("not running")),
     })
 }
 
@@ -397,7 +406,7 @@ pub extern "C" fn naa_swnaa_stop(naa: *mut naa_swnaa) -> c_int {
                 h.shutdown();
                 SUCCESS
             }
-            None => fail(NAME, "not running"),
+            None => fail(NAME, Failure::state("not running")),
         }
     })
 }

@@ -7,7 +7,7 @@
 
 use std::ffi::{c_uint, c_void};
 
-use naaice::core::Phase;
+pub use crate::ap1_types::{naaice_communication_context, naaice_communication_state};
 
 /// Function code type of the reference (`naa_function_code_t`, a 32-bit unsigned integer).
 pub type naa_function_code_t = c_uint;
@@ -45,12 +45,6 @@ pub struct naa_param_t {
     pub single_send: CBool,
 }
 
-/// The library's per-connection state. Opaque: the `comm_ctx` of a handle is an identifier,
-/// never dereferenced.
-pub struct naaice_communication_context {
-    _private: [u8; 0],
-}
-
 /// A connection to an NAA prepared for one function, filled in by `naa_create`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -59,56 +53,6 @@ pub struct naa_handle {
     pub function_code: naa_function_code_t,
     /// The library's context; NULL when `naa_create` failed or after `naa_finalize`.
     pub comm_ctx: *mut naaice_communication_context,
-}
-
-/// Communication states (spec section 4.1); the values are compared numerically.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[allow(clippy::upper_case_acronyms)]
-pub enum naaice_communication_state {
-    /// Created.
-    INIT = 0,
-    /// Address resolved.
-    READY = 1,
-    /// Connection established.
-    CONNECTED = 2,
-    /// Disconnected.
-    DISCONNECTED = 3,
-    /// MRSP message sent, waiting for its completion.
-    MRSP_SENDING = 10,
-    /// Waiting for the NAA's MRSP answer.
-    MRSP_RECEIVING = 11,
-    /// MRSP done: ready for RPCs.
-    MRSP_DONE = 12,
-    /// RPC inputs being written.
-    DATA_SENDING = 20,
-    /// The NAA computes (server side).
-    CALCULATING = 21,
-    /// Waiting for the NAA's results.
-    DATA_RECEIVING = 22,
-    /// The RPC finished.
-    FINISHED = 30,
-    /// The connection failed.
-    ERROR = 40,
-}
-
-impl From<Phase> for naaice_communication_state {
-    fn from(p: Phase) -> Self {
-        match p {
-            Phase::Init => Self::INIT,
-            Phase::Ready => Self::READY,
-            Phase::Connected => Self::CONNECTED,
-            Phase::Disconnected => Self::DISCONNECTED,
-            Phase::MrspSending => Self::MRSP_SENDING,
-            Phase::MrspReceiving => Self::MRSP_RECEIVING,
-            Phase::MrspDone => Self::MRSP_DONE,
-            Phase::DataSending => Self::DATA_SENDING,
-            Phase::Calculating => Self::CALCULATING,
-            Phase::DataReceiving => Self::DATA_RECEIVING,
-            Phase::Finished => Self::FINISHED,
-            Phase::Error => Self::ERROR,
-        }
-    }
 }
 
 /// Return codes of the NAA (`status.naa_error`). 0x03-0x0F are reserved, 0x10-0x7F are
@@ -161,6 +105,7 @@ impl From<&naaice::Status> for naa_status {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use naaice::core::Phase;
     use std::mem::{align_of, offset_of, size_of};
 
     #[test]

@@ -1,10 +1,12 @@
-//! Through the C functions, called from Rust: `naa_finalize` and `naa_swnaa_destroy` free
-//! everything (no handle left in the tables, every library thread joined), also after failed
-//! calls and when called twice.
+//! Through the C functions, called from Rust: `naa_finalize`,
+//! `naaice_disconnect_and_cleanup` and `naa_swnaa_destroy` free everything (no handle or
+//! context left in the tables, every library thread joined), also after failed calls and when
+//! called twice.
 
 use std::ffi::c_void;
 use std::ptr;
 
+use naaice_ap2::ap1::*;
 use naaice_ap2::ap2::*;
 use naaice_ap2::swnaa::*;
 use naaice_ap2::*;
@@ -84,6 +86,57 @@ fn finalize_and_destroy_free_everything() {
     }
     // 10 RPCs of +1 on the in-place parameter.
     assert!(x.iter().all(|&b| b == 17));
+
+    // AP1: a context, connected, MRSP and 3 RPCs, cleaned up; a failed init leaves nothing.
+    let mut sizes = [x.len()];
+    let mut params = [x.as_mut_ptr().cast::<std::ffi::c_char>()];
+    let mut ctx = ptr::null_mut();
+    // SAFETY (all calls below): pointers to live locals; `x` outlives the context.
+    unsafe {
+        let mut init = |ctx: &mut *mut naaice_communication_context, fncode: u8| {
+            naaice_init_communication_context(
+                ctx,
+                0,
+                sizes.as_mut_ptr(),
+                params.as_mut_ptr(),
+                1,
+                0,
+                ptr::null_mut(),
+                fncode,
+                ptr::null(),
+                c"127.0.0.1".as_ptr(),
+                port as u16,
+            )
+        };
+        assert_eq!(init(&mut ctx, 0), -1);
+        assert!(ctx.is_null());
+        assert_eq!(live_contexts(), 0);
+        // The transport comes from NAAICE_TRANSPORT, as for naa_create.
+        // SAFETY: the only test in this binary; the library's threads (the software NAA's)
+        // never read the environment.
+        std::env::set_var("NAAICE_TRANSPORT", "carrier-pigeon");
+        assert_eq!(init(&mut ctx, 1), -1);
+        assert_eq!(
+            error::naa_last_error_kind(),
+            error::naa_error_kind::NAA_ERRKIND_CONFIG
+        );
+        std::env::set_var("NAAICE_TRANSPORT", "soft");
+        assert_eq!(live_contexts(), 0);
+        assert_eq!(init(&mut ctx, 1), 0);
+        assert_eq!(live_contexts(), 1);
+        assert_eq!(naaice_setup_connection(ctx), 0);
+        assert_eq!(naaice_set_input_mr(ctx, 0), 0);
+        assert_eq!(naaice_set_output_mr(ctx, 0), 0);
+        assert_eq!(naaice_do_mrsp(ctx), 0);
+        for _ in 0..3 {
+            assert_eq!(naaice_do_data_transfer(ctx), 0);
+        }
+        assert_eq!(naaice_get_bytes_received(ctx), 4096);
+        assert_eq!(naaice_disconnect_and_cleanup(ctx), 0);
+        assert_eq!(live_contexts(), 0);
+        assert_eq!(naaice_disconnect_and_cleanup(ctx), -1);
+    }
+    assert!(x.iter().all(|&b| b == 20));
 
     assert_eq!(naa_swnaa_destroy(naa), 0);
     assert_eq!(live_servers(), 0);

@@ -25,6 +25,7 @@ fn install_then_build_with_pkg_config() {
     );
     assert!(f.stdout.contains("installed naaice"), "{}", f.stdout);
     for file in [
+        "include/naaice.h",
         "include/naaice_ap2.h",
         "lib/libnaaice_ap2.so",
         "lib/libnaaice_ap2.a",
