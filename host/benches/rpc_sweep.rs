@@ -67,7 +67,7 @@ use naaice::Buffer;
 use naaice::Connection;
 use naaice::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig};
 use naaice::transport::soft::{SoftConfig, SoftTransport};
-use naaice::transport::{Endpoint, Transport};
+use naaice::transport::{AnyTransport, Endpoint, Transport};
 use naaice_core::{ClientConfig, FunctionCode};
 
 type Error = Box<dyn std::error::Error>;
@@ -98,8 +98,8 @@ struct Opts {
     stream_secs: f64,
     /// Transport overrides (diagnosis only; defaults are measured otherwise).
     ack_delay_us: Option<u64>,
-    /// `verbs` instead of the software transport.
-    verbs: bool,
+    /// The transport (`--transport soft|verbs`).
+    transport: AnyTransport,
     /// Listening address of the NAA over verbs.
     addr: Option<std::net::IpAddr>,
     /// Verbs busy-poll override.
@@ -115,7 +115,7 @@ fn parse_args() -> Result<Opts, Error> {
         summary: target_dir().join("rpc_sweep_summary.txt"),
         stream_secs: 0.5,
         ack_delay_us: None,
-        verbs: false,
+        transport: AnyTransport::Soft(SoftTransport::default()),
         addr: None,
         busy_poll_us: None,
     };
@@ -141,13 +141,7 @@ fn parse_args() -> Result<Opts, Error> {
             "--summary" => o.summary = PathBuf::from(value()?),
             "--stream-secs" => o.stream_secs = value()?.parse()?,
             "--ack-delay-us" => o.ack_delay_us = Some(value()?.parse()?),
-            "--transport" => {
-                o.verbs = match value()?.as_str() {
-                    "soft" => false,
-                    "verbs" => true,
-                    other => return Err(format!("unknown transport {other}").into()),
-                }
-            }
+            "--transport" => o.transport = value()?.parse()?,
             "--addr" => o.addr = Some(value()?.parse()?),
             "--busy-poll-us" => o.busy_poll_us = Some(value()?.parse()?),
             "-h" | "--help" => {
@@ -166,7 +160,7 @@ fn parse_args() -> Result<Opts, Error> {
     if o.max_size == 0 {
         return Err("--max-size must be at least 1".into());
     }
-    if o.verbs && o.addr.is_none() {
+    if o.transport.name() == "verbs" && o.addr.is_none() {
         return Err("--transport verbs needs --addr IP (an address of an RDMA device)".into());
     }
     Ok(o)
@@ -433,7 +427,7 @@ impl Row {
 }
 
 fn steady_count(o: &Opts, size: u64) -> usize {
-    let budget = if o.verbs {
+    let budget = if o.transport.name() == "verbs" {
         STEADY_BYTES_VERBS
     } else {
         STEADY_BYTES
@@ -761,15 +755,11 @@ fn run_verbs(o: &Opts, sizes: &[(u64, bool)]) -> Result<(), Error> {
     Ok(())
 }
 
-#[cfg(not(feature = "verbs"))]
-fn run_verbs(_: &Opts, _: &[(u64, bool)]) -> Result<(), Error> {
-    Err("this build has no verbs transport: build with --features verbs".into())
-}
-
 fn main() -> Result<(), Error> {
     let o = parse_args()?;
     let sizes = sweep_sizes(&o);
-    if o.verbs {
+    #[cfg(feature = "verbs")]
+    if let AnyTransport::Verbs(_) = o.transport {
         return run_verbs(&o, &sizes);
     }
 
@@ -777,7 +767,7 @@ fn main() -> Result<(), Error> {
     if let Some(us) = o.ack_delay_us {
         soft.ack_delay = Duration::from_micros(us);
     }
-    let transport = SoftTransport::new(soft.clone());
+    let transport = AnyTransport::from(SoftTransport::new(soft.clone()));
     let config = SoftNaaConfig {
         max_connections: 16,
         ..SoftNaaConfig::default()

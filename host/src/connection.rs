@@ -21,41 +21,40 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use naaice_core::machine::{ClientAction, Input, Machine, RpcResult};
+use naaice_core::machine::{Machine, RpcResult};
 use naaice_core::region::InternalId;
-use naaice_core::{Client, ClientConfig, ClientRegions, Phase, RegionId};
+use naaice_core::{Client, ClientConfig, Phase, RegionId};
 
 use crate::clock;
+use crate::driver::{ClientEvent, Driver};
 use crate::error::{Error, Result};
-use crate::link::{Link, RegionMemory};
 use crate::memory::Buffer;
-use crate::transport::{Endpoint, MemoryRegion, Transport};
+use crate::transport::{AnyEndpoint, Endpoint, Transport};
 
 /// Default time allowed for connection setup.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A client connection to an NAA (AP1).
+/// A client connection to an NAA (AP1). Plain `Connection` is `Connection<AnyEndpoint>`
+/// (transport chosen at run time, [`AnyTransport`](crate::transport::AnyTransport)).
 ///
 /// Call order: [`Connection::connect`], declare regions ([`Connection::add_param`] +
 /// `set_input`/`set_output`/`set_single_send`, [`Connection::add_internal`]), then
 /// [`Connection::do_mrsp`] (or [`Connection::init_mrsp`] and [`Connection::poll`]), then per
 /// RPC [`Connection::do_transfer`] (or [`Connection::init_transfer`] and
 /// [`Connection::poll`] / [`Connection::wait`]), finally [`Connection::disconnect`].
-pub struct Connection<E: Endpoint> {
-    link: Link<E>,
-    client: Client,
+pub struct Connection<E: Endpoint = AnyEndpoint> {
+    driver: Driver<E, Client>,
     params: Vec<Buffer>,
-    mrsp_done: bool,
-    rpc_done: Option<RpcResult>,
-    failure: Option<naaice_core::machine::Error>,
+    /// The machine's last result was returned by [`Connection::poll`] or [`Connection::wait`].
+    reported: bool,
 }
 
 impl<E: Endpoint> std::fmt::Debug for Connection<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Connection")
-            .field("phase", &self.client.phase())
+            .field("phase", &self.client().phase())
             .field("params", &self.params.len())
-            .field("rpcs", &self.client.rpc_count())
+            .field("rpcs", &self.client().rpc_count())
             .finish()
     }
 }
@@ -87,91 +86,85 @@ impl<E: Endpoint> Connection<E> {
         deadline: Instant,
     ) -> Result<Self> {
         let ep = transport.connect(remote, local, deadline)?;
-        let mut link = Link::new(ep)?;
-        link.set_connected();
-        let mut client = Client::new(config, ClientRegions::new());
-        let now = clock::now();
-        client.handle_input(now, Input::AddressResolved);
-        client.handle_input(now, Input::Established);
+        let driver = Driver::client(ep, config)?;
         tracing::debug!(%remote, "connected");
         Ok(Self {
-            link,
-            client,
+            driver,
             params: Vec::new(),
-            mrsp_done: false,
-            rpc_done: None,
-            failure: None,
+            reported: false,
         })
+    }
+
+    fn client(&self) -> &Client {
+        self.driver.machine()
+    }
+
+    fn client_mut(&mut self) -> &mut Client {
+        self.driver.machine_mut()
     }
 
     /// The protocol phase (spec §4.1 values through [`Phase::value`]).
     pub fn phase(&self) -> Phase {
-        self.client.phase()
+        self.client().phase()
     }
 
     /// The default per-RPC deadline of this connection.
     pub fn rpc_timeout(&self) -> Duration {
-        self.client.config().rpc_timeout
+        self.client().config().rpc_timeout
     }
 
     /// True while the connection is up (established and not broken since).
     pub fn is_connected(&self) -> bool {
-        self.link.is_connected()
+        self.driver.is_connected()
     }
 
     /// RPCs started on this connection.
     pub fn rpc_count(&self) -> u32 {
-        self.client.rpc_count()
+        self.client().rpc_count()
     }
 
     /// Registers `buffer` and adds it as the next parameter region (no flags yet).
     pub fn add_param(&mut self, buffer: &Buffer) -> Result<RegionId> {
-        let regions = self.client.regions_mut()?;
-        if regions.record_count() >= naaice_core::config::MAX_REGIONS {
-            return Err(naaice_core::region::RegionError::Full.into());
-        }
-        let mr = self.link.ep.register(buffer)?;
-        let id = regions.add_param(mr.addr(), mr.rkey(), buffer.len() as u64)?;
-        self.link.set_region(id, RegionMemory::Registered(mr));
+        let id = self.driver.add_param(buffer)?;
         self.params.push(buffer.clone());
         Ok(id)
     }
 
     /// Adds an internal region: `size` bytes of NAA-only memory.
     pub fn add_internal(&mut self, size: u64) -> Result<InternalId> {
-        Ok(self.client.regions_mut()?.add_internal(size)?)
+        Ok(self.client_mut().regions_mut()?.add_internal(size)?)
     }
 
     /// Marks a parameter as input (written to the NAA every RPC).
     pub fn set_input(&mut self, id: RegionId) -> Result<()> {
-        Ok(self.client.regions_mut()?.set_input(id)?)
+        Ok(self.client_mut().regions_mut()?.set_input(id)?)
     }
 
     /// Marks a parameter as output (written back by the NAA every RPC).
     pub fn set_output(&mut self, id: RegionId) -> Result<()> {
-        Ok(self.client.regions_mut()?.set_output(id)?)
+        Ok(self.client_mut().regions_mut()?.set_output(id)?)
     }
 
     /// Marks a parameter as single-send input (written in the first RPC only).
     pub fn set_single_send(&mut self, id: RegionId) -> Result<()> {
-        Ok(self.client.regions_mut()?.set_single_send(id)?)
+        Ok(self.client_mut().regions_mut()?.set_single_send(id)?)
     }
 
     /// First requested NAA address of the layout (spec §2.5; default 0).
     pub fn set_addr_offset(&mut self, offset: u64) -> Result<()> {
-        self.client.regions_mut()?.set_addr_offset(offset);
+        self.client_mut().regions_mut()?.set_addr_offset(offset);
         Ok(())
     }
 
     /// The three user bytes of the RPC immediate (spec §3.2).
     pub fn set_immediate(&mut self, user: [u8; 3]) -> Result<()> {
-        Ok(self.client.set_user_bytes(user)?)
+        Ok(self.client_mut().set_user_bytes(user)?)
     }
 
     /// Bytes a parameter sends per RPC (`None` = its full size, `Some(0)` = a zero-length
     /// write; spec §3.4).
     pub fn set_bytes_to_send(&mut self, id: RegionId, len: Option<u32>) -> Result<()> {
-        Ok(self.client.set_bytes_to_send(id, len)?)
+        Ok(self.client_mut().set_bytes_to_send(id, len)?)
     }
 
     /// The buffer of parameter `id`.
@@ -182,44 +175,62 @@ impl<E: Endpoint> Connection<E> {
     /// Starts the MRSP without waiting; progress with [`Connection::poll`].
     pub fn init_mrsp(&mut self) -> Result<()> {
         self.check_failed()?;
-        self.client.start_mrsp(clock::now())?;
-        self.drive()
+        self.client_mut().start_mrsp(clock::now())?;
+        self.progress(false)
     }
 
     /// Runs the MRSP to completion (bounded by the MRSP timeout of the [`ClientConfig`]).
     pub fn do_mrsp(&mut self) -> Result<()> {
         self.init_mrsp()?;
-        while !self.mrsp_done {
-            self.step_blocking()?;
+        while !self.client().mrsp_done() {
+            self.driver.wait(far_future())?;
+            self.progress(true)?;
         }
         Ok(())
     }
 
     /// True once the MRSP has finished.
     pub fn mrsp_done(&self) -> bool {
-        self.mrsp_done
+        self.client().mrsp_done()
     }
 
     /// Starts an RPC without waiting (deadline: the configured RPC timeout).
     pub fn init_transfer(&mut self) -> Result<()> {
-        let timeout = self.client.config().rpc_timeout;
+        let timeout = self.client().config().rpc_timeout;
         self.init_transfer_with_timeout(timeout)
     }
 
     /// Starts an RPC with its own deadline.
     pub fn init_transfer_with_timeout(&mut self, timeout: Duration) -> Result<()> {
         self.check_failed()?;
-        self.rpc_done = None;
-        self.client.start_rpc_with_timeout(clock::now(), timeout)?;
-        self.drive()
+        self.client_mut()
+            .start_rpc_with_timeout(clock::now(), timeout)?;
+        self.reported = false;
+        self.progress(false)
+    }
+
+    /// True from [`Connection::init_transfer`] until [`Connection::poll`] or
+    /// [`Connection::wait`] returned the RPC's result (or an error).
+    pub fn rpc_in_flight(&self) -> bool {
+        let client = self.client();
+        client.error().is_none()
+            && (client.is_busy() || (client.last_result().is_some() && !self.reported))
+    }
+
+    /// The result of the last finished RPC.
+    pub fn last_result(&self) -> Option<RpcResult> {
+        self.client().last_result()
     }
 
     /// Makes progress without blocking. Returns the RPC result once the RPC in flight is done.
     pub fn poll(&mut self) -> Result<Option<RpcResult>> {
-        self.check_failed()?;
-        self.link.pump(&mut self.client)?;
-        self.drive()?;
-        Ok(self.rpc_done.take())
+        self.progress(true)?;
+        if self.reported || self.client().is_busy() {
+            return Ok(None);
+        }
+        let result = self.client().last_result();
+        self.reported = result.is_some();
+        Ok(result)
     }
 
     /// Blocks until the RPC in flight finishes (or fails, or its deadline passes).
@@ -228,10 +239,10 @@ impl<E: Endpoint> Connection<E> {
             if let Some(r) = self.poll()? {
                 return Ok(r);
             }
-            if !self.client.is_busy() {
+            if !self.client().is_busy() {
                 return Err(Error::State("no RPC in flight"));
             }
-            self.link.wait(&self.client, far_future())?;
+            self.driver.wait(far_future())?;
         }
     }
 
@@ -243,36 +254,31 @@ impl<E: Endpoint> Connection<E> {
 
     /// Disconnects (DREQ) and releases the connection.
     pub fn disconnect(mut self) {
-        self.link.ep.disconnect();
+        self.driver.disconnect();
     }
 
-    fn step_blocking(&mut self) -> Result<()> {
-        self.link.pump(&mut self.client)?;
-        self.drive()?;
-        if !self.mrsp_done {
-            self.link.wait(&self.client, far_future())?;
+    /// Executes pending work, after feeding what the transport has ready if `read`, and
+    /// handles the machine's events (the one place they are handled).
+    fn progress(&mut self, read: bool) -> Result<()> {
+        self.check_failed()?;
+        if read {
+            self.driver.pump()?;
         }
-        Ok(())
-    }
-
-    fn drive(&mut self) -> Result<()> {
-        while let Some(action) = self.link.drive(&mut self.client) {
-            match action {
-                ClientAction::MrspComplete => self.mrsp_done = true,
-                ClientAction::RpcComplete(r) => self.rpc_done = Some(r),
-                ClientAction::Failed(e) => {
+        while let Some(event) = self.driver.next_event() {
+            // The machine keeps the MRSP state, the result and the error.
+            match event {
+                ClientEvent::MrspComplete | ClientEvent::RpcComplete => {}
+                ClientEvent::Failed(e) => {
                     tracing::warn!(error = %e, "connection failed");
-                    self.failure = Some(e);
-                    self.link.ep.disconnect();
+                    self.driver.disconnect();
                 }
-                ClientAction::Post(_) => {} // posted by the link
             }
         }
         self.check_failed()
     }
 
     fn check_failed(&self) -> Result<()> {
-        match self.failure {
+        match self.client().error() {
             Some(e) => Err(Error::Protocol(e)),
             None => Ok(()),
         }
@@ -281,7 +287,7 @@ impl<E: Endpoint> Connection<E> {
 
 impl<E: Endpoint> Drop for Connection<E> {
     fn drop(&mut self) {
-        self.link.ep.disconnect();
+        self.driver.disconnect();
     }
 }
 

@@ -8,18 +8,22 @@
 //! * [`Connection`] (AP1, the low-level API): connection, regions, MRSP and transfers step by
 //!   step.
 //! * [`swnaa`]: the software NAA, a server that behaves like the FPGA NAA.
-//! * [`transport`]: the RC queue-pair seam, with the software transport (RC semantics over TCP).
+//! * [`transport`]: the RC queue-pair seam, with the software transport (RC semantics over TCP),
+//!   the verbs transport (feature `verbs`) and [`transport::AnyTransport`], either one chosen
+//!   at run time.
 //! * [`memory`]: buffers that a transport may read and write like a NIC does, safely.
 //!
 //! The protocol itself (MRSP, immediates, state machines) is `naaice-core`, re-exported as
-//! [`core`].
+//! [`core`]. Each connection, client or server, is run by one driver (the private `driver`
+//! module): it owns the endpoint, the core machine, the message buffers and the region memory;
+//! [`Connection`], [`Naa`] and the software NAA's workers are views over it.
 #![deny(unsafe_code)]
 
 mod clock;
 pub mod connection;
+mod driver;
 pub mod environment;
 mod error;
-mod link;
 #[allow(unsafe_code)]
 pub mod memory;
 pub mod naa;

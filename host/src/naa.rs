@@ -36,7 +36,7 @@ use crate::environment::Rank;
 use crate::error::{Error, Result};
 use crate::memory::{Buffer, BufferGuard};
 use crate::spec::{self, Pool, Reservation};
-use crate::transport::{Endpoint, Transport};
+use crate::transport::{AnyEndpoint, Endpoint, Transport};
 
 /// A parameter of an NAA call: a buffer, optionally single-send.
 #[derive(Debug, Clone)]
@@ -134,13 +134,15 @@ impl NaaOptions {
 }
 
 /// A connection to an NAA prepared for one function (AP2 `naa_handle`).
-pub struct Naa<E: Endpoint> {
+///
+/// Plain `Naa` is `Naa<AnyEndpoint>`, what [`Naa::create`] returns for an
+/// [`AnyTransport`](crate::transport::AnyTransport) chosen at run time; a concrete transport
+/// (e.g. [`SoftTransport`](crate::transport::soft::SoftTransport)) gives `Naa<ItsEndpoint>`.
+pub struct Naa<E: Endpoint = AnyEndpoint> {
     conn: Connection<E>,
     inputs: Vec<RegionId>,
     outputs: Vec<RegionId>,
     fncode: FunctionCode,
-    in_flight: bool,
-    last: Option<Status>,
     _reservation: Option<Reservation>,
 }
 
@@ -149,7 +151,6 @@ impl<E: Endpoint> std::fmt::Debug for Naa<E> {
         f.debug_struct("Naa")
             .field("fncode", &self.fncode)
             .field("conn", &self.conn)
-            .field("in_flight", &self.in_flight)
             .finish()
     }
 }
@@ -242,8 +243,6 @@ impl<E: Endpoint> Naa<E> {
             inputs: ins,
             outputs: outs,
             fncode: code,
-            in_flight: false,
-            last: None,
             _reservation: reservation,
         })
     }
@@ -266,12 +265,10 @@ impl<E: Endpoint> Naa<E> {
 
     /// Starts one RPC with its own deadline.
     pub fn invoke_with_timeout(&mut self, timeout: Duration) -> Result<()> {
-        if self.in_flight {
+        if self.is_busy() {
             return Err(Error::Busy);
         }
-        self.conn.init_transfer_with_timeout(timeout)?;
-        self.in_flight = true;
-        Ok(())
+        self.conn.init_transfer_with_timeout(timeout)
     }
 
     fn rpc_timeout(&self) -> Duration {
@@ -281,41 +278,27 @@ impl<E: Endpoint> Naa<E> {
     /// `naa_test`: makes progress without blocking; `Some(status)` once the RPC finished.
     /// After that it keeps returning the last status.
     pub fn test(&mut self) -> Result<Option<Status>> {
-        if !self.in_flight {
-            return self
-                .last
-                .map(Some)
-                .ok_or(Error::State("no RPC was invoked"));
+        if !self.is_busy() {
+            return self.last().map(Some);
         }
-        match self.conn.poll() {
-            Ok(None) => Ok(None),
-            Ok(Some(r)) => Ok(Some(self.complete(r))),
-            Err(e) => {
-                self.in_flight = false;
-                Err(e)
-            }
-        }
+        Ok(self.conn.poll()?.map(|r| self.status_of(r)))
     }
 
     /// `naa_wait`: blocks until the RPC finishes (or fails, or its deadline passes).
     pub fn wait(&mut self) -> Result<Status> {
-        if !self.in_flight {
-            return self.last.ok_or(Error::State("no RPC was invoked"));
+        if !self.is_busy() {
+            return self.last();
         }
-        match self.conn.wait() {
-            Ok(r) => Ok(self.complete(r)),
-            Err(e) => {
-                self.in_flight = false;
-                Err(e)
-            }
-        }
+        let r = self.conn.wait()?;
+        Ok(self.status_of(r))
     }
 
-    fn complete(&mut self, r: RpcResult) -> Status {
-        self.in_flight = false;
-        let status = self.status_of(r);
-        self.last = Some(status);
-        status
+    fn last(&self) -> Result<Status> {
+        let r = self
+            .conn
+            .last_result()
+            .ok_or(Error::State("no RPC was invoked"))?;
+        Ok(self.status_of(r))
     }
 
     fn status_of(&self, r: RpcResult) -> Status {
@@ -335,7 +318,7 @@ impl<E: Endpoint> Naa<E> {
 
     /// True while an RPC is in flight.
     pub fn is_busy(&self) -> bool {
-        self.in_flight
+        self.conn.rpc_in_flight()
     }
 
     /// Read/write access to input `index` (as passed to create); [`Error::Busy`] while an
@@ -358,7 +341,7 @@ impl<E: Endpoint> Naa<E> {
     }
 
     fn access(&self, id: RegionId) -> Result<BufferGuard<'_>> {
-        if self.in_flight {
+        if self.is_busy() {
             return Err(Error::Busy);
         }
         let buffer = self

@@ -24,6 +24,9 @@ pub const PANIC: u8 = 22;
 /// Kernel of the single-send/internal test: counts RPCs in internal region 0, reports the
 /// count and the first byte of parameter 0 in parameter 2, and adds 1 to parameter 1.
 pub const PROBE: u8 = 23;
+/// Kernel that adds 1 to every parameter byte, then runs until its kernel timeout has passed
+/// ([`KernelContext::timed_out`]).
+pub const UNTIL_TIMEOUT: u8 = 24;
 
 /// A function code constant.
 pub fn code(c: u8) -> FunctionCode {
@@ -35,6 +38,15 @@ pub fn test_kernels() -> KernelRegistry {
     let mut k = KernelRegistry::builtin();
     k.register(code(SLEEP), |ctx: &mut KernelContext<'_, '_>| {
         std::thread::sleep(Duration::from_millis(10 * u64::from(ctx.user_bytes()[0])));
+        ReturnCode::SUCCESS
+    });
+    k.register(code(UNTIL_TIMEOUT), |ctx: &mut KernelContext<'_, '_>| {
+        for r in ctx.regions().iter_mut().filter(|r| !r.is_internal()) {
+            r.data.iter_mut().for_each(|b| *b = b.wrapping_add(1));
+        }
+        while !ctx.timed_out() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         ReturnCode::SUCCESS
     });
     k.register(code(APP_ERROR), |ctx: &mut KernelContext<'_, '_>| {

@@ -1,10 +1,114 @@
 //! Test bodies shared by the end-to-end suites of every transport (`tests/rpc.rs` over the
-//! software transport, `tests/verbs_rpc.rs` over verbs): each takes a way to connect, so the
-//! same checks run on both.
+//! software transport, `tests/verbs_rpc.rs` over verbs): each takes a [`Site`] (a transport
+//! and the address to serve on), so the same checks run on both.
 
-use naaice::transport::{Endpoint, Transport};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use naaice::core::machine::Error as ProtocolError;
+use naaice::core::{ClientConfig, MrspErrorCode, Phase};
+use naaice::swnaa::{KERNEL_FAILED, SoftNaa, SoftNaaConfig, SoftNaaHandle};
+use naaice::transport::soft::SoftTransport;
+use naaice::transport::{AnyTransport, TransportError};
 use naaice::{Buffer, Connection, Error, Naa, NaaOptions, Param};
 use naaice_core::ReturnCode;
+
+use crate::{APP_ERROR, PANIC, PROBE, SLEEP, UNTIL_TIMEOUT, code, test_kernels};
+
+/// Where a suite runs: a transport, and the local address the software NAA listens on.
+#[derive(Clone, Debug)]
+pub struct Site {
+    /// The transport of the NAA and its clients.
+    pub transport: AnyTransport,
+    /// The NAA's address (port chosen by the system).
+    pub ip: IpAddr,
+}
+
+impl Site {
+    /// The software transport on 127.0.0.1.
+    pub fn soft() -> Self {
+        Self {
+            transport: SoftTransport::default().into(),
+            ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        }
+    }
+
+    /// A software NAA with the test kernels, running in the background.
+    pub fn start_naa(&self, config: SoftNaaConfig) -> SoftNaaHandle {
+        SoftNaa::bind(
+            self.transport.clone(),
+            SocketAddr::new(self.ip, 0),
+            config,
+            test_kernels(),
+        )
+        .expect("bind the software NAA")
+        .spawn()
+        .expect("spawn the software NAA")
+    }
+
+    /// Connects (AP1) to `naa` for `fncode`.
+    pub fn try_connect(&self, naa: &SoftNaaHandle, fncode: u8) -> naaice::Result<Connection> {
+        let config = ClientConfig::new(code(fncode));
+        Connection::connect(&self.transport, naa.local_addr(), None, config)
+    }
+
+    /// Connects (AP1) to `naa` for `fncode`, or panics.
+    pub fn connect(&self, naa: &SoftNaaHandle, fncode: u8) -> Connection {
+        self.try_connect(naa, fncode).expect("connect")
+    }
+
+    /// An AP2 handle on `naa` for `fncode` with one in-place parameter of `len` bytes.
+    pub fn in_place(&self, naa: &SoftNaaHandle, fncode: u32, len: usize) -> Naa {
+        let p = Param::from_vec(pattern(len, 9));
+        Naa::create_with(
+            &self.transport,
+            fncode,
+            vec![p.clone()],
+            vec![p],
+            &NaaOptions::at(naa.local_addr()),
+        )
+        .expect("create an NAA handle")
+    }
+}
+
+/// A configuration for tests that open one connection after another: the NAA frees a
+/// connection slot only once it has seen the client's disconnect, which may take a moment
+/// after the client's side returned, so the default limit (one slot per core) could reject
+/// the next connection.
+fn roomy() -> SoftNaaConfig {
+    SoftNaaConfig {
+        max_connections: 64,
+        ..SoftNaaConfig::default()
+    }
+}
+
+/// Declares one `#[test]` per body of this module that needs nothing but a [`Site`], each
+/// running `$run(name, body)` (`body: fn(&Site)`): a suite chooses its transport and limits
+/// in `$run`, and gets every shared test.
+#[macro_export]
+macro_rules! suite_tests {
+    ($run:expr) => {
+        $crate::suite_tests!(@each $run;
+            separate_inputs_and_outputs,
+            single_send_internal_regions_and_user_bytes,
+            zero_outputs_and_single_send_only_inputs,
+            over_the_connection_limit_is_rejected_with_the_reason,
+            unknown_function_code_gets_socket_unavail,
+            kernel_timeout_keeps_the_connection,
+            application_error_and_kernel_panic,
+            mrsp_errors_reach_the_client,
+            poll_and_test_never_block,
+        );
+    };
+    (@each $run:expr; $($name:ident),+ $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                ($run)(stringify!($name), $crate::suite::$name);
+            }
+        )+
+    };
+}
 
 /// Deterministic test bytes: `len` bytes that differ per `seed`.
 pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
@@ -19,13 +123,11 @@ pub fn plus(data: &[u8], n: u8) -> Vec<u8> {
 }
 
 /// One RPC with kernel 1 over `n` in-place regions of different sizes, for each `n` of
-/// `counts`, on a fresh connection each (`connect(fncode)`).
-pub fn in_place_regions<E: Endpoint>(
-    mut connect: impl FnMut(u8) -> Connection<E>,
-    counts: &[usize],
-) {
+/// `counts`, on a fresh connection each.
+pub fn in_place_regions(site: &Site, counts: &[usize]) {
+    let naa = site.start_naa(roomy());
     for &n in counts {
-        let mut conn = connect(1);
+        let mut conn = site.connect(&naa, 1);
         let data: Vec<Vec<u8>> = (0..n).map(|i| pattern(100 + i * 37, i as u8)).collect();
         let buffers: Vec<Buffer> = data.iter().map(|d| Buffer::from_slice(d)).collect();
         for b in &buffers {
@@ -49,10 +151,11 @@ pub fn in_place_regions<E: Endpoint>(
 }
 
 /// One RPC with kernel 2 over one in-place region of each of `sizes`, on a fresh connection
-/// each (`connect(fncode)`).
-pub fn in_place_sizes<E: Endpoint>(mut connect: impl FnMut(u8) -> Connection<E>, sizes: &[usize]) {
+/// each.
+pub fn in_place_sizes(site: &Site, sizes: &[usize]) {
+    let naa = site.start_naa(roomy());
     for &size in sizes {
-        let mut conn = connect(2);
+        let mut conn = site.connect(&naa, 2);
         let data = pattern(size, size as u8);
         let buf = Buffer::from_slice(&data);
         let id = conn.add_param(&buf).unwrap();
@@ -72,9 +175,11 @@ pub fn in_place_sizes<E: Endpoint>(mut connect: impl FnMut(u8) -> Connection<E>,
     }
 }
 
-/// Two inputs and one output of different sizes, three RPCs with kernel 1 on `conn` (made
-/// for function code 1): the output starts zeroed and gains 1 per RPC.
-pub fn separate_inputs_and_outputs<E: Endpoint>(conn: &mut Connection<E>) {
+/// Two inputs and one output of different sizes, three RPCs with kernel 1: the output starts
+/// zeroed and gains 1 per RPC.
+pub fn separate_inputs_and_outputs(site: &Site) {
+    let naa = site.start_naa(SoftNaaConfig::default());
+    let conn = &mut site.connect(&naa, 1);
     let (a, b) = (
         Buffer::from_slice(&pattern(3000, 1)),
         Buffer::from_slice(&pattern(10, 2)),
@@ -96,16 +201,21 @@ pub fn separate_inputs_and_outputs<E: Endpoint>(conn: &mut Connection<E>) {
     }
 }
 
-/// `clients` AP2 clients at once against the NAA at `options`' address, each running `rpcs`
-/// RPCs with kernel 1 on its own in-place region of `len + 100 · client` bytes and checking
-/// the result.
-pub fn concurrent_clients<T>(transport: &T, options: &NaaOptions, clients: u8, rpcs: u8, len: usize)
-where
-    T: Transport + Clone + 'static,
-{
+/// `clients` AP2 clients at once against one NAA (as many connection slots), each running
+/// `rpcs` RPCs with kernel 1 on its own in-place region of `len + 100 · client` bytes and
+/// checking the result.
+pub fn concurrent_clients(site: &Site, clients: u8, rpcs: u8, len: usize) {
+    let naa = site.start_naa(SoftNaaConfig {
+        max_connections: usize::from(clients),
+        ..SoftNaaConfig::default()
+    });
+    let options = NaaOptions {
+        rpc_timeout: Duration::from_secs(120),
+        ..NaaOptions::at(naa.local_addr())
+    };
     let threads: Vec<_> = (0..clients)
         .map(|t| {
-            let (transport, options) = (transport.clone(), options.clone());
+            let (transport, options) = (site.transport.clone(), options.clone());
             std::thread::spawn(move || {
                 let p = Param::from_vec(pattern(len + usize::from(t) * 100, t));
                 let mut h = Naa::create_with(&transport, 1, vec![p.clone()], vec![p], &options)?;
@@ -123,4 +233,253 @@ where
     for t in threads {
         t.join().expect("client thread").expect("client RPCs");
     }
+}
+
+/// Kernel timeout 100 ms: a kernel that sleeps 300 ms is answered with KERNEL_TIMEOUT and no
+/// output; the next RPC follows at once and succeeds (the late kernel's regions are never in
+/// the way), and so do more. A kernel that watches its deadline stops there, and its RPC is
+/// answered with KERNEL_TIMEOUT without the outputs it computed.
+pub fn kernel_timeout_keeps_the_connection(site: &Site) {
+    let naa = site.start_naa(SoftNaaConfig {
+        kernel_timeout: Duration::from_millis(100),
+        ..roomy()
+    });
+    kernel_timeout_then_next_rpc(&mut site.connect(&naa, SLEEP));
+    kernel_timeout_seen_by_the_kernel(&mut site.connect(&naa, UNTIL_TIMEOUT));
+}
+
+fn kernel_timeout_then_next_rpc(conn: &mut Connection) {
+    let buf = Buffer::from_slice(&pattern(16, 9));
+    let id = conn.add_param(&buf).unwrap();
+    conn.set_input(id).unwrap();
+    conn.set_output(id).unwrap();
+    conn.do_mrsp().unwrap();
+    for _ in 0..2 {
+        conn.set_immediate([30, 0, 0]).unwrap(); // the kernel sleeps 300 ms
+        let r = conn.do_transfer().unwrap();
+        assert_eq!(
+            (r.status, r.bytes_received),
+            (ReturnCode::KERNEL_TIMEOUT, 0)
+        );
+        conn.set_immediate([0, 0, 0]).unwrap();
+        let r = conn
+            .do_transfer()
+            .expect("the RPC right after a kernel timeout");
+        assert_eq!(r.status, ReturnCode::SUCCESS);
+        assert!(conn.is_connected());
+    }
+}
+
+fn kernel_timeout_seen_by_the_kernel(conn: &mut Connection) {
+    let data = pattern(64, 3);
+    let buf = Buffer::from_slice(&data);
+    let id = conn.add_param(&buf).unwrap();
+    conn.set_input(id).unwrap();
+    conn.set_output(id).unwrap();
+    conn.do_mrsp().unwrap();
+    for _ in 0..2 {
+        let r = conn.do_transfer().unwrap();
+        assert_eq!(
+            (r.status, r.bytes_received),
+            (ReturnCode::KERNEL_TIMEOUT, 0)
+        );
+        assert_eq!(buf.to_vec(), data, "no outputs after a kernel timeout");
+    }
+}
+
+/// Three parameters (single-send, in-place, output), an internal region, an address offset and
+/// user bytes, three RPCs with the PROBE kernel: the internal region keeps its count, the
+/// single-send input is the one of RPC 1, the in-place region is written every RPC.
+pub fn single_send_internal_regions_and_user_bytes(site: &Site) {
+    let naa = site.start_naa(SoftNaaConfig::default());
+    let mut conn = site.connect(&naa, PROBE);
+    let p0 = Buffer::from_slice(&[7; 64]);
+    let p1 = Buffer::from_slice(&pattern(1000, 5));
+    let p2 = Buffer::zeroed(256);
+    let (i0, i1, i2) = (
+        conn.add_param(&p0).unwrap(),
+        conn.add_param(&p1).unwrap(),
+        conn.add_param(&p2).unwrap(),
+    );
+    conn.set_single_send(i0).unwrap();
+    conn.set_input(i1).unwrap();
+    conn.set_output(i1).unwrap();
+    conn.set_output(i2).unwrap();
+    conn.add_internal(8192).unwrap();
+    conn.set_addr_offset(0x1000_0000).unwrap();
+    conn.set_immediate([0x11, 0x22, 0x33]).unwrap();
+    conn.do_mrsp().unwrap();
+    let original = p1.to_vec();
+    for rpc in 1..=3u8 {
+        let r = conn.do_transfer().unwrap();
+        assert_eq!(r.bytes_received, 256);
+        let out = p2.to_vec();
+        assert_eq!(out[0], rpc, "internal region keeps its count across RPCs");
+        assert_eq!(out[1], 7, "single-send input is the one sent in RPC 1");
+        assert_eq!(p1.to_vec(), plus(&original, rpc), "in-place region");
+        // Changing the single-send input after RPC 1 must not reach the NAA.
+        p0.lock().fill(9);
+    }
+}
+
+/// No output at all (the NAA answers with a zero-length write) and an input sent only in the
+/// first RPC (RPCs 2 and 3 send nothing but the zero-length WRITE WITH IMM, D-08).
+pub fn zero_outputs_and_single_send_only_inputs(site: &Site) {
+    let naa = site.start_naa(SoftNaaConfig::default());
+    let mut conn = site.connect(&naa, 1);
+    let input = Buffer::from_slice(&[1; 100]);
+    let id = conn.add_param(&input).unwrap();
+    conn.set_single_send(id).unwrap();
+    conn.do_mrsp().unwrap();
+    for _ in 0..3 {
+        let r = conn.do_transfer().unwrap();
+        assert_eq!((r.status, r.bytes_received), (ReturnCode::SUCCESS, 0));
+    }
+    assert_eq!(conn.rpc_count(), 3);
+}
+
+/// `rpcs` RPCs with kernel 1 on one AP2 handle.
+pub fn repeated_rpcs(site: &Site, rpcs: u32) {
+    let naa = site.start_naa(SoftNaaConfig::default());
+    let mut h = site.in_place(&naa, 1, 64);
+    let before = h.input(0).unwrap().to_vec();
+    for _ in 0..rpcs {
+        h.invoke().unwrap();
+        let s = h.wait().unwrap();
+        assert_eq!(
+            (s.state, s.naa_error, s.bytes_received),
+            (Phase::Finished, ReturnCode::SUCCESS, 64)
+        );
+    }
+    assert_eq!(h.output(0).unwrap().to_vec(), plus(&before, rpcs as u8));
+    h.finalize();
+}
+
+/// A function code without a kernel: every RPC is answered with SOCKET_UNAVAIL, no output is
+/// written, and the connection survives.
+pub fn unknown_function_code_gets_socket_unavail(site: &Site) {
+    let naa = site.start_naa(SoftNaaConfig::default());
+    let mut h = site.in_place(&naa, 99, 128);
+    let before = h.input(0).unwrap().to_vec();
+    for _ in 0..3 {
+        h.invoke().unwrap();
+        let s = h.wait().unwrap();
+        assert_eq!(
+            (s.naa_error, s.bytes_received),
+            (ReturnCode::SOCKET_UNAVAIL, 0)
+        );
+        assert_eq!(s.naa_error.naa_error(), 0x01);
+    }
+    assert_eq!(h.output(0).unwrap().to_vec(), before, "no output on error");
+}
+
+/// An application return code arrives with the outputs; a panicking kernel is reported as
+/// [`KERNEL_FAILED`] and the NAA keeps serving.
+pub fn application_error_and_kernel_panic(site: &Site) {
+    let naa = site.start_naa(roomy());
+    let mut h = site.in_place(&naa, u32::from(APP_ERROR), 32);
+    let before = h.input(0).unwrap().to_vec();
+    h.invoke().unwrap();
+    let s = h.wait().unwrap();
+    assert_eq!(s.naa_error.get(), 0x42);
+    assert_eq!(
+        s.naa_error.class(),
+        naaice::core::wire::ReturnClass::Application
+    );
+    assert_eq!(h.output(0).unwrap().to_vec(), plus(&before, 1));
+    let mut p = site.in_place(&naa, u32::from(PANIC), 8);
+    p.invoke().unwrap();
+    assert_eq!(p.wait().unwrap().naa_error, KERNEL_FAILED);
+    let mut other = site.in_place(&naa, 1, 8);
+    other.invoke().unwrap();
+    assert!(other.wait().unwrap().naa_error.is_success());
+}
+
+/// MRSP requests over the NAA's region and memory limits are refused with the matching code;
+/// within the limits the same NAA accepts.
+pub fn mrsp_errors_reach_the_client(site: &Site) {
+    let naa = site.start_naa(SoftNaaConfig {
+        max_regions: 4,
+        max_bytes_per_connection: 1 << 20,
+        ..SoftNaaConfig::default()
+    });
+    let opts = NaaOptions::at(naa.local_addr());
+    let params = |n: usize, len: usize| (0..n).map(|_| Param::zeroed(len)).collect::<Vec<_>>();
+    let cases = [
+        (params(5, 8), MrspErrorCode::TooManyRegions),
+        (params(2, 600 << 10), MrspErrorCode::NotEnoughMemory),
+    ];
+    for (inputs, code) in cases {
+        match Naa::create_with(&site.transport, 1, inputs, vec![], &opts) {
+            Err(Error::Protocol(ProtocolError::MrspRejected(c))) => assert_eq!(c, code),
+            other => panic!("expected MRSP error {code:?}, got {other:?}"),
+        }
+    }
+    Naa::create_with(&site.transport, 1, params(4, 8), vec![], &opts).unwrap();
+}
+
+/// With one connection slot, a second client is rejected with the reason; the slot returns
+/// when the first client leaves.
+pub fn over_the_connection_limit_is_rejected_with_the_reason(site: &Site) {
+    let naa = site.start_naa(SoftNaaConfig {
+        max_connections: 1,
+        ..SoftNaaConfig::default()
+    });
+    let first = site.connect(&naa, 1);
+    match site.try_connect(&naa, 1) {
+        Err(Error::Transport(TransportError::Rejected(reason))) => {
+            assert!(reason.contains("overloaded"), "{reason}")
+        }
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+    drop(first);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match site.try_connect(&naa, 1) {
+            Ok(_) => break,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => panic!("slot never returned: {e}"),
+        }
+    }
+}
+
+/// AP1 `poll` and AP2 `test` never block: while a 1 s kernel runs, `poll` keeps returning
+/// "not yet"; `test` until done, then `wait` gives the same status. While the RPC is in flight
+/// the handle's buffers are inaccessible.
+pub fn poll_and_test_never_block(site: &Site) {
+    let naa = site.start_naa(roomy());
+    let mut conn = site.connect(&naa, SLEEP);
+    let buf = Buffer::zeroed(64);
+    let id = conn.add_param(&buf).unwrap();
+    conn.set_input(id).unwrap();
+    conn.set_output(id).unwrap();
+    conn.do_mrsp().unwrap();
+    conn.set_immediate([100, 0, 0]).unwrap();
+    conn.init_transfer().unwrap();
+    let started = Instant::now();
+    let mut polls = 0;
+    while started.elapsed() < Duration::from_millis(300) {
+        assert!(conn.poll().unwrap().is_none(), "finished before the kernel");
+        polls += 1;
+    }
+    assert!(polls > 1, "poll() returned only {polls} time(s) in 300 ms");
+    assert!(conn.wait().unwrap().status.is_success());
+    let mut h = site.in_place(&naa, 1, 64);
+    h.invoke().unwrap();
+    assert!(matches!(h.input(0), Err(Error::Busy)));
+    assert!(matches!(h.output(0), Err(Error::Busy)));
+    assert!(matches!(h.invoke(), Err(Error::Busy)));
+    let status = loop {
+        if let Some(s) = h.test().unwrap() {
+            break s;
+        }
+    };
+    assert!(status.naa_error.is_success());
+    assert_eq!(
+        h.wait().unwrap(),
+        status,
+        "wait after test: the same status"
+    );
+    assert!(h.output(0).is_ok());
+    assert!(matches!(h.input(5), Err(Error::InvalidArgument(_))));
 }

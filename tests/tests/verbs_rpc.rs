@@ -19,14 +19,13 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use naaice::core::machine::Error as ProtocolError;
-use naaice::core::{ClientConfig, MrspErrorCode, Phase, ReturnCode};
-use naaice::swnaa::{KERNEL_FAILED, SoftNaa, SoftNaaConfig, SoftNaaHandle};
+use naaice::core::ClientConfig;
+use naaice::swnaa::{SoftNaa, SoftNaaConfig, SoftNaaHandle};
 use naaice::transport::verbs::{VerbsConfig, VerbsEndpoint, VerbsTransport, device_names};
 use naaice::transport::{Transport, TransportError};
 use naaice::{Buffer, Connection, Error, Naa, NaaOptions, Param};
-use naaice_tests::suite::{self, pattern, plus};
-use naaice_tests::{APP_ERROR, PANIC, PROBE, SLEEP, code, test_kernels};
+use naaice_tests::suite::{self, Site, pattern, plus};
+use naaice_tests::{SLEEP, code, test_kernels};
 
 type Conn = Connection<VerbsEndpoint>;
 
@@ -77,6 +76,14 @@ fn bounded(limit: Duration, body: impl FnOnce() + Send + 'static) {
 fn verbs_test(name: &str, secs: u64, body: impl FnOnce(IpAddr) + Send + 'static) {
     if let Some(ip) = rdma_ip(name) {
         bounded(Duration::from_secs(secs), move || body(ip));
+    }
+}
+
+/// The verbs transport on `ip`.
+fn site(ip: IpAddr) -> Site {
+    Site {
+        transport: VerbsTransport::default().into(),
+        ip,
     }
 }
 
@@ -145,123 +152,34 @@ fn without_rdma_devices_the_transport_is_unavailable() {
     }
 }
 
+// The shared bodies of `naaice_tests::suite`, each a test over verbs (skipped without RDMA).
+naaice_tests::suite_tests!(|name, body: fn(&Site)| {
+    verbs_test(name, 60, move |ip| body(&site(ip)))
+});
+
 #[test]
 fn mrsp_and_one_to_thirty_two_in_place_regions() {
     verbs_test("regions", 120, |ip| {
-        let naa = start_naa(ip, SoftNaaConfig::default());
-        suite::in_place_regions(|f| connect(naa.local_addr(), f), &[1, 2, 7, 31, 32]);
+        suite::in_place_regions(&site(ip), &[1, 2, 7, 31, 32])
     });
 }
-
 #[test]
 fn sizes_from_one_byte_to_eight_mib() {
     verbs_test("sizes", 180, |ip| {
-        let naa = start_naa(ip, SoftNaaConfig::default());
         let sizes = [1, 3, 511, 512, 513, 4095, 4096, 65_536, 1 << 20, 8 << 20];
-        suite::in_place_sizes(|f| connect(naa.local_addr(), f), &sizes);
+        suite::in_place_sizes(&site(ip), &sizes);
     });
 }
-
-#[test]
-fn separate_inputs_and_outputs_of_different_sizes() {
-    verbs_test("separate", 60, |ip| {
-        let naa = start_naa(ip, SoftNaaConfig::default());
-        suite::separate_inputs_and_outputs(&mut connect(naa.local_addr(), 1));
-    });
-}
-
-#[test]
-fn single_send_internal_regions_and_user_bytes() {
-    verbs_test("single_send", 60, |ip| {
-        let naa = start_naa(ip, SoftNaaConfig::default());
-        let mut conn = connect(naa.local_addr(), PROBE);
-        let p0 = Buffer::from_slice(&[7; 64]);
-        let p1 = Buffer::from_slice(&pattern(1000, 5));
-        let p2 = Buffer::zeroed(256);
-        let (i0, i1, i2) = (
-            conn.add_param(&p0).unwrap(),
-            conn.add_param(&p1).unwrap(),
-            conn.add_param(&p2).unwrap(),
-        );
-        conn.set_single_send(i0).unwrap();
-        conn.set_input(i1).unwrap();
-        conn.set_output(i1).unwrap();
-        conn.set_output(i2).unwrap();
-        conn.add_internal(8192).unwrap();
-        conn.set_addr_offset(0x1000_0000).unwrap();
-        conn.set_immediate([0x11, 0x22, 0x33]).unwrap();
-        conn.do_mrsp().unwrap();
-        let original = p1.to_vec();
-        for rpc in 1..=3u8 {
-            let r = conn.do_transfer().unwrap();
-            assert_eq!(r.bytes_received, 256);
-            let out = p2.to_vec();
-            assert_eq!(out[0], rpc, "internal region keeps its count");
-            assert_eq!(out[1], 7, "the single-send input is the one of RPC 1");
-            assert_eq!(p1.to_vec(), plus(&original, rpc));
-            p0.lock().fill(9);
-        }
-    });
-}
-
-#[test]
-fn zero_outputs_and_single_send_only_inputs() {
-    verbs_test("zero_outputs", 60, |ip| {
-        let naa = start_naa(ip, SoftNaaConfig::default());
-        let mut conn = connect(naa.local_addr(), 1);
-        let input = Buffer::from_slice(&[1; 100]);
-        let id = conn.add_param(&input).unwrap();
-        conn.set_single_send(id).unwrap();
-        conn.do_mrsp().unwrap();
-        for _ in 0..3 {
-            let r = conn.do_transfer().unwrap();
-            assert_eq!((r.status, r.bytes_received), (ReturnCode::SUCCESS, 0));
-        }
-    });
-}
-
 #[test]
 fn two_hundred_rpcs_on_one_connection() {
-    verbs_test("repeated", 180, |ip| {
-        let naa = start_naa(ip, SoftNaaConfig::default());
-        let data = Param::from_vec(pattern(64, 3));
-        let mut h = Naa::create_with(
-            &VerbsTransport::default(),
-            1,
-            vec![data.clone()],
-            vec![data],
-            &NaaOptions::at(naa.local_addr()),
-        )
-        .unwrap();
-        let before = h.input(0).unwrap().to_vec();
-        for _ in 0..200 {
-            h.invoke().unwrap();
-            let s = h.wait().unwrap();
-            assert_eq!(
-                (s.state, s.naa_error, s.bytes_received),
-                (Phase::Finished, ReturnCode::SUCCESS, 64)
-            );
-        }
-        assert_eq!(h.output(0).unwrap().to_vec(), plus(&before, 200));
-        h.finalize();
-    });
+    verbs_test("repeated", 180, |ip| suite::repeated_rpcs(&site(ip), 200));
 }
-
 #[test]
 fn four_concurrent_clients() {
     verbs_test("concurrent", 180, |ip| {
-        let naa = start_naa(
-            ip,
-            SoftNaaConfig {
-                max_connections: 4,
-                ..SoftNaaConfig::default()
-            },
-        );
-        let options = NaaOptions::at(naa.local_addr());
-        suite::concurrent_clients(&VerbsTransport::default(), &options, 4, 30, 4096);
+        suite::concurrent_clients(&site(ip), 4, 30, 4096)
     });
 }
-
 /// Sixteen clients at once, both sides without busy-polling, so every wait goes through
 /// arming the completion channel and sleeping: a lost wake-up (D-15: the C server hung 8 of
 /// 40 clients on Soft-RoCE) would hang a client until the test's limit.
@@ -272,196 +190,13 @@ fn sixteen_event_driven_clients_never_miss_a_wakeup() {
             busy_poll: Duration::ZERO,
             ..VerbsConfig::default()
         });
-        let naa = SoftNaa::bind(
-            sleepy.clone(),
-            SocketAddr::new(ip, 0),
-            SoftNaaConfig {
-                max_connections: 16,
-                ..SoftNaaConfig::default()
-            },
-            test_kernels(),
-        )
-        .expect("bind")
-        .spawn()
-        .expect("spawn");
-        let options = NaaOptions {
-            rpc_timeout: Duration::from_secs(120),
-            ..NaaOptions::at(naa.local_addr())
+        let site = Site {
+            transport: sleepy.into(),
+            ip,
         };
-        suite::concurrent_clients(&sleepy, &options, 16, 20, 100);
+        suite::concurrent_clients(&site, 16, 20, 100);
     });
 }
-
-#[test]
-fn poll_and_test_never_block() {
-    verbs_test("nonblocking", 60, |ip| {
-        let naa = start_naa(ip, SoftNaaConfig::default());
-        // AP1: while a 1 s kernel runs, poll() keeps returning "not yet" (it would return the
-        // result if it had blocked until the RPC finished).
-        let mut conn = connect(naa.local_addr(), SLEEP);
-        let buf = Buffer::zeroed(64);
-        let id = conn.add_param(&buf).unwrap();
-        conn.set_input(id).unwrap();
-        conn.set_output(id).unwrap();
-        conn.do_mrsp().unwrap();
-        conn.set_immediate([100, 0, 0]).unwrap();
-        conn.init_transfer().unwrap();
-        let started = Instant::now();
-        let mut polls = 0;
-        while started.elapsed() < Duration::from_millis(300) {
-            assert!(conn.poll().unwrap().is_none(), "finished before the kernel");
-            polls += 1;
-        }
-        assert!(polls > 1, "poll() returned only {polls} time(s) in 300 ms");
-        assert!(conn.wait().unwrap().status.is_success());
-        // AP2: test() until done, then wait() gives the same status.
-        let mut h = in_place(&naa, 1, 64);
-        h.invoke().unwrap();
-        let status = loop {
-            if let Some(s) = h.test().unwrap() {
-                break s;
-            }
-        };
-        assert!(status.naa_error.is_success());
-        assert_eq!(h.wait().unwrap(), status);
-    });
-}
-
-#[test]
-fn unknown_function_code_gets_socket_unavail() {
-    verbs_test("socket_unavail", 60, |ip| {
-        let naa = start_naa(ip, SoftNaaConfig::default());
-        let mut h = in_place(&naa, 99, 128);
-        let before = h.input(0).unwrap().to_vec();
-        for _ in 0..3 {
-            h.invoke().unwrap();
-            let s = h.wait().unwrap();
-            assert_eq!(
-                (s.naa_error, s.bytes_received),
-                (ReturnCode::SOCKET_UNAVAIL, 0)
-            );
-        }
-        assert_eq!(h.output(0).unwrap().to_vec(), before);
-    });
-}
-
-#[test]
-fn kernel_over_its_timeout_gets_kernel_timeout() {
-    verbs_test("kernel_timeout", 60, |ip| {
-        let naa = start_naa(
-            ip,
-            SoftNaaConfig {
-                kernel_timeout: Duration::from_millis(100),
-                ..SoftNaaConfig::default()
-            },
-        );
-        let mut conn = connect(naa.local_addr(), SLEEP);
-        let buf = Buffer::zeroed(16);
-        let id = conn.add_param(&buf).unwrap();
-        conn.set_input(id).unwrap();
-        conn.set_output(id).unwrap();
-        conn.do_mrsp().unwrap();
-        conn.set_immediate([50, 0, 0]).unwrap(); // the kernel sleeps 500 ms
-        let r = conn.do_transfer().unwrap();
-        assert_eq!(
-            (r.status, r.bytes_received),
-            (ReturnCode::KERNEL_TIMEOUT, 0)
-        );
-        std::thread::sleep(Duration::from_millis(500));
-        conn.set_immediate([0, 0, 0]).unwrap();
-        let r = conn.do_transfer().unwrap();
-        assert_eq!(
-            r.status,
-            ReturnCode::SUCCESS,
-            "usable after the late kernel"
-        );
-    });
-}
-
-#[test]
-fn application_error_code_and_kernel_panic() {
-    verbs_test("app_error", 60, |ip| {
-        let naa = start_naa(ip, SoftNaaConfig::default());
-        let mut h = in_place(&naa, u32::from(APP_ERROR), 32);
-        let before = h.input(0).unwrap().to_vec();
-        h.invoke().unwrap();
-        let s = h.wait().unwrap();
-        assert_eq!(s.naa_error.get(), 0x42);
-        assert_eq!(h.output(0).unwrap().to_vec(), plus(&before, 1));
-        let mut p = in_place(&naa, u32::from(PANIC), 8);
-        p.invoke().unwrap();
-        assert_eq!(p.wait().unwrap().naa_error, KERNEL_FAILED);
-    });
-}
-
-#[test]
-fn mrsp_errors_reach_the_client() {
-    verbs_test("mrsp_errors", 60, |ip| {
-        let naa = start_naa(
-            ip,
-            SoftNaaConfig {
-                max_regions: 4,
-                max_bytes_per_connection: 1 << 20,
-                ..SoftNaaConfig::default()
-            },
-        );
-        let opts = NaaOptions::at(naa.local_addr());
-        let params = |n: usize, len: usize| (0..n).map(|_| Param::zeroed(len)).collect::<Vec<_>>();
-        let cases = [
-            (params(5, 8), MrspErrorCode::TooManyRegions),
-            (params(2, 600 << 10), MrspErrorCode::NotEnoughMemory),
-        ];
-        for (inputs, code) in cases {
-            match Naa::create_with(&VerbsTransport::default(), 1, inputs, vec![], &opts) {
-                Err(Error::Protocol(ProtocolError::MrspRejected(c))) => assert_eq!(c, code),
-                other => panic!("expected MRSP error {code:?}, got {other:?}"),
-            }
-        }
-        Naa::create_with(&VerbsTransport::default(), 1, params(4, 8), vec![], &opts).unwrap();
-    });
-}
-
-#[test]
-fn over_the_connection_limit_is_rejected_with_the_reason() {
-    verbs_test("limit", 60, |ip| {
-        let naa = start_naa(
-            ip,
-            SoftNaaConfig {
-                max_connections: 1,
-                ..SoftNaaConfig::default()
-            },
-        );
-        let first = connect(naa.local_addr(), 1);
-        match Connection::connect(
-            &VerbsTransport::default(),
-            naa.local_addr(),
-            None,
-            ClientConfig::new(code(1)),
-        ) {
-            Err(Error::Transport(TransportError::Rejected(reason))) => {
-                assert!(reason.contains("overloaded"), "{reason}")
-            }
-            other => panic!("expected a rejection, got {other:?}"),
-        }
-        drop(first);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            match Connection::connect(
-                &VerbsTransport::default(),
-                naa.local_addr(),
-                None,
-                ClientConfig::new(code(1)),
-            ) {
-                Ok(_) => break,
-                Err(_) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(20))
-                }
-                Err(e) => panic!("slot never returned: {e}"),
-            }
-        }
-    });
-}
-
 #[test]
 fn connect_without_a_listener_fails_quickly() {
     verbs_test("no_listener", 30, |ip| {

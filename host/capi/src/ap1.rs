@@ -40,39 +40,22 @@ use std::ffi::{c_char, c_int, c_uint};
 use std::sync::{Mutex, MutexGuard};
 
 use naaice::core::Phase;
-use naaice::transport::soft::{SoftEndpoint, SoftTransport};
+use naaice::transport::{AnyEndpoint, AnyTransport};
 
 use crate::ap1_types::{MAX_MRS, naaice_communication_context, naaice_communication_state};
-use crate::backend::TransportKind;
 use crate::boundary::{FAILURE, SUCCESS, fail, guard};
 use crate::error::Failure;
 use crate::handles::{Handles, as_ptr, id_of};
+use crate::transport::transport_from_env;
 use arguments::{check_size, internal_layout, make_setup, read_array};
 use session::{Flags, Session, Setup};
 
-/// A connected session on one of the transports.
-enum Link {
-    /// The software transport.
-    Soft(Box<Session<SoftEndpoint>>),
-    /// The verbs transport.
-    #[cfg(feature = "verbs")]
-    Verbs(Box<Session<naaice::transport::verbs::VerbsEndpoint>>),
-}
-
-/// Runs `$body` with `$s` bound to the session of whichever transport `$link` uses.
-macro_rules! with_session {
-    ($link:expr, $s:ident => $body:expr) => {
-        match $link {
-            Link::Soft($s) => $body,
-            #[cfg(feature = "verbs")]
-            Link::Verbs($s) => $body,
-        }
-    };
-}
+/// A connected session, on the transport `NAAICE_TRANSPORT` chose.
+type Link = Box<Session<AnyEndpoint>>;
 
 /// One AP1 context.
 struct Context {
-    kind: TransportKind,
+    transport: AnyTransport,
     setup: Setup,
     /// `None` until `naaice_setup_connection`.
     link: Option<Link>,
@@ -81,7 +64,7 @@ struct Context {
 impl Context {
     fn phase(&self) -> Phase {
         match &self.link {
-            Some(l) => with_session!(l, s => s.phase()),
+            Some(l) => l.phase(),
             None => Phase::Init,
         }
     }
@@ -90,7 +73,7 @@ impl Context {
     fn last_rpc(&self) -> Result<naaice::core::machine::RpcResult, Failure> {
         self.link
             .as_ref()
-            .and_then(|l| with_session!(l, s => s.last()))
+            .and_then(|l| l.last())
             .ok_or_else(|| Failure::state("no RPC has finished on this context"))
     }
 
@@ -102,10 +85,7 @@ impl Context {
 
     /// Fails once the MRSP has started (regions and flags are fixed from then on).
     fn before_mrsp(&self, what: &str) -> Result<(), Failure> {
-        let started = self
-            .link
-            .as_ref()
-            .is_some_and(|l| with_session!(l, s => s.mrsp_started()));
+        let started = self.link.as_ref().is_some_and(|l| l.mrsp_started());
         if started {
             return Err(Failure::state(format!(
                 "{what} are fixed once the MRSP started (naaice_init_mrsp / naaice_do_mrsp)"
@@ -223,9 +203,9 @@ pub unsafe extern "C" fn naaice_init_communication_context(
             )
         };
         let context = setup.and_then(|setup| {
-            let kind = TransportKind::from_env().map_err(Failure::config)?;
+            let transport = transport_from_env().map_err(Failure::config)?;
             Ok(Context {
-                kind,
+                transport,
                 setup,
                 link: None,
             })
@@ -259,21 +239,7 @@ pub unsafe extern "C" fn naaice_setup_connection(
         if c.link.is_some() {
             return Err(Failure::state("already connected"));
         }
-        let link = match c.kind {
-            TransportKind::Soft => Link::Soft(Box::new(Session::connect(
-                &SoftTransport::default(),
-                &c.setup,
-            )?)),
-            #[cfg(feature = "verbs")]
-            TransportKind::Verbs => Link::Verbs(Box::new(Session::connect(
-                &naaice::transport::verbs::VerbsTransport::default(),
-                &c.setup,
-            )?)),
-            #[cfg(not(feature = "verbs"))]
-            TransportKind::Verbs => {
-                return Err(Failure::config(crate::backend::not_built(c.kind)));
-            }
-        };
+        let link = Box::new(Session::connect(&c.transport, &c.setup)?);
         c.link = Some(link);
         Ok(())
     })
@@ -401,7 +367,7 @@ pub unsafe extern "C" fn naaice_register_mrs(comm_ctx: *mut naaice_communication
         let link = c.link.as_mut().ok_or_else(|| {
             Failure::state("not connected: call naaice_setup_connection before naaice_register_mrs")
         })?;
-        with_session!(link, s => s.register(&c.setup))
+        link.register(&c.setup)
     })
 }
 
@@ -436,7 +402,7 @@ pub unsafe extern "C" fn naaice_set_bytes_to_send(
             Ok(n) => Some(n),
         };
         if let Some(link) = c.link.as_mut() {
-            with_session!(link, s => s.apply_bytes_to_send(idx, len))?;
+            link.apply_bytes_to_send(idx, len)?;
         }
         c.setup.bytes_to_send[idx] = len;
         Ok(())
@@ -459,7 +425,7 @@ pub unsafe extern "C" fn naaice_set_immediate(
         let bytes = unsafe { read_array(imm_bytes.cast_const(), 3, "imm_bytes")? };
         let user = [bytes[0], bytes[1], bytes[2]];
         if let Some(link) = c.link.as_mut() {
-            with_session!(link, s => s.apply_immediate(user))?;
+            link.apply_immediate(user)?;
         }
         c.setup.user = user;
         Ok(())
@@ -481,7 +447,7 @@ pub unsafe extern "C" fn naaice_init_mrsp(comm_ctx: *mut naaice_communication_co
             .link
             .as_mut()
             .ok_or_else(|| Failure::state("not connected: call naaice_setup_connection first"))?;
-        with_session!(link, s => s.init_mrsp(&c.setup))
+        link.init_mrsp(&c.setup)
     })
 }
 
@@ -499,7 +465,7 @@ pub unsafe extern "C" fn naaice_do_mrsp(comm_ctx: *mut naaice_communication_cont
             .link
             .as_mut()
             .ok_or_else(|| Failure::state("not connected: call naaice_setup_connection first"))?;
-        with_session!(link, s => s.do_mrsp(&c.setup))
+        link.do_mrsp(&c.setup)
     })
 }
 
@@ -515,11 +481,9 @@ pub unsafe extern "C" fn naaice_do_mrsp(comm_ctx: *mut naaice_communication_cont
 pub unsafe extern "C" fn naaice_init_data_transfer(
     comm_ctx: *mut naaice_communication_context,
 ) -> c_int {
-    with_context(
-        "naaice_init_data_transfer",
-        comm_ctx,
-        |c| with_session!(c.link()?, s => s.init_transfer()),
-    )
+    with_context("naaice_init_data_transfer", comm_ctx, |c| {
+        c.link()?.init_transfer()
+    })
 }
 
 /// Runs one RPC to its end (blocking, up to `NAAICE_RPC_TIMEOUT`): writes the inputs, waits
@@ -532,11 +496,9 @@ pub unsafe extern "C" fn naaice_init_data_transfer(
 pub unsafe extern "C" fn naaice_do_data_transfer(
     comm_ctx: *mut naaice_communication_context,
 ) -> c_int {
-    with_context(
-        "naaice_do_data_transfer",
-        comm_ctx,
-        |c| with_session!(c.link()?, s => s.do_transfer()),
-    )
+    with_context("naaice_do_data_transfer", comm_ctx, |c| {
+        c.link()?.do_transfer()
+    })
 }
 
 /// Makes progress on the MRSP or RPC in flight without blocking and updates the state.
@@ -551,11 +513,7 @@ pub unsafe extern "C" fn naaice_do_data_transfer(
 pub unsafe extern "C" fn naaice_poll_cq_nonblocking(
     comm_ctx: *mut naaice_communication_context,
 ) -> c_int {
-    with_context(
-        "naaice_poll_cq_nonblocking",
-        comm_ctx,
-        |c| with_session!(c.link()?, s => s.poll()),
-    )
+    with_context("naaice_poll_cq_nonblocking", comm_ctx, |c| c.link()?.poll())
 }
 
 /// Blocks until the MRSP or RPC in flight finishes (or fails, or its deadline passes) and
@@ -570,11 +528,7 @@ pub unsafe extern "C" fn naaice_poll_cq_nonblocking(
 pub unsafe extern "C" fn naaice_poll_cq_blocking(
     comm_ctx: *mut naaice_communication_context,
 ) -> c_int {
-    with_context(
-        "naaice_poll_cq_blocking",
-        comm_ctx,
-        |c| with_session!(c.link()?, s => s.wait()),
-    )
+    with_context("naaice_poll_cq_blocking", comm_ctx, |c| c.link()?.wait())
 }
 
 /// Disconnects from the NAA and frees the context; the parameter memory may be freed

@@ -18,12 +18,13 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use naaice::core::Phase;
-use naaice::{Buffer, Param};
+use naaice::naa::NaaOptions;
+use naaice::{Buffer, Naa, Param};
 
-use crate::backend::{Backend, TransportKind};
 use crate::boundary::{FAILURE, SUCCESS, fail, guard};
 use crate::error::Failure;
 use crate::handles::{Handles, as_ptr, id_of};
+use crate::transport::transport_from_env;
 use crate::types::{
     naa_function_code_t, naa_handle, naa_param_t, naa_status, naaice_communication_context,
     naaice_communication_state,
@@ -35,18 +36,18 @@ const MAX_PARAMS: usize = 32;
 /// One `naa_create` handle.
 struct Handle {
     /// The connection; `None` once finalized.
-    backend: Mutex<Option<Backend>>,
-    /// Last known state, for `naa_test` while another thread holds `backend`.
+    naa: Mutex<Option<Naa>>,
+    /// Last known state, for `naa_test` while another thread holds `naa`.
     state: AtomicU8,
 }
 
 impl Handle {
-    fn lock(&self) -> MutexGuard<'_, Option<Backend>> {
-        self.backend.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Option<Naa>> {
+        self.naa.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn remember(&self, backend: &Backend) {
-        self.state.store(backend.state().value(), Ordering::Relaxed);
+    fn remember(&self, naa: &Naa) {
+        self.state.store(naa.state().value(), Ordering::Relaxed);
     }
 }
 
@@ -269,10 +270,13 @@ pub unsafe extern "C" fn naa_create(
             .and_then(|(i, o)| to_params(&i, &o))
             .map_err(Failure::from)
             .and_then(|(ins, outs)| {
-                let kind = TransportKind::from_env().map_err(Failure::config)?;
-                Backend::create(kind, function_code, ins, outs)
+                let transport = transport_from_env().map_err(Failure::config)?;
+                // The same variables, parsed by the same code, as `Naa::create` in Rust.
+                let options = NaaOptions::from_env().map_err(|e| Failure::config(e.to_string()))?;
+                Naa::create_with(&transport, function_code, ins, outs, &options)
+                    .map_err(Failure::from)
             });
-        let backend = match result {
+        let naa = match result {
             Ok(b) => b,
             Err(e) => {
                 return fail(
@@ -281,9 +285,9 @@ pub unsafe extern "C" fn naa_create(
                 );
             }
         };
-        let state = AtomicU8::new(backend.state().value());
+        let state = AtomicU8::new(naa.state().value());
         let id = HANDLES.insert(Handle {
-            backend: Mutex::new(Some(backend)),
+            naa: Mutex::new(Some(naa)),
             state,
         });
         // SAFETY: as above.
@@ -352,11 +356,11 @@ pub unsafe extern "C" fn naa_invoke(handle: *mut naa_handle) -> c_int {
             Err(rc) => return rc,
         };
         let mut guard = h.lock();
-        let Some(backend) = guard.as_mut() else {
+        let Some(naa) = guard.as_mut() else {
             return fail(NAME, Failure::state("the handle was finalized"));
         };
-        let result = backend.invoke();
-        h.remember(backend);
+        let result = naa.invoke();
+        h.remember(naa);
         match result {
             Ok(()) => SUCCESS,
             Err(e) => fail(NAME, e),
@@ -404,7 +408,7 @@ pub unsafe extern "C" fn naa_test(
                 put_status(status, st);
             }
         };
-        let mut guard = match h.backend.try_lock() {
+        let mut guard = match h.naa.try_lock() {
             Ok(g) => g,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
             Err(TryLockError::WouldBlock) => {
@@ -413,18 +417,18 @@ pub unsafe extern "C" fn naa_test(
                 return SUCCESS;
             }
         };
-        let Some(backend) = guard.as_mut() else {
+        let Some(naa) = guard.as_mut() else {
             return fail(NAME, Failure::state("the handle was finalized"));
         };
-        let result = backend.test();
-        h.remember(backend);
+        let result = naa.test();
+        h.remember(naa);
         match result {
             Ok(Some(s)) => {
                 report(true, (&s).into());
                 SUCCESS
             }
             Ok(None) => {
-                report(false, naa_status::in_state(backend.state().into()));
+                report(false, naa_status::in_state(naa.state().into()));
                 SUCCESS
             }
             Err(e) => {
@@ -466,11 +470,11 @@ pub unsafe extern "C" fn naa_wait(handle: *mut naa_handle, status: *mut naa_stat
             Err(rc) => return rc,
         };
         let mut guard = h.lock();
-        let Some(backend) = guard.as_mut() else {
+        let Some(naa) = guard.as_mut() else {
             return fail(NAME, Failure::state("the handle was finalized"));
         };
-        let result = backend.wait();
-        h.remember(backend);
+        let result = naa.wait();
+        h.remember(naa);
         let (rc, st) = match result {
             Ok(s) => (SUCCESS, (&s).into()),
             Err(e) => (
@@ -513,8 +517,8 @@ pub unsafe extern "C" fn naa_finalize(handle: *mut naa_handle) -> c_int {
             return fail(NAME, "unknown handle (already finalized, or never created)");
         };
         // Disconnect now; waits for a call in progress on another thread.
-        let backend = live.lock().take();
-        drop(backend);
+        let naa = live.lock().take();
+        drop(naa);
         // SAFETY: as above, and writable by the caller's guarantee.
         unsafe {
             handle.write(naa_handle {

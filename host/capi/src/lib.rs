@@ -45,14 +45,15 @@
 pub mod ap1;
 pub mod ap1_types;
 pub mod ap2;
-mod backend;
 mod boundary;
 pub mod error;
 mod handles;
 pub mod swnaa;
+mod transport;
 pub mod types;
 
-pub use backend::{DEFAULT_RPC_TIMEOUT, RPC_TIMEOUT_VAR, TRANSPORT_VAR, TransportKind};
+pub use naaice::environment::{DEFAULT_RPC_TIMEOUT, RPC_TIMEOUT_VAR};
+pub use transport::{TRANSPORT_VAR, parse_transport, transport_from_env};
 pub use types::*;
 
 /// Number of live `naa_create` handles (not yet finalized); for leak tests.

@@ -24,14 +24,11 @@ use naaice::core::{FunctionCode, ReturnCode};
 use naaice::swnaa::{
     KERNEL_FAILED, Kernel, KernelContext, KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle,
 };
-use naaice::transport::soft::SoftTransport;
 
-use crate::backend::TransportKind;
-#[cfg(not(feature = "verbs"))]
-use crate::backend::not_built;
 use crate::boundary::{FAILURE, SUCCESS, fail, guard};
 use crate::error::Failure;
 use crate::handles::{Handles, as_ptr, id_of};
+use crate::transport::transport_from_env;
 
 /// Region flag: NAA-only scratch memory (never transferred).
 pub const NAA_REGION_INTERNAL: u8 = 0x01;
@@ -353,27 +350,14 @@ pub unsafe extern "C" fn naa_swnaa_start(
             Ok(a) => a,
             Err(e) => return fail(NAME, e),
         };
-        let kind = match TransportKind::from_env() {
-            Ok(k) => k,
+        let transport = match transport_from_env() {
+            Ok(t) => t,
             Err(e) => return fail(NAME, Failure::config(e)),
         };
         let (config, kernels) = (state.config.clone(), state.kernels.clone());
-        let spawned = match kind {
-            TransportKind::Soft => SoftNaa::bind(SoftTransport::default(), addr, config, kernels)
-                .and_then(SoftNaa::spawn)
-                .map_err(|e| e.to_string()),
-            #[cfg(feature = "verbs")]
-            TransportKind::Verbs => SoftNaa::bind(
-                naaice::transport::verbs::VerbsTransport::default(),
-                addr,
-                config,
-                kernels,
-            )
+        let spawned = SoftNaa::bind(transport, addr, config, kernels)
             .and_then(SoftNaa::spawn)
-            .map_err(|e| e.to_string()),
-            #[cfg(not(feature = "verbs"))]
-            TransportKind::Verbs => Err(not_built(kind)),
-        };
+            .map_err(|e| e.to_string());
         match spawned {
             Ok(handle) => {
                 tracing::info!(addr = %handle.local_addr(), "software NAA started");

@@ -1,6 +1,7 @@
 //! Kernels of the software NAA: what runs for a function code.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use naaice_core::machine::KernelCall;
 use naaice_core::{FunctionCode, RegionFlags, ReturnCode};
@@ -32,11 +33,33 @@ impl KernelRegion<'_> {
 pub struct KernelContext<'r, 'a> {
     call: KernelCall,
     regions: &'r mut [KernelRegion<'a>],
+    deadline: Instant,
 }
 
 impl<'r, 'a> KernelContext<'r, 'a> {
-    pub(crate) fn new(call: KernelCall, regions: &'r mut [KernelRegion<'a>]) -> Self {
-        Self { call, regions }
+    pub(crate) fn new(
+        call: KernelCall,
+        regions: &'r mut [KernelRegion<'a>],
+        deadline: Instant,
+    ) -> Self {
+        Self {
+            call,
+            regions,
+            deadline,
+        }
+    }
+
+    /// When the kernel timeout passes. A kernel still running then has its RPC answered with
+    /// KERNEL_TIMEOUT when it returns (its outputs are not sent), so long kernels should
+    /// check [`KernelContext::timed_out`] and stop early.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// True once the kernel timeout has passed: whatever the kernel returns now, the RPC is
+    /// answered with KERNEL_TIMEOUT.
+    pub fn timed_out(&self) -> bool {
+        Instant::now() >= self.deadline
     }
 
     /// Function code of the RPC.

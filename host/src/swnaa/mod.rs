@@ -7,6 +7,16 @@
 //! SOCKET_UNAVAIL, enforces a kernel timeout (KERNEL_TIMEOUT), survives a client
 //! disconnecting at any phase, and rejects connections over its limit with a clear reason.
 //!
+//! **Kernel timeout.** Kernels run on their connection's worker thread, on the region memory
+//! itself (no copy, no thread hand-off per RPC). A thread cannot be stopped from outside, and
+//! while a kernel runs its regions are locked: the transport would refuse (NAK) any RDMA
+//! WRITE into them, which ends the connection. So the software NAA answers an RPC whose kernel
+//! overran [`SoftNaaConfig::kernel_timeout`] with KERNEL_TIMEOUT *when the kernel returns*
+//! (its outputs are not written back): the client cannot start its next RPC while the
+//! runaway kernel still holds the regions, and the connection survives. Kernels that may run
+//! long check [`KernelContext::timed_out`] and return early. A kernel that never returns
+//! leaves the client to its own RPC deadline.
+//!
 //! ```no_run
 //! use naaice::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig};
 //! use naaice::transport::soft::SoftTransport;
@@ -27,7 +37,6 @@
 //! ```
 
 mod kernel;
-mod watchdog;
 mod worker;
 
 pub use kernel::{KERNEL_FAILED, Kernel, KernelContext, KernelRegion, KernelRegistry};
@@ -42,14 +51,14 @@ use naaice_core::{Placement, ServerConfig};
 
 use crate::error::{Error, Result};
 use crate::transport::{Incoming, Listener, Transport};
-use watchdog::Watchdog;
 
 /// Settings of a software NAA.
 #[derive(Debug, Clone)]
 pub struct SoftNaaConfig {
     /// Most concurrent connections; more are rejected. Default: the number of cores.
     pub max_connections: usize,
-    /// How long a kernel may run before the RPC is answered with KERNEL_TIMEOUT.
+    /// How long a kernel may run: an RPC whose kernel returns later is answered with
+    /// KERNEL_TIMEOUT (when the kernel returns; see the module documentation).
     pub kernel_timeout: Duration,
     /// Deadline for the MRSP after a connection request.
     pub mrsp_timeout: Duration,
@@ -143,12 +152,6 @@ where
     /// Serves until `shutdown` is set (the master loop; checks the flag every 100 ms).
     /// Workers are told to stop and joined before it returns.
     pub fn run(mut self, shutdown: &Arc<AtomicBool>) -> Result<()> {
-        let watchdog = Arc::new(Watchdog::start().map_err(|e| {
-            Error::Transport(crate::transport::TransportError::Io {
-                call: "spawn",
-                source: e,
-            })
-        })?);
         let active = Arc::new(AtomicUsize::new(0));
         let server_config = self.server_config();
         let mut workers: Vec<JoinHandle<()>> = Vec::new();
@@ -172,16 +175,12 @@ where
             }
             active.fetch_add(1, Ordering::AcqRel);
             let slot = Slot(Arc::clone(&active));
-            let (kernels, watchdog, stop) = (
-                Arc::clone(&self.kernels),
-                Arc::clone(&watchdog),
-                Arc::clone(shutdown),
-            );
+            let (kernels, stop) = (Arc::clone(&self.kernels), Arc::clone(shutdown));
             let spawned = std::thread::Builder::new()
                 .name("naaice-worker".into())
                 .spawn(move || {
                     let _slot = slot;
-                    worker::serve(incoming, server_config, &kernels, &watchdog, &stop);
+                    worker::serve(incoming, server_config, &kernels, &stop);
                 });
             match spawned {
                 Ok(w) => workers.push(w),

@@ -13,10 +13,14 @@
 //!   completion or a connection event is ready, or the deadline passes);
 //! * connection events: [`Endpoint::poll_event`].
 //!
+//! [`AnyTransport`] is the transport chosen at run time (`"soft".parse()`, `"verbs".parse()`),
+//! behind the same traits.
+//!
 //! Every posted work request produces exactly one [`Completion`] (like `sq_sig_all = 1`),
 //! successful or not. When the connection breaks, outstanding work requests complete with
 //! [`WcStatus::WrFlush`] and a [`ConnectionEvent::Disconnected`] is reported.
 
+mod any;
 pub mod soft;
 #[cfg(feature = "verbs")]
 #[allow(unsafe_code)]
@@ -24,6 +28,10 @@ pub mod verbs;
 
 use std::net::SocketAddr;
 use std::time::Instant;
+
+pub use any::{
+    AnyEndpoint, AnyIncoming, AnyListener, AnyRegion, AnyTransport, ParseTransportError,
+};
 
 use crate::memory::Buffer;
 

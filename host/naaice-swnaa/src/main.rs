@@ -7,20 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use naaice::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig};
-use naaice::transport::soft::SoftTransport;
-use naaice::transport::{DEFAULT_PORT, Transport};
-
-/// The transports the server can listen on.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum TransportKind {
-    /// RC semantics over TCP (no RDMA hardware needed).
-    Soft,
-    /// RDMA verbs through librdmacm (RoCEv2, InfiniBand, Soft-RoCE).
-    #[cfg(feature = "verbs")]
-    Verbs,
-}
+use naaice::transport::{AnyTransport, DEFAULT_PORT};
 
 /// Software NAA: serves NAAICE RPCs like the FPGA NAA, for testing without hardware.
 #[derive(Parser, Debug)]
@@ -32,9 +21,10 @@ struct Args {
     /// Port to listen on.
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     port: u16,
-    /// Transport.
-    #[arg(short, long, value_enum, default_value_t = TransportKind::Soft)]
-    transport: TransportKind,
+    /// Transport: `soft` (RC semantics over TCP, no RDMA hardware needed) or `verbs` (RDMA
+    /// through librdmacm: RoCEv2, InfiniBand, Soft-RoCE; needs the cargo feature `verbs`).
+    #[arg(short, long, default_value = "soft")]
+    transport: AnyTransport,
     /// Most concurrent connections (more are rejected). Default: number of cores.
     #[arg(short = 'c', long)]
     max_connections: Option<usize>,
@@ -89,31 +79,13 @@ fn run(args: Args) -> Result<(), String> {
             .map_err(|e| format!("signal handler: {e}"))?;
     }
     let addr = SocketAddr::new(args.address, args.port);
-    match args.transport {
-        TransportKind::Soft => serve(SoftTransport::default(), addr, config, &stop),
-        #[cfg(feature = "verbs")]
-        TransportKind::Verbs => serve(
-            naaice::transport::verbs::VerbsTransport::default(),
-            addr,
-            config,
-            &stop,
-        ),
-    }
-}
-
-fn serve<T: Transport + 'static>(
-    transport: T,
-    addr: SocketAddr,
-    config: SoftNaaConfig,
-    stop: &Arc<AtomicBool>,
-) -> Result<(), String> {
-    let naa = SoftNaa::bind(transport, addr, config, KernelRegistry::builtin())
+    let naa = SoftNaa::bind(args.transport, addr, config, KernelRegistry::builtin())
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     eprintln!(
         "naaice-swnaa listening on {} (kernels 1, 2, 3)",
         naa.local_addr()
     );
-    naa.run(stop).map_err(|e| e.to_string())
+    naa.run(&stop).map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {

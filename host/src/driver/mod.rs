@@ -1,0 +1,170 @@
+//! The driver of one connection, for either role: it owns the transport endpoint, the core
+//! protocol machine, the MRSP message buffers and the region memory, executes the machine's
+//! transport work and reports what is left for its owner as events (quinn's
+//! `ConnectionDriver`, without async).
+//!
+//! Owners ([`Connection`](crate::Connection), the software NAA's worker) call
+//! [`Driver::poll`] until it returns `None`, then [`Driver::wait`]; commands (start an MRSP,
+//! start an RPC, a kernel finished, …) are methods of the role-specific views in `client` and
+//! `server`.
+
+mod client;
+mod regions;
+mod role;
+mod server;
+mod work;
+
+pub(crate) use regions::MessageBuffers;
+pub(crate) use role::{ClientEvent, Role, ServerEvent};
+pub(crate) use server::accept;
+
+use std::time::Instant;
+
+use naaice_core::config::MRSP_RECV_LEN;
+use naaice_core::machine::{Input, Post};
+
+use crate::clock;
+use crate::transport::{
+    Completion, ConnectionEvent, Endpoint, Result, SendWr, TransportError, WcOpcode, WcStatus,
+};
+use regions::RegionMemory;
+use role::Step;
+
+/// Completions fetched per [`Endpoint::poll`] call.
+const COMPLETION_BATCH: usize = 64;
+
+/// One connection: endpoint, machine, message buffers, region memory and reusable scratch
+/// space (nothing is allocated per RPC).
+pub(crate) struct Driver<E: Endpoint, M: Role> {
+    ep: E,
+    machine: M,
+    buffers: MessageBuffers<E::Region>,
+    regions: Vec<Option<RegionMemory<E::Region>>>,
+    scratch: Box<[u8]>,
+    writes: Vec<SendWr>,
+    completions: Vec<Completion>,
+    connected: bool,
+}
+
+impl<E: Endpoint, M: Role> Driver<E, M> {
+    /// Wraps an established endpoint whose message buffers are registered, and tells the
+    /// machine that the connection is up.
+    pub(crate) fn established(ep: E, buffers: MessageBuffers<E::Region>, mut machine: M) -> Self {
+        machine.established(clock::now());
+        let blank = Completion {
+            wr_id: 0,
+            status: WcStatus::Success,
+            opcode: WcOpcode::Send,
+            byte_len: 0,
+            imm: None,
+        };
+        Self {
+            ep,
+            machine,
+            buffers,
+            regions: Vec::new(),
+            scratch: vec![0; MRSP_RECV_LEN].into_boxed_slice(),
+            writes: Vec::with_capacity(naaice_core::config::MAX_REGIONS),
+            completions: vec![blank; COMPLETION_BATCH],
+            connected: true,
+        }
+    }
+
+    /// The protocol machine.
+    pub(crate) fn machine(&self) -> &M {
+        &self.machine
+    }
+
+    /// The protocol machine, for commands.
+    pub(crate) fn machine_mut(&mut self) -> &mut M {
+        &mut self.machine
+    }
+
+    /// True once the connection was established and has not broken since.
+    pub(crate) fn is_connected(&self) -> bool {
+        self.connected
+    }
+
+    /// Starts an orderly disconnect (idempotent).
+    pub(crate) fn disconnect(&mut self) {
+        self.ep.disconnect();
+        self.connected = false;
+    }
+
+    /// Executes the machine's transport work and returns the next event; when there is
+    /// nothing to do, first feeds whatever the transport has ready (never blocks).
+    pub(crate) fn poll(&mut self) -> Result<Option<M::Event>> {
+        if let Some(event) = self.next_event() {
+            return Ok(Some(event));
+        }
+        self.pump()?;
+        Ok(self.next_event())
+    }
+
+    /// Executes the machine's transport work until it reports an event (returned) or has
+    /// nothing left to do (`None`). Reads nothing from the transport.
+    pub(crate) fn next_event(&mut self) -> Option<M::Event> {
+        loop {
+            let Some(action) = self.machine.poll_action(&mut self.scratch) else {
+                self.flush_writes();
+                return None;
+            };
+            // Writes are collected and posted as one list before the next other step.
+            match M::step(action) {
+                Step::Post(Post::Write(w)) => self.queue_write(w),
+                Step::Post(Post::Recv { wr_id, buffer }) => {
+                    self.flush_writes();
+                    self.post_recv(wr_id, buffer);
+                }
+                Step::Post(Post::Send { wr_id, len }) => {
+                    self.flush_writes();
+                    self.post_message(wr_id, len);
+                }
+                Step::Event(event) => {
+                    self.flush_writes();
+                    return Some(event);
+                }
+            }
+        }
+    }
+
+    /// Feeds every ready connection event and completion to the machine, then its expired
+    /// deadlines. Never blocks.
+    pub(crate) fn pump(&mut self) -> Result<()> {
+        while let Some(event) = self.ep.poll_event() {
+            match event {
+                // Fed by `established` when connect/accept returned.
+                ConnectionEvent::Established => self.connected = true,
+                ConnectionEvent::Disconnected => {
+                    self.connected = false;
+                    self.machine.handle_input(clock::now(), Input::Disconnected);
+                }
+            }
+        }
+        loop {
+            let n = self.ep.poll(&mut self.completions)?;
+            for i in 0..n {
+                let wc = self.completions[i];
+                self.feed_completion(wc);
+            }
+            if n < self.completions.len() {
+                break;
+            }
+        }
+        self.machine.handle_timeout(clock::now());
+        Ok(())
+    }
+
+    /// Blocks until the transport has something ready, the machine's next deadline, or
+    /// `deadline`.
+    pub(crate) fn wait(&mut self, deadline: Instant) -> Result<()> {
+        let until = match self.machine.poll_timeout() {
+            Some(t) => clock::from_core(t).min(deadline),
+            None => deadline,
+        };
+        match self.ep.wait(until) {
+            Ok(_) | Err(TransportError::NotConnected) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}

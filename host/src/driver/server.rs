@@ -1,0 +1,108 @@
+//! Server-side commands of a driver (the software NAA's engine).
+
+use std::sync::Arc;
+
+use naaice_core::machine::{Machine, Post, ServerAction};
+use naaice_core::{RegionFlags, RegionId, ReturnCode, Server};
+
+use super::{Driver, MessageBuffers};
+use crate::clock;
+use crate::memory::Buffer;
+use crate::transport::{Endpoint, Incoming};
+
+/// Accepts a connection request for `server`: registers the message buffers and posts the
+/// first receive *before* accepting (spec §1.3). A request that cannot be served is
+/// rejected; `None` then (the reason is logged).
+pub(crate) fn accept<I: Incoming>(
+    mut incoming: I,
+    mut server: Server,
+) -> Option<Driver<I::Endpoint, Server>> {
+    let peer = incoming.peer_addr();
+    let buffers = match MessageBuffers::register(incoming.endpoint()) {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::warn!(?peer, error = %e, "cannot register MRSP buffers; rejecting");
+            incoming.reject("NAA out of resources");
+            return None;
+        }
+    };
+    let mut scratch = [0u8; naaice_core::config::MRSP_RECV_LEN];
+    if let Some(ServerAction::Post(Post::Recv { wr_id, .. })) = server.poll_action(&mut scratch)
+        && let Err(e) = incoming
+            .endpoint()
+            .post_recv(wr_id.raw(), Some(buffers.recv_sge()))
+    {
+        tracing::warn!(?peer, error = %e, "cannot post the MRSP receive; rejecting");
+        incoming.reject("NAA out of resources");
+        return None;
+    }
+    match incoming.accept() {
+        Ok(ep) => Some(Driver::established(ep, buffers, server)),
+        Err(e) => {
+            tracing::warn!(?peer, error = %e, "accept failed");
+            None
+        }
+    }
+}
+
+impl<E: Endpoint> Driver<E, Server> {
+    /// Answers an allocation request: zeroed memory of `size` bytes for `region`,
+    /// registered for remote write unless `internal`. Failure to allocate or register is
+    /// reported to the machine (which answers the MRSP with an error).
+    pub(crate) fn allocate(&mut self, region: RegionId, size: u32, internal: bool) {
+        let now = clock::now();
+        let Some(buffer) = try_zeroed(size as usize) else {
+            tracing::warn!(size, "allocation failed");
+            let _ = self.machine.assignment_failed(now, region);
+            return;
+        };
+        let result = if internal {
+            let addr = buffer.addr();
+            self.set_region(region, super::regions::RegionMemory::Internal(buffer));
+            self.machine.region_assigned(now, region, addr, 0)
+        } else {
+            match self.register_region(region, &buffer) {
+                Ok((addr, rkey)) => self.machine.region_assigned(now, region, addr, rkey),
+                Err(e) => {
+                    tracing::warn!(error = %e, "registration failed");
+                    self.machine.assignment_failed(now, region)
+                }
+            }
+        };
+        if let Err(e) = result {
+            tracing::error!(error = %e, "region assignment refused");
+        }
+    }
+
+    /// The regions with their flags and memory, for kernels (shared, so an RPC costs a
+    /// reference count, not a copy).
+    pub(crate) fn kernel_regions(&self) -> Arc<[(RegionFlags, Buffer)]> {
+        self.machine
+            .regions()
+            .regions()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| {
+                let id = RegionId::new(i as u8);
+                self.region_buffer(id).map(|b| (r.flags, b.clone()))
+            })
+            .collect()
+    }
+
+    /// Reports the return code of the kernel the machine asked for. A kernel that returns
+    /// after its deadline has its RPC answered with KERNEL_TIMEOUT (outputs not written).
+    pub(crate) fn kernel_done(&mut self, rc: ReturnCode) {
+        let now = clock::now();
+        self.machine.handle_timeout(now);
+        if let Err(e) = self.machine.kernel_finished(now, rc) {
+            tracing::warn!(error = %e, "kernel result not accepted");
+        }
+    }
+}
+
+fn try_zeroed(len: usize) -> Option<Buffer> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).ok()?;
+    v.resize(len, 0);
+    Some(Buffer::from_vec(v))
+}
