@@ -43,6 +43,7 @@ fn build_image() -> Result<PathBuf, String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .ok_or("the tests crate has no parent directory")?;
+    ensure_target(root)?;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let output = Command::new(cargo)
         .current_dir(root)
@@ -78,6 +79,35 @@ fn build_image() -> Result<PathBuf, String> {
         .join(TARGET)
         .join("firmware")
         .join("naaice-firmware-image"))
+}
+
+/// Installs the soft-core target with rustup when the toolchain lacks it, so that the README's
+/// `cargo test --workspace` works on a fresh machine without a separate setup step.
+fn ensure_target(root: &Path) -> Result<(), String> {
+    let sysroot = Command::new("rustc")
+        .current_dir(root)
+        .args(["--print", "sysroot"])
+        .output()
+        .map_err(|e| format!("running rustc: {e}"))?;
+    let sysroot = String::from_utf8_lossy(&sysroot.stdout).trim().to_owned();
+    if Path::new(&sysroot)
+        .join("lib/rustlib")
+        .join(TARGET)
+        .is_dir()
+    {
+        return Ok(());
+    }
+    eprintln!("firmware image: installing the {TARGET} target with rustup");
+    let status = Command::new("rustup")
+        .current_dir(root)
+        .args(["target", "add", TARGET])
+        .status()
+        .map_err(|e| format!("the {TARGET} target is missing and rustup cannot run: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`rustup target add {TARGET}` failed ({status})"))
+    }
 }
 
 /// Decodes the `defmt` frames of `stream` (the UART bytes) with the image's table: one line
