@@ -2,7 +2,8 @@
 # Builds the verbs transport with every libclang installed from Debian's packages
 # (/usr/lib/llvm-N/lib, e.g. libclang-14-dev ... libclang-16-dev), each time with the rdma-core
 # development headers hidden: the binding (rdma-mummy-sys) runs bindgen on headers it vendors
-# and loads rdma-core at run time, so neither libibverbs-dev nor librdmacm-dev may be needed.
+# (they include the kernel's uapi headers, linux-libc-dev) and loads rdma-core at run time, so
+# neither libibverbs-dev nor librdmacm-dev may be needed.
 # The headers are hidden in a private mount namespace (unshare; root, or user namespaces).
 # Usage: .ci/verbs-build-matrix.sh [VERSION...]   (default: every installed libclang)
 set -euo pipefail
@@ -22,13 +23,22 @@ else
 fi
 ((${#versions[@]})) || { echo "no libclang found under /usr/lib/llvm-*" >&2; exit 1; }
 
-# Runs "$@" with /usr/include/infiniband and /usr/include/rdma replaced by empty directories.
+# rdma-core's own headers: all of infiniband/, and these in rdma/ (the rest of rdma/ is the
+# kernel's uapi, from linux-libc-dev / kernel-headers, which the vendored headers include).
+rdmacm_headers=(rdma_cma.h rdma_cma_abi.h rdma_verbs.h rsocket.h)
+
+# Runs "$@" with rdma-core's development headers hidden.
 without_rdma_headers() {
-    local hide=""
-    for d in /usr/include/infiniband /usr/include/rdma; do
-        [ -d "$d" ] && hide+="mount -t tmpfs none $d && "
-    done
-    local script="${hide}test ! -e /usr/include/infiniband/verbs.h && exec \"\$@\""
+    local rdma
+    rdma=$(mktemp -d)
+    trap 'rm -rf "$rdma"' RETURN
+    [ -d /usr/include/rdma ] && cp -a /usr/include/rdma/. "$rdma"/
+    for h in "${rdmacm_headers[@]}"; do rm -f "$rdma/$h"; done
+    local script="mount --bind $rdma /usr/include/rdma && "
+    [ -d /usr/include/rdma ] || script=""
+    [ -d /usr/include/infiniband ] && script+="mount -t tmpfs none /usr/include/infiniband && "
+    script+="test ! -e /usr/include/infiniband/verbs.h && test ! -e /usr/include/rdma/rdma_cma.h"
+    script+=" && exec \"\$@\""
     local ns=(--mount)
     unshare --mount true 2>/dev/null || ns=(--user --map-root-user --mount)
     unshare "${ns[@]}" sh -c "$script" sh "$@"
