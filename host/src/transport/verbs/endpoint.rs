@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use rdma_sys::{
+use rdma_mummy_sys::{
     ibv_recv_wr, ibv_send_flags, ibv_send_wr, ibv_sge, ibv_wc, ibv_wc_flags, ibv_wc_opcode,
     ibv_wc_status, ibv_wr_opcode, rdma_cm_event_type, rdma_disconnect, rdma_get_peer_addr,
 };

@@ -1,5 +1,6 @@
 //! The verbs transport: real RDMA (RoCEv2, InfiniBand, Soft-RoCE) through librdmacm and
-//! libibverbs (`rdma-sys`), with the parameters the FPGA NAA and the C peers expect (spec §1).
+//! libibverbs (`rdma-mummy-sys`, which loads rdma-core at run time), with the parameters the
+//! FPGA NAA and the C peers expect (spec §1).
 //!
 //! * One event channel, rdma_cm id (`RDMA_PS_TCP`), protection domain, completion channel,
 //!   completion queue (1026 entries, send and receive) and RC queue pair (1025 send and receive
@@ -19,7 +20,8 @@
 //!   disconnect in any phase reaches exactly its endpoint (defect D-31): librdmacm moves the QP
 //!   to the error state, outstanding work requests complete with `WrFlush`, and a
 //!   [`ConnectionEvent::Disconnected`](super::ConnectionEvent) is reported.
-//! * A machine without RDMA devices gets [`TransportError::Unavailable`] naming the problem.
+//! * A machine without RDMA devices, or without rdma-core (`libibverbs.so.1`,
+//!   `librdmacm.so.1`), gets [`TransportError::Unavailable`] naming the problem.
 //!
 //! **Memory model.** A NIC writes registered memory without asking the application: the
 //! [`Buffer`](crate::memory::Buffer) access gate cannot stop it. The protocol layers only
@@ -38,6 +40,7 @@ mod mr;
 mod ops;
 mod pd;
 mod qp;
+mod rdma_core;
 mod sockaddr;
 
 use std::io;
@@ -98,17 +101,22 @@ impl Transport for VerbsTransport {
         local: Option<SocketAddr>,
         deadline: Instant,
     ) -> Result<VerbsEndpoint> {
+        rdma_core::check()?;
         listener::connect(&self.config, remote, local, deadline)
     }
 
     fn listen(&self, addr: SocketAddr) -> Result<VerbsListener> {
+        rdma_core::check()?;
         VerbsListener::bind(self.config.clone(), addr)
     }
 }
 
 /// The names of the RDMA devices of this machine (`ibv_get_device_list`). Empty when there
-/// are none.
+/// are none, or when rdma-core is not installed.
 pub fn device_names() -> Result<Vec<String>> {
+    if rdma_core::check().is_err() {
+        return Ok(Vec::new());
+    }
     pd::device_names()
 }
 

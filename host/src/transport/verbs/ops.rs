@@ -1,10 +1,10 @@
 //! The data-path verbs that `verbs.h` defines `static inline`: they dispatch through the
-//! provider's `ibv_context_ops`. rdma-sys `unwrap()`s those function pointers; these versions
+//! provider's `ibv_context_ops`. rdma-mummy-sys `unwrap()`s those function pointers; these versions
 //! return `EOPNOTSUPP` for a missing operation instead of panicking.
 
 use std::io;
 
-use rdma_sys::{ibv_cq, ibv_qp, ibv_recv_wr, ibv_send_wr, ibv_wc};
+use rdma_mummy_sys::{ibv_cq, ibv_qp, ibv_recv_wr, ibv_send_wr, ibv_wc};
 
 /// `ibv_poll_cq`: up to `wcs.len()` completions into `wcs`; returns how many.
 ///
