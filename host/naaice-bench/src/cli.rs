@@ -15,13 +15,13 @@ use naaice::transport::{AnyTransport, ParseTransportError};
     long_about = "Benchmarks the RPCs of a NAAICE accelerator (NAA): latency and bandwidth \
 against size.\n\n\
 For every size of the reference driver's list (spec 8.1: s(0) = 1, s(k+1) = round_half_even(1.5 s(k)) \
-below 1 GiB, then 1 GiB; up to --max-size) plus 64 B and 4 KiB, it measures:\n\
+below 1 GiB, then 1 GiB; up to --max-size) plus 64 B and 4 KiB, it measures:\n\n\
   * first RPC: per sample a new connection with one in-place region (flags 0x0C); setup = \
 registration + MRSP (each also reported alone), transfer = its first RPC \
-(the reference's low-level measurement);\n\
+(the reference's low-level measurement);\n\n\
   * middleware: naa_create, then naa_invoke + naa_wait timed, then naa_finalize (the reference's \
-middleware measurement);\n\
-  * steady state: many RPCs on one connection;\n\
+middleware measurement);\n\n\
+  * steady state: many RPCs on one connection;\n\n\
   * the raw-transport limit (software transport): TCP round trips of the same size on loopback, \
 alternated with the steady-state RPCs, and for sizes from 1 MiB the one-direction TCP stream \
 bandwidth.\n\n\
