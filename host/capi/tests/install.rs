@@ -89,7 +89,7 @@ fn install_then_build_with_pkg_config() {
     assert!(!libs.join(&versioned).is_symlink());
     assert_eq!(
         dynamic_entries(&libs.join(&versioned), "SONAME"),
-        [soname.clone()]
+        std::slice::from_ref(&soname)
     );
     assert_eq!(link_target(&libs.join(&soname)), versioned);
     assert_eq!(link_target(&libs.join("libnaaice_ap2.so")), soname);

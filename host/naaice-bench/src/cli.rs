@@ -117,11 +117,10 @@ impl Args {
 /// Parses a transport name; a build without verbs says how to get it.
 fn parse_transport(s: &str) -> Result<AnyTransport, String> {
     s.parse::<AnyTransport>().map_err(|e| match e {
-        ParseTransportError::VerbsNotBuilt => format!(
-            "this naaice-bench was built without the verbs transport: rebuild it with \
-             `cargo build --release -p naaice-bench --features verbs` (or install.sh on a \
-             machine with the rdma-core development files)"
-        ),
+        ParseTransportError::VerbsNotBuilt => "this naaice-bench was built without the verbs \
+            transport: rebuild it with `cargo build --release -p naaice-bench --features verbs` \
+            (or host/capi/install.sh on a machine with the rdma-core development files)"
+            .to_owned(),
         ParseTransportError::Unknown(_) => e.to_string(),
     })
 }

@@ -23,7 +23,7 @@ pub(crate) fn reference_sizes() -> Vec<u64> {
     let mut s = 1u64;
     loop {
         // round_half_even(1.5 · s), exactly in integers.
-        s = if s % 2 == 0 {
+        s = if s.is_multiple_of(2) {
             s / 2 * 3
         } else {
             let floor = (3 * s - 1) / 2;
