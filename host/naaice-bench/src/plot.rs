@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Once;
 
 use plotters::coord::Shift;
+use plotters::coord::combinators::LogCoord;
+use plotters::coord::ranged1d::Ranged;
 use plotters::prelude::*;
 
 use crate::Error;
@@ -153,6 +155,37 @@ fn number_label(v: f64) -> String {
     }
 }
 
+/// Draws `series` as lines with dots, and their legend (if any).
+fn lines<'a, DB: DrawingBackend + 'a, Y: Ranged<ValueType = f64>>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<LogCoord<f64>, Y>>,
+    series: &[Series],
+) -> Result<(), Error> {
+    for s in series {
+        let color = s.color;
+        chart
+            .draw_series(LineSeries::new(s.points.clone(), color.stroke_width(2)))
+            .map_err(fail)?
+            .label(s.label.as_str())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+        chart
+            .draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled())))
+            .map_err(fail)?;
+    }
+    if !series.is_empty() {
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .label_font(("sans-serif", 15))
+            .draw()
+            .map_err(fail)?;
+    }
+    Ok(())
+}
+
 fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, f: &Figure) -> Result<(), Error> {
     root.fill(&WHITE).map_err(fail)?;
     let (top, bottom) = root.split_vertically(SIZE.1 * 68 / 100);
@@ -174,27 +207,7 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, f: &Figure) -> Result
         .y_label_formatter(&|v| number_label(*v))
         .draw()
         .map_err(fail)?;
-    for s in &f.values {
-        let color = s.color;
-        chart
-            .draw_series(LineSeries::new(s.points.clone(), color.stroke_width(2)))
-            .map_err(fail)?
-            .label(s.label.as_str())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-        chart
-            .draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled())))
-            .map_err(fail)?;
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .label_font(("sans-serif", 15))
-        .draw()
-        .map_err(fail)?;
+    lines(&mut chart, &f.values)?;
 
     let top_ratio = f
         .ratios
@@ -218,29 +231,7 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, f: &Figure) -> Result
     chart
         .draw_series(LineSeries::new(vec![(x0, 1.0), (x1, 1.0)], BLACK.mix(0.5)))
         .map_err(fail)?;
-    for s in &f.ratios {
-        let color = s.color;
-        chart
-            .draw_series(LineSeries::new(s.points.clone(), color.stroke_width(2)))
-            .map_err(fail)?
-            .label(s.label.as_str())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-        chart
-            .draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled())))
-            .map_err(fail)?;
-    }
-    if !f.ratios.is_empty() {
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font(("sans-serif", 15))
-            .draw()
-            .map_err(fail)?;
-    }
+    lines(&mut chart, &f.ratios)?;
     root.present().map_err(fail)?;
     Ok(())
 }
