@@ -34,7 +34,8 @@ use crate::transport::{AnyEndpoint, Endpoint, Transport};
 /// Default time allowed for connection setup.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A client connection to an NAA (AP1).
+/// A client connection to an NAA (AP1). Plain `Connection` is `Connection<AnyEndpoint>`
+/// (transport chosen at run time, [`AnyTransport`](crate::transport::AnyTransport)).
 ///
 /// Call order: [`Connection::connect`], declare regions ([`Connection::add_param`] +
 /// `set_input`/`set_output`/`set_single_send`, [`Connection::add_internal`]), then

@@ -134,6 +134,10 @@ impl NaaOptions {
 }
 
 /// A connection to an NAA prepared for one function (AP2 `naa_handle`).
+///
+/// Plain `Naa` is `Naa<AnyEndpoint>`, what [`Naa::create`] returns for an
+/// [`AnyTransport`](crate::transport::AnyTransport) chosen at run time; a concrete transport
+/// (e.g. [`SoftTransport`](crate::transport::soft::SoftTransport)) gives `Naa<ItsEndpoint>`.
 pub struct Naa<E: Endpoint = AnyEndpoint> {
     conn: Connection<E>,
     inputs: Vec<RegionId>,

@@ -279,7 +279,7 @@ fn linked_writes_complete_in_order() {
     let data = pattern(1 << 20, 2);
     let sbuf = Buffer::from_vec(data.clone());
     let s = client.region(&sbuf);
-    // Mixed sizes: small ones go out inline, large ones through the sender thread.
+    // Mixed sizes: small ones go out from the posting thread, large ones from the NIC thread.
     let cuts = [0usize, 10, 4096, 70_000, 300_000, 300_001, 800_000, 1 << 20];
     let mut wrs = Vec::new();
     for (i, w) in cuts.windows(2).enumerate() {
@@ -896,17 +896,29 @@ fn wait_honours_the_deadline_and_wakes_early() {
 #[test]
 fn rpc_ping_pong() {
     // Many small RPCs (one WRITE WITH IMM each way), as the RPC layer will run them.
+    ping_pong(200, |_| 64);
+}
+
+#[test]
+fn rpc_ping_pong_alternating_large_and_small() {
+    // Large payloads are placed by the NIC threads, small ones by the waiting threads: every
+    // round hands the reader between them on both sides.
+    ping_pong(60, |i| if i % 2 == 0 { 300_000 } else { 100 });
+}
+
+/// `rounds` RPCs, one WRITE WITH IMM of `len(i)` bytes each way.
+fn ping_pong(rounds: u32, len: fn(u32) -> usize) {
+    const MAX: usize = 1 << 20;
     let (mut client, mut server, (sr, sbuf)) = pair(config(), |ep| {
-        let sbuf = Buffer::zeroed(4096);
+        let sbuf = Buffer::zeroed(MAX);
         let r = ep.register(&sbuf).unwrap();
         ep.post_recv(0, None).unwrap();
         (r, sbuf)
     });
-    let cbuf = Buffer::zeroed(4096);
+    let cbuf = Buffer::zeroed(MAX);
     let cr = client.region(&cbuf);
     let to_client = remote(&cr, 0);
     let to_server = remote(&sr, 0);
-    let rounds = 200u32;
     let server_thread = thread::spawn(move || {
         let reply = server.region(&sbuf);
         // Send completions may arrive after the next request (the ACK travels
@@ -921,7 +933,11 @@ fn rpc_ping_pong() {
                 let op = SendOp::WriteWithImm(to_client, requests << 8);
                 server
                     .ep
-                    .post_send(&[wr(u64::from(requests), op, Some(sge(&reply, 0, 64)))])
+                    .post_send(&[wr(
+                        u64::from(requests),
+                        op,
+                        Some(sge(&reply, 0, len(requests))),
+                    )])
                     .unwrap();
                 requests += 1;
             } else {
@@ -939,7 +955,7 @@ fn rpc_ping_pong() {
             .post_send(&[wr(
                 2,
                 SendOp::WriteWithImm(to_server, i),
-                Some(sge(&cr, 0, 64)),
+                Some(sge(&cr, 0, len(i))),
             )])
             .unwrap();
         let mut c = client.completions(2, LONG);

@@ -80,9 +80,6 @@ pub(crate) struct Args {
     /// Write no plots.
     #[arg(long)]
     pub no_plots: bool,
-    /// Software transport: override its `wait_spin` (µs; diagnosis only).
-    #[arg(long, value_name = "US")]
-    pub wait_spin_us: Option<u64>,
     /// Software transport: override its `ack_delay` (µs; diagnosis only).
     #[arg(long, value_name = "US")]
     pub ack_delay_us: Option<u64>,

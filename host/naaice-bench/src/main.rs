@@ -41,9 +41,6 @@ fn transport(args: &Args) -> Result<AnyTransport, Error> {
                 return Err("--busy-poll-us applies to the verbs transport only".into());
             }
             let mut config = SoftConfig::default();
-            if let Some(us) = args.wait_spin_us {
-                config.wait_spin = Duration::from_micros(us);
-            }
             if let Some(us) = args.ack_delay_us {
                 config.ack_delay = Duration::from_micros(us);
             }
@@ -52,10 +49,8 @@ fn transport(args: &Args) -> Result<AnyTransport, Error> {
         #[cfg(feature = "verbs")]
         AnyTransport::Verbs(_) => {
             use naaice::transport::verbs::{VerbsConfig, VerbsTransport};
-            if args.wait_spin_us.is_some() || args.ack_delay_us.is_some() {
-                return Err(
-                    "--wait-spin-us and --ack-delay-us apply to the software transport only".into(),
-                );
+            if args.ack_delay_us.is_some() {
+                return Err("--ack-delay-us applies to the software transport only".into());
             }
             let mut config = VerbsConfig::default();
             if let Some(us) = args.busy_poll_us {

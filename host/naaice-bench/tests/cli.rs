@@ -35,7 +35,6 @@ fn help_explains_every_option() {
         "--csv",
         "--summary",
         "--no-plots",
-        "--wait-spin-us",
         "--ack-delay-us",
         "--busy-poll-us",
         "--log",

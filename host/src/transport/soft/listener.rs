@@ -10,10 +10,9 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::SoftConfig;
+use super::config::SoftConfig;
 use super::endpoint::SoftEndpoint;
 use super::frame::{Frame, HDR_LEN};
-use super::qp::Phase;
 use crate::transport::{Incoming, Listener, Result, TransportError};
 
 /// Maps a handshake I/O error: timeouts become [`TransportError::TimedOut`], a closed
@@ -98,7 +97,7 @@ pub(crate) fn connect(
     match Frame::decode(&hdr).map_err(TransportError::Protocol)? {
         Frame::Accept => {
             tracing::debug!(%remote, "soft transport: connected");
-            let mut ep = SoftEndpoint::new(config.clone(), stream, Phase::Pending)?;
+            let mut ep = SoftEndpoint::new(config.clone(), stream)?;
             ep.start()?;
             Ok(ep)
         }
@@ -245,7 +244,7 @@ impl Listener for SoftListener {
                 if stream.set_nonblocking(false).is_err() {
                     continue;
                 }
-                match SoftEndpoint::new(self.config.clone(), stream, Phase::Pending) {
+                match SoftEndpoint::new(self.config.clone(), stream) {
                     Ok(endpoint) => return Ok(Some(SoftIncoming { endpoint })),
                     Err(e) => tracing::debug!(error = %e, "soft transport: request dropped"),
                 }

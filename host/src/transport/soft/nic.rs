@@ -1,183 +1,176 @@
-//! The receiver thread: the NIC of the responder when no application thread is receiving.
-//!
-//! It owns the receive [`Engine`] while input keeps coming. When the input runs dry it offers
-//! the engine to application threads (`inline`) and waits for the socket to become readable;
-//! an application thread that waits for a completion takes the engine and receives itself.
-//! While an application thread holds the engine, or gave it back less than
-//! [`SoftConfig::receive_handover`](super::SoftConfig) ago, the receiver thread stays parked,
-//! so that a steady request/response exchange never wakes it. After that it takes over again:
-//! placing data, acknowledging and waiting for receives happen without the application.
+//! The NIC thread: the part of the endpoint that works without the application. It receives
+//! when no application thread does (large payloads, missing receives, whenever the
+//! application is not waiting), writes what the posting threads leave (large frames, the rest
+//! of a frame the socket could not take at once), runs the engine's timers, and tears the
+//! connection down: final frames (ACK, NAK or DREQ), then the socket.
 
 use std::net::Shutdown;
-use std::sync::{Arc, PoisonError};
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use super::frame::{Frame, HDR_LEN};
-use super::qp::{Cause, Phase, Reader, Shared};
-use super::rx::{End, Engine, Readiness, Rx, wait_readable};
-use super::tx::send_final;
+use super::engine::Ending;
+use super::queue_pair::{Guard, HANDOVER, ReadSlot, Shared, Sleep};
+use super::reader::Reader;
+use super::receive::{Mode, Stop, drive};
+use super::socket::{Interest, transient};
+use super::writer::Writer;
 
-/// The receiver thread.
-pub(crate) fn run_receiver(shared: Arc<Shared>) {
-    let mut rx = Rx {
-        shared: &shared,
-        e: Engine::default(),
-    };
-    let end = match rx.acquire() {
-        Ok(()) => rx.run().err().unwrap_or(End::Closed),
-        Err(end) => end,
-    };
-    rx.flush_wake();
-    rx.set_timeout(None);
-    let linger = shared.config.ack_timeout;
-    match end {
-        End::PeerGone => {
-            tracing::debug!("soft transport: peer disconnected");
-            shared.close(&mut shared.lock(), Cause::Flush);
-            shared.shutdown(Shutdown::Both);
+/// The NIC thread's loop.
+pub(crate) fn run(shared: Arc<Shared>) {
+    let mut held: Option<Reader> = None;
+    let mut st = shared.lock();
+    loop {
+        let now = Instant::now();
+        st.rc.handle_timeout(now);
+        if let Some(w) = &st.writer
+            && w.has_work()
+            && now >= w.last_progress() + shared.config.ack_timeout
+        {
+            st.rc.handle_write_stall();
         }
-        End::Violation(why) => {
-            tracing::warn!(why, "soft transport: peer protocol violation; tearing down");
-            shared.close(&mut shared.lock(), Cause::Flush);
-            shared.shutdown(Shutdown::Both);
+        if st.rc.is_closed() {
+            break;
         }
-        End::Refuse(status) => {
-            let msn = {
-                let mut st = shared.lock();
-                let msn = st.rx_msn + 1;
-                shared.close(&mut st, Cause::Flush);
-                msn
-            };
-            tracing::debug!(msn, ?status, "soft transport: refusing message");
-            send_final(&shared, Frame::Nak { msn, status });
-            shared.shutdown(Shutdown::Write);
-            rx.drain(linger);
-            shared.shutdown(Shutdown::Both);
+        let mut read = false;
+        if held.is_none() {
+            held = st.take_reader_for_nic(now);
         }
-        End::Closed => {
-            // Torn down locally (disconnect, NAK received, sender failure): let the peer's
-            // remaining bytes arrive until it closes too, so that our close does not reset
-            // frames still in flight to it.
-            rx.drain(linger);
-            shared.shutdown(Shutdown::Both);
+        if let Some(mut r) = held.take() {
+            let (g, stop) = drive(&shared, st, &mut r, Mode::Nic);
+            st = g;
+            match stop {
+                Stop::Busy => {
+                    held = Some(r);
+                    st = shared.pump(st, usize::MAX);
+                    continue;
+                }
+                Stop::Idle if !r.is_placing() => {
+                    // Input ran dry: offer the reader to application threads (one that waits
+                    // for a completion receives for itself from now on).
+                    st.read = ReadSlot::Free(r);
+                    read = true;
+                    shared.wake_app(&st);
+                }
+                Stop::Idle => {
+                    held = Some(r);
+                    read = true;
+                }
+                Stop::Stalled | Stop::HandBack => held = Some(r),
+                Stop::Closed => break,
+            }
         }
+        st = shared.pump(st, usize::MAX);
+        if st.rc.is_closed() {
+            break;
+        }
+        st = sleep(&shared, st, read, now);
     }
+    teardown(&shared, st);
 }
 
-impl Rx<'_> {
-    /// The receive loop; returns only with the reason it ended.
-    fn run(&mut self) -> Result<(), End> {
-        loop {
-            if let Some(end) = self.e.pending_end.take() {
-                return Err(end);
-            }
-            if self.buffered() < HDR_LEN {
-                self.flush_wake();
-                // Input ran dry. A due ACK waits a moment, so that a reply the application
-                // posts meanwhile carries it (no extra segment, no extra wake-up at the
-                // peer); the engine is offered to application threads meanwhile.
-                let delay = self.shared.config.ack_delay;
-                let ack_due = self.buffered() == 0 && self.ack_due();
-                if ack_due && delay.is_zero() {
-                    self.send_ack();
-                }
-                let timeout = (ack_due && !delay.is_zero()).then_some(delay);
-                if self.idle(timeout)? {
-                    self.send_ack();
-                }
-                continue;
-            }
-            let frame = self.peek()?;
-            self.consume_header();
-            self.handle(frame)?;
-        }
+/// Sleeps until input (if `read`), room to write (if a write is left over), the bell, or the
+/// next timer.
+fn sleep<'a>(shared: &'a Shared, mut st: Guard<'a>, read: bool, now: Instant) -> Guard<'a> {
+    let writer = st.writer.as_ref();
+    let write = writer.is_some_and(Writer::has_work);
+    // The delayed ACK matters only if the writer is idle and ours to use (its holder or the
+    // frame in progress takes the ACK along).
+    let ack_timer = writer.is_some_and(|w| !w.has_work());
+    let stall = writer
+        .filter(|_| write)
+        .map(|w| w.last_progress() + shared.config.ack_timeout);
+    let handover = match &st.read {
+        ReadSlot::App => Some(now + HANDOVER),
+        ReadSlot::AppIdle(_, since) => Some(*since + HANDOVER),
+        _ => None,
+    };
+    let until = [st.rc.poll_timeout(ack_timer), stall, handover]
+        .into_iter()
+        .flatten()
+        .min();
+    let plan = Sleep { until, write };
+    if st.nic_must_act(plan) {
+        // Something changed since this thread last looked.
+        return st;
     }
+    st.nic_sleep = Some(plan);
+    drop(st);
+    let timeout = until.map(|t| t.saturating_duration_since(Instant::now()));
+    let interest = Interest {
+        read,
+        write,
+        bell: true,
+    };
+    shared.socket.wait(interest, timeout);
+    let mut st = shared.lock();
+    st.nic_sleep = None;
+    st
+}
 
-    /// Takes the engine from the queue-pair state (waiting while an application thread holds
-    /// it) and marks the receiver thread as the reader.
-    fn acquire(&mut self) -> Result<(), End> {
-        let shared = self.shared;
-        let mut st = shared.lock();
-        loop {
-            let handover_over = match st.reader {
-                Reader::Thread | Reader::Reserved => true,
-                Reader::App => false,
-                Reader::AppIdle(since) => since.elapsed() >= shared.config.receive_handover,
-            };
-            if (handover_over || st.phase == Phase::Closed)
-                && let Some(e) = st.engine.take()
-            {
-                st.reader = Reader::Thread;
-                self.e = e;
-                return Ok(());
-            }
-            st = park(shared, st);
-        }
-    }
-
-    /// Input ran dry: offers the engine to application threads (waking one that waits for a
-    /// completion, so that it receives for itself from now on), waits until input arrives, an
-    /// application thread hands the engine back, or `timeout` passes, and takes the engine
-    /// again; then reads what has arrived. Returns true if `timeout` passed without input.
-    fn idle(&mut self, timeout: Option<std::time::Duration>) -> Result<bool, End> {
-        let shared = self.shared;
-        self.set_timeout(None);
-        {
-            let mut st = shared.lock();
-            if st.phase == Phase::Closed {
-                return Err(End::Closed);
-            }
-            st.engine = Some(std::mem::take(&mut self.e));
-            st.rx_polling = true;
-            if st.app_waiters > 0 {
-                shared.app_cv.notify_all();
-            }
-        }
-        let ready = wait_readable(shared, true, timeout);
-        let mut st = shared.lock();
-        st.rx_polling = false;
-        if ready != Readiness::Bell
-            && matches!(st.reader, Reader::Thread | Reader::Reserved)
-            && let Some(e) = st.engine.take()
-        {
-            // Nobody took it, or it was handed back: read what came (an application thread
-            // may have left frames in it).
-            st.reader = Reader::Thread;
-            self.e = e;
-            drop(st);
-            if ready == Readiness::Timeout && self.buffered() == 0 {
-                return Ok(true);
-            }
-            if self.buffered() < HDR_LEN && self.e.pending_end.is_none() {
-                self.read_available()?;
-            }
-            return Ok(false);
+/// Sends the final frames still due (the ACK for what was placed, then the NAK or DREQ; none
+/// if a data frame was cut off), waiting for the writer and for room, at most `ack_timeout`.
+pub(crate) fn flush_finals<'a>(shared: &'a Shared, mut st: Guard<'a>) -> Guard<'a> {
+    let give_up = Instant::now() + shared.config.ack_timeout;
+    loop {
+        st = shared.pump(st, 0);
+        let held_elsewhere = st.writer.is_none();
+        let busy = held_elsewhere || st.writer.as_ref().is_some_and(Writer::has_work);
+        let now = Instant::now();
+        if !busy || now >= give_up {
+            return st;
         }
         drop(st);
-        // An application thread holds the engine, or handed it back (bell): take it when
-        // allowed. It may hold frames for us (a large payload, a receive to wait for, an end).
-        self.acquire()?;
-        if self.buffered() < HDR_LEN && self.e.pending_end.is_none() {
-            self.read_available()?;
+        if held_elsewhere {
+            // Its holder writes at most one chunk more (it stops once torn down).
+            std::thread::sleep(Duration::from_micros(50));
+        } else {
+            let write = Interest {
+                write: true,
+                ..Interest::default()
+            };
+            shared
+                .socket
+                .wait(write, Some((give_up - now).min(Duration::from_millis(10))));
         }
-        Ok(false)
+        st = shared.lock();
     }
 }
 
-/// Parks the receiver thread until an application thread hands the engine back, the handover
-/// time after its last use passes, or the connection closes.
-fn park<'a>(
-    shared: &'a Shared,
-    st: std::sync::MutexGuard<'a, super::qp::State>,
-) -> std::sync::MutexGuard<'a, super::qp::State> {
-    let handover = shared.config.receive_handover;
-    let timeout = match st.reader {
-        Reader::AppIdle(since) => (since + handover).saturating_duration_since(Instant::now()),
-        _ => handover,
-    };
-    shared
-        .park_cv
-        .wait_timeout(st, timeout)
-        .unwrap_or_else(PoisonError::into_inner)
-        .0
+/// Closes the connection after teardown: final frames, then (unless the peer is gone) lets the
+/// peer's remaining bytes arrive until it closes too, so that our close does not reset frames
+/// still in flight to it.
+fn teardown(shared: &Shared, st: Guard<'_>) {
+    let st = flush_finals(shared, st);
+    let ending = st.rc.ending();
+    shared.app_cv.notify_all();
+    drop(st);
+    shared.socket.shutdown(Shutdown::Write);
+    if ending == Ending::Linger {
+        drain(shared, shared.config.ack_timeout);
+    }
+    shared.socket.shutdown(Shutdown::Both);
+}
+
+/// Discards input until the peer closes, an error, or `linger` passes.
+fn drain(shared: &Shared, linger: Duration) {
+    let until = Instant::now() + linger;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match shared.socket.recv(&mut buf) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if transient(&e) => {
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return;
+                }
+                let read = Interest {
+                    read: true,
+                    ..Interest::default()
+                };
+                shared.socket.wait(read, Some(left));
+            }
+            Err(_) => return,
+        }
+    }
 }

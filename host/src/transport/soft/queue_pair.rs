@@ -1,0 +1,248 @@
+//! The queue pair shared by an endpoint's application threads and its NIC thread: the RC
+//! [`Engine`], the socket, and who may use each direction of it.
+//!
+//! **One ownership concept per direction.** The [`Reader`] and the [`Writer`] are the I/O
+//! objects of the two directions; a thread that holds one may use the socket in that
+//! direction, and takes it out of its slot for that (the slot is the token):
+//!
+//! * the writer lies in [`Core::writer`] whenever nobody writes. Every thread that changes the
+//!   engine pumps (takes the writer, writes what can go out without blocking, puts it back),
+//!   so small frames and ACKs leave from the posting thread itself; the NIC thread takes over
+//!   large frames and leftovers. Whoever puts the writer back re-examines the engine, so work
+//!   queued meanwhile is never forgotten.
+//! * the reader lies in [`Core::read`] (a [`ReadSlot`]) when the NIC thread waits for input;
+//!   an application thread that waits for a completion may take it and receive itself
+//!   (`receive`), which saves the thread hand-off on the latency path.
+//!
+//! **Synchronisation.** One mutex over [`Core`] (engine, slots, sleeping NIC thread): every
+//! protocol step is short, and no thread holds it across a system call. One condition
+//! variable, [`Shared::app_cv`], for application threads blocked in `wait` while the NIC
+//! thread reads. The NIC thread sleeps in `poll` on the socket and an eventfd bell
+//! ([`Socket::ring`]), so that one wait covers input, room to write, timers and work handed
+//! to it; [`Shared::nudge`] rings only when it sleeps through something it must do.
+
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use super::config::SoftConfig;
+use super::engine::Engine;
+use super::reader::Reader;
+use super::socket::Socket;
+use super::writer::{Writer, Wrote};
+
+/// How long the NIC thread leaves the reader to application threads after one used it; within
+/// it, a steady exchange of small messages wakes no engine thread at all.
+pub(crate) const HANDOVER: Duration = Duration::from_millis(2);
+/// Payloads up to this size are written by any thread (non-blocking); larger ones by the NIC
+/// thread, so an application thread never streams a large payload.
+pub(crate) const INLINE_PAYLOAD: usize = 64 * 1024 - 24;
+/// Largest piece of registered memory accessed at once (one system call).
+pub(crate) const CHUNK: usize = 256 * 1024;
+
+/// Where the reader is.
+#[derive(Debug)]
+pub(crate) enum ReadSlot {
+    /// Free: the NIC thread waits for input, an application thread may take it.
+    Free(Reader),
+    /// Held by the NIC thread.
+    Nic,
+    /// Held by an application thread.
+    App,
+    /// An application thread gave it back at this time; the NIC thread takes over once
+    /// [`HANDOVER`] has passed, unless an application thread takes it again first.
+    AppIdle(Reader, Instant),
+    /// Handed back for the NIC thread to continue (a large payload, a missing receive, the
+    /// end of the connection); application threads keep off it.
+    Reserved(Reader),
+}
+
+/// How the NIC thread sleeps (what a nudge must compare against).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sleep {
+    /// It wakes by itself at this time.
+    pub(crate) until: Option<Instant>,
+    /// It waits for room to write.
+    pub(crate) write: bool,
+}
+
+/// The mutable state behind [`Shared::core`].
+#[derive(Debug)]
+pub(crate) struct Core {
+    /// The protocol.
+    pub(crate) rc: Engine,
+    /// The receive direction.
+    pub(crate) read: ReadSlot,
+    /// The transmit direction (`None` while a thread writes).
+    pub(crate) writer: Option<Writer>,
+    /// Application threads blocked on [`Shared::app_cv`].
+    pub(crate) app_waiters: u32,
+    /// Set while the NIC thread sleeps.
+    pub(crate) nic_sleep: Option<Sleep>,
+}
+
+impl Core {
+    /// Takes the reader for an application thread, if it is free for one.
+    pub(crate) fn take_reader_for_app(&mut self) -> Option<Reader> {
+        if !self.rc.is_connected() {
+            return None;
+        }
+        match std::mem::replace(&mut self.read, ReadSlot::App) {
+            ReadSlot::Free(r) | ReadSlot::AppIdle(r, _) => Some(r),
+            other => {
+                self.read = other;
+                None
+            }
+        }
+    }
+
+    /// Takes the reader for the NIC thread, if it may have it at `now`.
+    pub(crate) fn take_reader_for_nic(&mut self, now: Instant) -> Option<Reader> {
+        let due = match &self.read {
+            ReadSlot::Free(_) | ReadSlot::Reserved(_) => true,
+            ReadSlot::AppIdle(_, since) => now >= *since + HANDOVER || self.rc.is_closed(),
+            ReadSlot::Nic | ReadSlot::App => false,
+        };
+        if !due {
+            return None;
+        }
+        match std::mem::replace(&mut self.read, ReadSlot::Nic) {
+            ReadSlot::Free(r) | ReadSlot::Reserved(r) | ReadSlot::AppIdle(r, _) => Some(r),
+            other => {
+                self.read = other;
+                None
+            }
+        }
+    }
+}
+
+impl Core {
+    /// True if the NIC thread, sleeping as `sleep` says, would sleep through something it
+    /// must do: teardown, a write left over or too large for a posting thread, a stalled
+    /// message that can continue, a reader handed back, or a timer earlier than its wake-up.
+    /// The NIC thread checks it before it sleeps (so that nothing is lost between its last
+    /// look and its sleep), every other thread after changing the state ([`Shared::nudge`]).
+    pub(crate) fn nic_must_act(&self, sleep: Sleep) -> bool {
+        let later =
+            |t: Option<Instant>| t.is_some_and(|t| sleep.until.is_none_or(|until| t < until));
+        let handover_end = match &self.read {
+            ReadSlot::AppIdle(_, since) => Some(*since + HANDOVER),
+            _ => None,
+        };
+        // A writer held by another thread is that thread's business: it nudges when done.
+        let write_work = self
+            .writer
+            .as_ref()
+            .is_some_and(|w| w.has_work() || self.rc.has_data());
+        self.rc.is_closed()
+            || (write_work && !sleep.write)
+            || self.rc.can_resume()
+            || matches!(self.read, ReadSlot::Reserved(_))
+            || later(self.rc.poll_timeout(false))
+            || later(handover_end)
+    }
+}
+
+/// State shared by an endpoint, its regions and its NIC thread.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// Configuration.
+    pub(crate) config: SoftConfig,
+    /// The connection's socket.
+    pub(crate) socket: Socket,
+    /// The engine and the direction slots (see the module documentation).
+    pub(crate) core: Mutex<Core>,
+    /// Wakes application threads in `wait` (completions or events queued, reader offered).
+    pub(crate) app_cv: Condvar,
+}
+
+/// The locked core.
+pub(crate) type Guard<'a> = MutexGuard<'a, Core>;
+
+impl Shared {
+    /// A new queue pair on `socket`, not established yet.
+    pub(crate) fn new(config: SoftConfig, socket: Socket, rc: Engine) -> Self {
+        let now = Instant::now();
+        Self {
+            config,
+            socket,
+            core: Mutex::new(Core {
+                rc,
+                read: ReadSlot::Free(Reader::new()),
+                writer: Some(Writer::new(now)),
+                app_waiters: 0,
+                nic_sleep: None,
+            }),
+            app_cv: Condvar::new(),
+        }
+    }
+
+    /// Locks the core (a panicking thread cannot leave it inconsistent in a way that matters
+    /// more than losing the connection, so poisoning is ignored).
+    pub(crate) fn lock(&self) -> Guard<'_> {
+        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Wakes application threads blocked in `wait`.
+    pub(crate) fn wake_app(&self, st: &Core) {
+        if st.app_waiters > 0 {
+            self.app_cv.notify_all();
+        }
+    }
+
+    /// Rings the NIC thread's bell if it sleeps through something it must do.
+    pub(crate) fn nudge(&self, st: &mut Core) {
+        if let Some(sleep) = st.nic_sleep
+            && st.nic_must_act(sleep)
+        {
+            st.nic_sleep = None;
+            self.socket.ring();
+        }
+    }
+
+    /// Writes what can go out without blocking (data payloads up to `max_payload`), as long
+    /// as the writer is free; returns with it put back (or held by another thread).
+    pub(crate) fn pump<'a>(&'a self, mut st: Guard<'a>, max_payload: usize) -> Guard<'a> {
+        let mut now = Instant::now();
+        loop {
+            let Some(mut w) = st.writer.take() else {
+                return st;
+            };
+            w.refill(&mut st.rc, now, max_payload);
+            if !w.has_work() {
+                st.writer = Some(w);
+                return st;
+            }
+            drop(st);
+            let wrote = w.write(&self.socket, CHUNK, now);
+            st = self.lock();
+            if max_payload > INLINE_PAYLOAD {
+                // Large payloads take a while: the next chunk is timed afresh.
+                now = Instant::now();
+            }
+            let more = match wrote {
+                Wrote::Progress(done) => {
+                    if let Some(msn) = done {
+                        st.rc.handle_transmitted(now, msn);
+                    }
+                    true
+                }
+                Wrote::WouldBlock => false,
+                Wrote::Inaccessible(msn) => {
+                    st.rc.handle_local_failure(msn);
+                    true
+                }
+                Wrote::Failed => {
+                    st.rc.handle_peer_gone();
+                    false
+                }
+            };
+            st.writer = Some(w);
+            if st.rc.is_closed() || st.rc.has_ready() {
+                self.wake_app(&st);
+            }
+            if !more {
+                return st;
+            }
+        }
+    }
+}

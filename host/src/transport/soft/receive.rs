@@ -1,0 +1,218 @@
+//! Receiving: reads frames with the [`Reader`], hands them to the engine, and places payloads
+//! where the engine says. Both the NIC thread and an application thread that waits for a
+//! completion receive this way ([`Mode`]); the application thread handles only what cannot
+//! block (frames whose payload is already buffered, receives that are posted) and hands the
+//! reader back to the NIC thread for anything else.
+
+use std::time::{Duration, Instant};
+
+use super::engine::Inbound;
+use super::frame::{Frame, HDR_LEN};
+use super::queue_pair::{CHUNK, Guard, INLINE_PAYLOAD, ReadSlot, Shared};
+use super::reader::{RX_BUF, Reader, Step};
+use super::socket::Interest;
+
+/// Longest single sleep of an application thread in the socket (it re-checks the connection
+/// after each).
+const SLICE: Duration = Duration::from_millis(50);
+
+/// Who receives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// The NIC thread: handles everything, returns after each step of a large payload.
+    Nic,
+    /// An application thread: handles only what cannot block.
+    App,
+}
+
+/// Why receiving stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// Nothing more has arrived.
+    Idle,
+    /// A payload is being placed (NIC mode: it returns to transmit in between).
+    Busy,
+    /// The application thread must hand the reader to the NIC thread.
+    HandBack,
+    /// A message waits for a posted receive.
+    Stalled,
+    /// The connection is torn down.
+    Closed,
+}
+
+/// Receives what has arrived, without blocking, until [`Stop`].
+pub(crate) fn drive<'a>(
+    shared: &'a Shared,
+    mut st: Guard<'a>,
+    r: &mut Reader,
+    mode: Mode,
+) -> (Guard<'a>, Stop) {
+    let mut produced = false;
+    // One reading of the clock per call: it never blocks, so the time stays accurate enough.
+    let now = Instant::now();
+    let stop = loop {
+        if st.rc.is_closed() {
+            break Stop::Closed;
+        }
+        if r.is_placing() {
+            drop(st);
+            let step = r.place(&shared.socket, CHUNK);
+            st = shared.lock();
+            match step {
+                Step::Placed => {
+                    st.rc.handle_placed(now);
+                    produced = true;
+                }
+                Step::Progress => {
+                    st.rc.handle_activity(now);
+                    if mode == Mode::Nic && r.is_placing() && r.buffered() == 0 {
+                        break Stop::Busy;
+                    }
+                }
+                Step::WouldBlock => break Stop::Idle,
+                Step::Inaccessible => {
+                    st.rc.handle_place_failed();
+                    produced = true;
+                }
+                Step::Gone => {
+                    st.rc.handle_peer_gone();
+                    break Stop::Closed;
+                }
+            }
+            continue;
+        }
+        if st.rc.is_stalled() {
+            match st.rc.resume() {
+                Some(inbound) => {
+                    if let Some(stop) = follow(inbound, r, &mut produced) {
+                        break stop;
+                    }
+                    continue;
+                }
+                None if mode == Mode::App => break Stop::HandBack,
+                None => break Stop::Stalled,
+            }
+        }
+        match r.peek() {
+            Some(Err(why)) => {
+                st.rc.handle_violation(why);
+                break Stop::Closed;
+            }
+            Some(Ok(frame)) => {
+                let (payload, needs_recv) = match frame {
+                    Frame::Send { len, .. } | Frame::WriteImm { len, .. } => (len as usize, true),
+                    Frame::Write { len, .. } => (len as usize, false),
+                    _ => (0, false),
+                };
+                if mode == Mode::App
+                    && (payload > RX_BUF - HDR_LEN || (needs_recv && !st.rc.has_recv()))
+                {
+                    break Stop::HandBack;
+                }
+                if mode == Mode::Nic || r.buffered() >= HDR_LEN + payload {
+                    r.next_frame();
+                    let inbound = st.rc.handle_frame(now, frame);
+                    if let Some(stop) = follow(inbound, r, &mut produced) {
+                        break stop;
+                    }
+                    continue;
+                }
+            }
+            None => {}
+        }
+        if mode == Mode::App && st.rc.has_ready() {
+            // What the caller waits for may be ready: no further read (it would mostly find
+            // nothing).
+            break Stop::Idle;
+        }
+        drop(st);
+        let step = r.fill(&shared.socket);
+        st = shared.lock();
+        match step {
+            Step::Progress => st.rc.handle_activity(now),
+            Step::WouldBlock => break Stop::Idle,
+            _ => {
+                st.rc.handle_peer_gone();
+                break Stop::Closed;
+            }
+        }
+    };
+    if produced || st.rc.is_closed() {
+        shared.wake_app(&st);
+    }
+    (st, stop)
+}
+
+/// Carries out the engine's answer to a frame; `Some` if receiving must stop.
+fn follow(inbound: Inbound, r: &mut Reader, produced: &mut bool) -> Option<Stop> {
+    match inbound {
+        Inbound::Done => {
+            *produced = true;
+            None
+        }
+        Inbound::Place(local) => {
+            r.start_placement(local);
+            None
+        }
+        // Taken up by the stalled-message check of the next round.
+        Inbound::Stalled => None,
+        Inbound::Closed => Some(Stop::Closed),
+    }
+}
+
+/// Receives on the calling application thread with `r` (taken from the slot) until a
+/// completion or event is ready, `deadline` passes (`None`: do not block), or the NIC thread
+/// must take over. Puts the reader back in every case.
+pub(crate) fn receive_inline<'a>(
+    shared: &'a Shared,
+    mut st: Guard<'a>,
+    mut r: Reader,
+    deadline: Option<Instant>,
+) -> Guard<'a> {
+    // A blocking caller has just found nothing ready (its `poll` read the socket): it sleeps
+    // in the socket first instead of reading once more.
+    let mut sleep_first = deadline.is_some() && r.peek().is_none();
+    let hand_back = loop {
+        if !std::mem::take(&mut sleep_first) {
+            let (g, stop) = drive(shared, st, &mut r, Mode::App);
+            st = g;
+            match stop {
+                Stop::Idle | Stop::Busy => {}
+                Stop::HandBack | Stop::Stalled | Stop::Closed => break true,
+            }
+        }
+        if st.rc.has_ready() {
+            break false;
+        }
+        let Some(deadline) = deadline else {
+            break false;
+        };
+        // This thread cannot post a reply while it sleeps: a due ACK goes out first.
+        let now = Instant::now();
+        st.rc.flush_ack(now);
+        st = shared.pump(st, INLINE_PAYLOAD);
+        shared.nudge(&mut st);
+        if st.rc.has_ready() || st.rc.is_closed() {
+            break st.rc.is_closed();
+        }
+        if now >= deadline {
+            break false;
+        }
+        drop(st);
+        let read = Interest {
+            read: true,
+            ..Interest::default()
+        };
+        shared.socket.wait(read, Some((deadline - now).min(SLICE)));
+        st = shared.lock();
+    };
+    st.read = if hand_back {
+        ReadSlot::Reserved(r)
+    } else {
+        ReadSlot::AppIdle(r, Instant::now())
+    };
+    shared.nudge(&mut st);
+    // Another application thread may wait for the reader (or for what this one received).
+    shared.wake_app(&st);
+    st
+}

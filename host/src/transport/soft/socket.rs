@@ -1,0 +1,135 @@
+//! The connection's TCP socket and the NIC thread's wake-up bell (an eventfd it polls beside
+//! the socket). Every transfer is non-blocking; threads block only in [`Socket::wait`].
+
+use std::io::{self, IoSlice};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::OwnedFd;
+use std::time::{Duration, Instant};
+
+use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec, eventfd};
+use rustix::net::RecvFlags;
+use socket2::SockRef;
+
+/// What [`Socket::wait`] watches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Interest {
+    /// Input (or end of stream).
+    pub(crate) read: bool,
+    /// Room in the send buffer.
+    pub(crate) write: bool,
+    /// The bell.
+    pub(crate) bell: bool,
+}
+
+/// A connected socket plus bell.
+#[derive(Debug)]
+pub(crate) struct Socket {
+    stream: TcpStream,
+    bell: OwnedFd,
+}
+
+/// True for errors that only mean "try again".
+pub(crate) fn transient(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
+}
+
+impl Socket {
+    /// Wraps a connected stream (TCP_NODELAY set).
+    pub(crate) fn new(stream: TcpStream) -> io::Result<Self> {
+        stream.set_nodelay(true)?;
+        let bell = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
+        Ok(Self { stream, bell })
+    }
+
+    /// Sends what fits of `bufs` without blocking; never raises SIGPIPE.
+    pub(crate) fn send(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        SockRef::from(&self.stream)
+            .send_vectored_with_flags(bufs, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT)
+    }
+
+    /// Receives what has arrived into `dst` without blocking; `Ok(0)` is end of stream.
+    pub(crate) fn recv(&self, dst: &mut [u8]) -> io::Result<usize> {
+        rustix::net::recv(&self.stream, dst, RecvFlags::DONTWAIT)
+            .map(|(n, _)| n)
+            .map_err(io::Error::from)
+    }
+
+    /// Sends all of `bufs`, waiting for room up to `deadline`.
+    pub(crate) fn send_all(&self, bufs: &mut [IoSlice<'_>], deadline: Instant) -> io::Result<()> {
+        let mut bufs = bufs;
+        while !bufs.is_empty() {
+            match self.send(bufs) {
+                Ok(n) => IoSlice::advance_slices(&mut bufs, n),
+                Err(e) if transient(&e) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(io::ErrorKind::TimedOut.into());
+                    }
+                    let write = Interest {
+                        write: true,
+                        ..Interest::default()
+                    };
+                    self.wait(write, Some(left));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until something in `interest` is ready or `timeout` passes; clears the bell if
+    /// it rang. Returns false on timeout.
+    pub(crate) fn wait(&self, interest: Interest, timeout: Option<Duration>) -> bool {
+        let ts = timeout.map(|t| Timespec {
+            tv_sec: i64::try_from(t.as_secs()).unwrap_or(i64::MAX),
+            tv_nsec: i64::from(t.subsec_nanos()),
+        });
+        let mut flags = PollFlags::empty();
+        if interest.read {
+            flags |= PollFlags::IN;
+        }
+        if interest.write {
+            flags |= PollFlags::OUT;
+        }
+        let mut fds = [
+            PollFd::new(&self.stream, flags),
+            PollFd::new(&self.bell, PollFlags::IN),
+        ];
+        let n = if interest.bell { 2 } else { 1 };
+        match rustix::event::poll(&mut fds[..n], ts.as_ref()) {
+            Ok(0) => false,
+            Ok(_) => {
+                if n == 2 && !fds[1].revents().is_empty() {
+                    let mut count = [0u8; 8];
+                    // Non-blocking: an error only means it was clear already.
+                    let _ = rustix::io::read(&self.bell, &mut count);
+                }
+                true
+            }
+            // EINTR: let the caller look again.
+            Err(_) => true,
+        }
+    }
+
+    /// Rings the bell (wakes a thread waiting with `bell` interest).
+    pub(crate) fn ring(&self) {
+        if let Err(e) = rustix::io::write(&self.bell, &1u64.to_ne_bytes()) {
+            tracing::trace!(error = %e, "soft transport: bell");
+        }
+    }
+
+    /// Shuts the socket down in `how` direction(s); errors (already closed) are irrelevant.
+    pub(crate) fn shutdown(&self, how: Shutdown) {
+        if let Err(e) = self.stream.shutdown(how) {
+            tracing::trace!(error = %e, "soft transport: shutdown");
+        }
+    }
+
+    /// The peer's address.
+    pub(crate) fn peer_addr(&self) -> Option<std::net::SocketAddr> {
+        self.stream.peer_addr().ok()
+    }
+}
