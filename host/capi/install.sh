@@ -1,16 +1,21 @@
 #!/bin/sh
-# Installs the C library of naaice-rs under PREFIX:
+# Installs the C library and the programs of naaice-rs under PREFIX:
 #   PREFIX/include/naaice.h, PREFIX/include/naaice_ap2.h (which includes naaice.h)
-#   PREFIX/lib/libnaaice_ap2.so, PREFIX/lib/libnaaice_ap2.a
+#   PREFIX/lib/libnaaice_ap2.so.VERSION (SONAME libnaaice_ap2.so.MAJOR), the symlinks
+#     libnaaice_ap2.so.MAJOR -> libnaaice_ap2.so.VERSION and libnaaice_ap2.so -> .so.MAJOR,
+#     PREFIX/lib/libnaaice_ap2.a
 #   PREFIX/lib/pkgconfig/naaice.pc
+#   PREFIX/bin/naaice-swnaa (the software NAA server), PREFIX/bin/naaice-bench (the benchmark)
+#   PREFIX/share/man/man1/naaice-swnaa.1, naaice-bench.1
 # so that `cc app.c $(pkg-config --cflags --libs naaice)` works with
 # PKG_CONFIG_PATH=PREFIX/lib/pkgconfig (not needed for /usr or /usr/local).
 #
 # Usage: host/capi/install.sh PREFIX
 #
-# Builds the library with `cargo build --release -p naaice-capi` first, unless NAAICE_LIB_DIR
-# names a folder that already holds libnaaice_ap2.so and libnaaice_ap2.a (for example a
-# debug build's target/debug).
+# Builds everything with `cargo build --profile dist` first (release code, stripped; the
+# profile is in the workspace's Cargo.toml), unless NAAICE_LIB_DIR names a folder that already
+# holds libnaaice_ap2.so and libnaaice_ap2.a (for example a debug build's target/debug); the
+# programs then come from NAAICE_BIN_DIR (default: NAAICE_LIB_DIR).
 set -eu
 
 if [ "$#" -ne 1 ] || [ -z "$1" ]; then
@@ -22,41 +27,62 @@ manifest="$here/Cargo.toml"
 mkdir -p "$1"
 prefix=$(cd "$1" && pwd)
 
-# The verbs transport (NAAICE_TRANSPORT=verbs, the run-time default) is built in when the
-# rdma-core development files are present (Debian: pkg-config libibverbs-dev librdmacm-dev
-# libclang-dev); NAAICE_VERBS=no leaves it out, NAAICE_VERBS=yes insists on it.
-verbs=${NAAICE_VERBS:-auto}
-if [ "$verbs" = auto ]; then
-    if pkg-config --exists libibverbs librdmacm 2>/dev/null; then verbs=yes; else verbs=no; fi
-fi
+# The verbs transport (NAAICE_TRANSPORT=verbs, the run-time default) is always built in:
+# rdma-core is loaded at run time (a machine without it gets a clear error from naa_create),
+# so building needs no rdma-core. NAAICE_VERBS=no leaves it out.
 features=""
-[ "$verbs" = yes ] && features="--features verbs"
+case "${NAAICE_VERBS:-yes}" in
+    no) features="--no-default-features" ;;
+    yes | auto) ;;
+    *)
+        echo "install.sh: NAAICE_VERBS is yes or no" >&2
+        exit 2
+        ;;
+esac
 
 if [ -z "${NAAICE_LIB_DIR:-}" ]; then
     # shellcheck disable=SC2086
-    cargo build --release --locked -p naaice-capi $features --manifest-path "$manifest"
+    cargo build --profile dist --locked -p naaice-capi -p naaice-swnaa -p naaice-bench \
+        $features --manifest-path "$manifest"
     target=$(cargo metadata --format-version 1 --no-deps --manifest-path "$manifest" |
         sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-    NAAICE_LIB_DIR="$target/release"
+    NAAICE_LIB_DIR="$target/dist"
 fi
-for lib in libnaaice_ap2.so libnaaice_ap2.a; do
-    if [ ! -f "$NAAICE_LIB_DIR/$lib" ]; then
-        echo "$0: $NAAICE_LIB_DIR/$lib not found" >&2
+bin_dir=${NAAICE_BIN_DIR:-$NAAICE_LIB_DIR}
+for file in "$NAAICE_LIB_DIR/libnaaice_ap2.so" "$NAAICE_LIB_DIR/libnaaice_ap2.a" \
+    "$bin_dir/naaice-swnaa" "$bin_dir/naaice-bench"; do
+    if [ ! -f "$file" ]; then
+        echo "$0: $file not found (cargo build -p naaice-capi -p naaice-swnaa -p naaice-bench)" >&2
         exit 1
     fi
 done
 
 pkgid=$(cargo pkgid --manifest-path "$manifest" -p naaice-capi)
 version=${pkgid##*[@#]}
+major=${version%%.*}
 # What a static link needs besides the library (rustc --print native-static-libs).
+# (With verbs, the library carries rdma-core's loader stubs: only -ldl, listed, is needed.)
 private_libs="-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
-[ "$verbs" = yes ] && private_libs="-lrdmacm -libverbs $private_libs"
 
-install -d "$prefix/include" "$prefix/lib/pkgconfig"
+lib="$prefix/lib"
+man="$prefix/share/man/man1"
+install -d "$prefix/include" "$lib/pkgconfig" "$prefix/bin" "$man"
 install -m 644 "$here/include/naaice.h" "$prefix/include/naaice.h"
 install -m 644 "$here/include/naaice_ap2.h" "$prefix/include/naaice_ap2.h"
-install -m 755 "$NAAICE_LIB_DIR/libnaaice_ap2.so" "$prefix/lib/libnaaice_ap2.so"
-install -m 644 "$NAAICE_LIB_DIR/libnaaice_ap2.a" "$prefix/lib/libnaaice_ap2.a"
+# The shared library under its full version, found through its SONAME (.so.MAJOR: the
+# dynamic loader) and the plain name (.so: the linker's -lnaaice_ap2).
+rm -f "$lib/libnaaice_ap2.so" "$lib/libnaaice_ap2.so.$major"
+install -m 755 "$NAAICE_LIB_DIR/libnaaice_ap2.so" "$lib/libnaaice_ap2.so.$version"
+ln -s "libnaaice_ap2.so.$version" "$lib/libnaaice_ap2.so.$major"
+ln -s "libnaaice_ap2.so.$major" "$lib/libnaaice_ap2.so"
+install -m 644 "$NAAICE_LIB_DIR/libnaaice_ap2.a" "$lib/libnaaice_ap2.a"
+# The archive keeps the debug info of the standard library's objects whatever the profile
+# says: strip it (the symbols stay, static links need them).
+if command -v strip >/dev/null; then strip --strip-debug "$lib/libnaaice_ap2.a"; fi
 sed -e "s|@PREFIX@|$prefix|g" -e "s|@VERSION@|$version|g" -e "s|@PRIVATE_LIBS@|$private_libs|g" \
-    "$here/naaice.pc.in" >"$prefix/lib/pkgconfig/naaice.pc"
+    "$here/naaice.pc.in" >"$lib/pkgconfig/naaice.pc"
+for program in naaice-swnaa naaice-bench; do
+    install -m 755 "$bin_dir/$program" "$prefix/bin/$program"
+    "$prefix/bin/$program" --man-page >"$man/$program.1"
+done
 echo "installed naaice $version under $prefix"

@@ -48,7 +48,7 @@ lap packages
 echo "--- build: C library (install.sh + pkg-config), naaice-swnaa, the MPI example (mpicc)"
 # Debug builds (the test step has built them already): this stage checks behaviour, not speed.
 cargo build --locked -p naaice-capi
-cargo build --locked --bin naaice-swnaa
+cargo build --locked --bin naaice-swnaa --bin naaice-bench   # install.sh installs both
 target=$(cargo metadata --format-version 1 --no-deps |
     sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 NAAICE_LIB_DIR="$target/debug" host/capi/install.sh "$work/prefix" >/dev/null

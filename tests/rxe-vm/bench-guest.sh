@@ -1,24 +1,25 @@
 #!/bin/bash
 # bench-guest.sh -- runs INSIDE the VM (bench.sh starts it through run.sh):
 #
-#   bench-guest.sh OUT ROUNDS "SIZES" TRANSPORT RPC_SWEEP [rpc_sweep args...]
+#   bench-guest.sh OUT ROUNDS "SIZES" TRANSPORT NAAICE_BENCH [naaice-bench args...]
 #
-# Interleaves perftest and the project's RPC sweep so that the emulator's drift hits both:
+# Interleaves perftest and the project's RPC benchmark (naaice-bench) so that the emulator's
+# drift hits both:
 #
-#   perftest round 0, rpc_sweep round 1, perftest round 1, ..., rpc_sweep round N, perftest round N
+#   perftest round 0, RPC round 1, perftest round 1, ..., RPC round N, perftest round N
 #
 # A perftest round runs ib_write_lat and ib_write_bw (server and client as two processes on the
 # rxe device, over RXE_VM_ADDR) for every size in SIZES; each run is retried up to 3 times, since
 # perftest aborts ("r^2 < 0.9") or reports inf when emulation disturbs its clock calibration. An
-# rpc_sweep round
-# runs RPC_SWEEP over TRANSPORT ("verbs": --transport verbs --addr $RXE_VM_ADDR; "soft": no
-# transport options, to try the pipeline) with its CSV and summary written into OUT.
+# RPC round runs NAAICE_BENCH over TRANSPORT ("verbs": --transport verbs --addr $RXE_VM_ADDR;
+# "soft": no transport options, to try the pipeline) with its results written into OUT.
 #
 # Files in OUT: perftest/<round>/<tool>-<size>.txt (client output of the successful run),
-# rpc/<round>/{rpc_sweep.csv,summary.txt,output.txt}, timeline.txt. bench_report.py reads them.
+# rpc/<round>/{summary.txt,lowlevel.csv,middleware.csv,output.txt} (and naaice-bench's
+# plots), timeline.txt. bench_report.py reads them.
 set -u
 [ $# -ge 5 ] || {
-    echo "usage: bench-guest.sh OUT ROUNDS SIZES TRANSPORT RPC_SWEEP [args...]" >&2
+    echo "usage: bench-guest.sh OUT ROUNDS SIZES TRANSPORT NAAICE_BENCH [args...]" >&2
     exit 2
 }
 out=$1 rounds=$2 sizes=$3 transport=$4
@@ -113,18 +114,18 @@ rpc_round() { # round command...
     local round=$1 rc dir=$out/rpc/$1
     shift
     mkdir -p "$dir"
-    note "rpc_sweep round $round start"
-    echo "rpc_sweep round $round ($transport)"
-    "$@" "${transport_args[@]}" --csv "$dir/rpc_sweep.csv" --summary "$dir/summary.txt" \
+    note "naaice-bench round $round start"
+    echo "naaice-bench round $round ($transport)"
+    "$@" "${transport_args[@]}" --out "$dir" --summary "$dir/summary.txt" \
         > "$dir/output.txt" 2>&1
     rc=$?
-    note "rpc_sweep round $round end (status $rc)"
+    note "naaice-bench round $round end (status $rc)"
     if [ $rc != 0 ]; then
         failed=1
-        echo "  rpc_sweep FAILED with status $rc:" >&2
+        echo "  naaice-bench FAILED with status $rc:" >&2
         tail -n 30 "$dir/output.txt" >&2
     else
-        echo "  done: $(($(grep -c . "$dir/rpc_sweep.csv") - 1)) fresh-connection samples in the reference CSV"
+        echo "  done: $(($(grep -c . "$dir/lowlevel.csv") - 1)) fresh-connection samples in the reference CSV"
     fi
 }
 

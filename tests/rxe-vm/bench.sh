@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# bench.sh -- the RPC benchmark on Soft-RoCE: the project's RPC sweep over verbs against perftest
+# bench.sh -- the RPC benchmark on Soft-RoCE: naaice-bench over verbs against perftest
 # (ib_write_lat, ib_write_bw) in ONE VM run, then the ratios.
 #
 #   tests/rxe-vm/bench.sh [--rounds N] [--sizes "S..."] [--max-size BYTES] [--transport verbs|soft]
-#                         [--bin PATH] [--out DIR] [-- rpc_sweep options...]
+#                         [--bin PATH] [--out DIR] [-- naaice-bench options...]
 #
-#   --rounds     rpc_sweep rounds, each between two perftest rounds (default 2)
+#   --rounds     naaice-bench rounds, each between two perftest rounds (default 2)
 #   --sizes      perftest sizes; the ratios use the sizes both measured (default: 64 and 4096,
-#                rpc_sweep's small sizes, and its reference sizes from 1 MiB to --max-size)
-#   --max-size   largest rpc_sweep size (default 4194304; perftest allows up to 8 MiB)
+#                naaice-bench's small sizes, and its reference sizes from 1 MiB to --max-size)
+#   --max-size   largest naaice-bench size (default 4194304; perftest allows up to 8 MiB)
 #   --transport  verbs (default) or soft (the software transport inside the VM: only to try the
 #                pipeline, its ratios mean nothing)
-#   --bin        a prebuilt rpc_sweep binary (default: built with
-#                cargo bench -p naaice --bench rpc_sweep [--features verbs] --no-run)
+#   --bin        a prebuilt naaice-bench binary (default: built with
+#                cargo build --release -p naaice-bench [--features verbs])
 #   --out        result directory (default target/rxe-bench/<UTC time>)
 #
 # Prints the report of bench_report.py (also in OUT/report.txt). Same environment as run.sh;
@@ -78,7 +78,7 @@ esac
 command -v python3 > /dev/null || { echo "bench.sh: python3 is needed for the report" >&2; exit 2; }
 
 if [ -z "$sizes" ]; then
-    # rpc_sweep's extra small sizes, and its reference sizes (spec 8.1: s(0) = 1,
+    # naaice-bench's extra small sizes, and its reference sizes (spec 8.1: s(0) = 1,
     # s(k+1) = round_half_even(1.5 s(k))) from 1 MiB up to --max-size (and perftest's limit,
     # 8 MiB).
     sizes=$(python3 -c '
@@ -95,16 +95,16 @@ fi
 if [ -z "$bin" ]; then
     features=()
     [ "$transport" = soft ] || features=(--features verbs)
-    echo "bench.sh: building rpc_sweep (${features[*]:-software transport})" >&2
-    bin=$(cd "$ROOT" && cargo bench -p naaice --bench rpc_sweep "${features[@]}" --no-run \
+    echo "bench.sh: building naaice-bench (${features[*]:-software transport})" >&2
+    bin=$(cd "$ROOT" && cargo build --release -p naaice-bench "${features[@]}" \
         --message-format=json-render-diagnostics \
         | python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "rpc_sweep" and m.get("executable"):
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "naaice-bench" and m.get("executable"):
         print(m["executable"])')
-    [ -n "$bin" ] || { echo "bench.sh: cargo built no rpc_sweep executable" >&2; exit 1; }
+    [ -n "$bin" ] || { echo "bench.sh: cargo built no naaice-bench executable" >&2; exit 1; }
 fi
 [ -x "$bin" ] || { echo "bench.sh: $bin is not an executable" >&2; exit 2; }
 

@@ -8,15 +8,11 @@ OUT is the directory bench-guest.sh filled (bench.sh runs both):
 * perftest/<round>/ib_write_lat-<size>.txt, ib_write_bw-<size>.txt: perftest client output.
   Latency: t_typical (perftest's median one-way latency, usec). Bandwidth: BW average, in
   perftest's MB/sec, which are MiB/s.
-* rpc/<round>/summary.txt: rpc_sweep's summary. Over verbs a CSV after "#" comment lines:
-  byte_length,steady_n,steady_rpc_us,steady_rpc_MBps,fresh_setup_us,fresh_transfer_us (medians;
-  fresh = a new connection: setup = registration + MRSP, transfer = its first RPC). Over the
-  software transport a text table whose rows start with "bytes n |", the first number after the
-  first "|" being the steady-state median RPC time (usec); the fresh-connection figures then come
-  from rpc/<round>/rpc_sweep.csv, the reference CSV (byte_length,setup_time,transfer_time in
-  seconds, one fresh connection and its first RPC per row).
+* rpc/<round>/summary.txt: naaice-bench's summary CSV after "#" comment lines, one row per size;
+  read here: steady_rpc_us, fresh_transfer_us, fresh_setup_us (medians in usec; fresh = a new
+  connection: setup = registration + MRSP, transfer = its first RPC).
 
-rpc_sweep round k ran between perftest rounds k-1 and k, so each RPC figure is compared with the
+naaice-bench round k ran between perftest rounds k-1 and k, so each RPC figure is compared with the
 mean of those two perftest figures; a ratio is the median over the rounds. Prints the report and
 writes it to OUT/report.txt. Exits 1 when a measurement is missing, 0 otherwise (missed targets
 are reported, not errors: emulation makes absolute numbers meaningless and ratios noisy).
@@ -24,7 +20,6 @@ are reported, not errors: emulation makes absolute numbers meaningless and ratio
 
 import csv
 import math
-import re
 import statistics
 import sys
 from pathlib import Path
@@ -69,48 +64,28 @@ def perftest_round(directory):
     return {s: (lat.get(s), bw.get(s)) for s in set(lat) | set(bw)}
 
 
-TABLE_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s*\|([^|]*)\|")
 
 
-def median_us(values):
-    return statistics.median(values) if values else None
+def number(text):
+    """A summary cell: a float, or None when naaice-bench left it empty (not measured)."""
+    return float(text) if text else None
 
 
 def rpc_round(directory):
-    """{size: (steady_us, first_rpc_us, setup_us)} of one rpc_sweep round."""
+    """{size: (steady_us, first_rpc_us, setup_us)} of one naaice-bench round."""
     summary = directory / "summary.txt"
     if not summary.exists():
-        raise ReportError(f"{directory}: rpc_sweep wrote no summary.txt")
+        raise ReportError(f"{directory}: naaice-bench wrote no summary.txt")
     text = [line for line in summary.read_text().splitlines() if not line.startswith("#")]
-    if text and text[0].startswith("byte_length,"):
-        # Verbs run: the summary is a CSV of medians per size.
-        out = {}
-        for row in csv.DictReader(text):
-            out[int(row["byte_length"])] = (
-                float(row["steady_rpc_us"]),
-                float(row["fresh_transfer_us"]),
-                float(row["fresh_setup_us"]),
-            )
-        return out
-    # Software transport: steady medians from the summary table, fresh connections from the
-    # reference CSV (which has the reference sizes only).
-    steady = {}
-    for line in text:
-        m = TABLE_ROW.match(line)
-        if m:
-            steady[int(m.group(1))] = float(m.group(3).split()[0])
-    fresh = {}
-    table = directory / "rpc_sweep.csv"
-    if table.exists():
-        with table.open(newline="") as f:
-            for row in csv.DictReader(f):
-                setup, first = fresh.setdefault(int(row["byte_length"]), ([], []))
-                setup.append(float(row["setup_time"]) * 1e6)
-                first.append(float(row["transfer_time"]) * 1e6)
+    if not text or not text[0].startswith("byte_length,"):
+        raise ReportError(f"{summary}: not naaice-bench's summary CSV")
     out = {}
-    for size in set(steady) | set(fresh):
-        setup, first = fresh.get(size, ([], []))
-        out[size] = (steady.get(size), median_us(first), median_us(setup))
+    for row in csv.DictReader(text):
+        out[int(row["byte_length"])] = (
+            number(row["steady_rpc_us"]),
+            number(row["fresh_transfer_us"]),
+            number(row["fresh_setup_us"]),
+        )
     return out
 
 
@@ -136,7 +111,7 @@ def report(out):
     perf_dirs = sorted((out / "perftest").glob("[0-9]*"), key=lambda p: int(p.name))
     rpc_dirs = sorted((out / "rpc").glob("[0-9]*"), key=lambda p: int(p.name))
     if not perf_dirs or not rpc_dirs:
-        raise ReportError(f"{out}: no perftest or rpc_sweep rounds")
+        raise ReportError(f"{out}: no perftest or naaice-bench rounds")
     perf = {int(d.name): perftest_round(d) for d in perf_dirs}
     rpc = {int(d.name): rpc_round(d) for d in rpc_dirs}
     sizes = sorted(set().union(*(set(p) for p in perf.values())))
@@ -182,11 +157,11 @@ def report(out):
             }
         )
     if not rows:
-        raise ReportError(f"{out}: no size measured by both perftest and rpc_sweep")
+        raise ReportError(f"{out}: no size measured by both perftest and naaice-bench")
 
     lines = [
         f"Soft-RoCE benchmark: {out}",
-        f"{len(rpc)} rpc_sweep round(s) interleaved with {len(perf)} perftest round(s); "
+        f"{len(rpc)} naaice-bench round(s) interleaved with {len(perf)} perftest round(s); "
         "every figure is a median, every ratio compares figures of the same VM run.",
         "Under emulation absolute numbers mean little; the ratios are the result.",
         "",

@@ -1,15 +1,60 @@
-//! `install.sh PREFIX` installs header, libraries and `naaice.pc`, and a C program builds
-//! with `cc app.c $(pkg-config --cflags --libs naaice)`, links the shared library and runs
-//! against the software NAA.
+//! `install.sh PREFIX` installs headers, libraries (the shared one under its version with
+//! its SONAME and symlinks), `naaice.pc`, the programs and their man pages; C programs of
+//! both APIs build with `cc app.c $(pkg-config --cflags --libs naaice)`, link the shared
+//! library through its SONAME and run against the software NAA.
 
 mod common;
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 use common::*;
 
 const LIMIT: Duration = Duration::from_secs(300);
+
+/// Builds `naaice-swnaa` and `naaice-bench` in this test's profile and target folder (cargo
+/// holds no lock on it while tests run); returns the folder holding them.
+fn programs_dir() -> PathBuf {
+    let lib = lib_dir();
+    let profile_dir = if lib.ends_with("deps") {
+        lib.parent().expect("profile folder").to_path_buf()
+    } else {
+        lib
+    };
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev".to_owned(),
+        Some(name) => name.to_owned(),
+        None => panic!("no profile folder in {}", profile_dir.display()),
+    };
+    let target = profile_dir.parent().expect("target folder");
+    run_ok(
+        Command::new(env!("CARGO"))
+            .args(["build", "--locked", "--profile", &profile])
+            .args(["-p", "naaice-swnaa", "-p", "naaice-bench", "--target-dir"])
+            .arg(target)
+            .current_dir(crate_dir()),
+        LIMIT,
+    );
+    profile_dir
+}
+
+/// The SONAME (or NEEDED entries) of an ELF file, from `readelf -d`.
+fn dynamic_entries(file: &Path, tag: &str) -> Vec<String> {
+    let out = run_ok(Command::new("readelf").arg("-d").arg(file), LIMIT);
+    out.stdout
+        .lines()
+        .filter(|l| l.contains(&format!("({tag})")))
+        .filter_map(|l| Some(l.split_once('[')?.1.split_once(']')?.0.to_owned()))
+        .collect()
+}
+
+fn link_target(path: &Path) -> String {
+    std::fs::read_link(path)
+        .unwrap_or_else(|e| panic!("{} is not a symlink: {e}", path.display()))
+        .display()
+        .to_string()
+}
 
 #[test]
 fn install_then_build_with_pkg_config() {
@@ -20,19 +65,58 @@ fn install_then_build_with_pkg_config() {
         Command::new("sh")
             .arg(crate_dir().join("install.sh"))
             .arg(&prefix)
-            .env("NAAICE_LIB_DIR", lib_dir()),
+            .env("NAAICE_LIB_DIR", lib_dir())
+            .env("NAAICE_BIN_DIR", programs_dir()),
         LIMIT,
     );
     assert!(f.stdout.contains("installed naaice"), "{}", f.stdout);
+    let version = env!("CARGO_PKG_VERSION");
+    let major = env!("CARGO_PKG_VERSION_MAJOR");
+    let versioned = format!("libnaaice_ap2.so.{version}");
+    let soname = format!("libnaaice_ap2.so.{major}");
     for file in [
         "include/naaice.h",
         "include/naaice_ap2.h",
-        "lib/libnaaice_ap2.so",
+        &format!("lib/{versioned}"),
         "lib/libnaaice_ap2.a",
         "lib/pkgconfig/naaice.pc",
     ] {
         assert!(prefix.join(file).is_file(), "{file} not installed");
     }
+    let libs = prefix.join("lib");
+
+    // The shared library: versioned file, SONAME, and the two symlinks.
+    assert!(!libs.join(&versioned).is_symlink());
+    assert_eq!(
+        dynamic_entries(&libs.join(&versioned), "SONAME"),
+        std::slice::from_ref(&soname)
+    );
+    assert_eq!(link_target(&libs.join(&soname)), versioned);
+    assert_eq!(link_target(&libs.join("libnaaice_ap2.so")), soname);
+
+    // The programs and their man pages.
+    for program in ["naaice-swnaa", "naaice-bench"] {
+        let bin = prefix.join("bin").join(program);
+        let v = run_ok(Command::new(&bin).arg("--version"), LIMIT);
+        assert!(
+            v.stdout.starts_with(&format!("{program} {version}")),
+            "{program} --version: {}",
+            v.stdout
+        );
+        let page = prefix.join(format!("share/man/man1/{program}.1"));
+        let page =
+            std::fs::read_to_string(&page).unwrap_or_else(|e| panic!("{}: {e}", page.display()));
+        assert!(page.contains(&format!(".TH {program} 1")), "{page}");
+        assert!(
+            page.contains("\\-\\-transport"),
+            "{program}.1 documents no options"
+        );
+    }
+    let help = run_ok(
+        Command::new(prefix.join("bin/naaice-bench")).arg("--help"),
+        LIMIT,
+    );
+    assert!(help.stdout.contains("--naa <HOST:PORT>"), "{}", help.stdout);
 
     let pkg = run_ok(
         Command::new("pkg-config")
@@ -65,7 +149,29 @@ fn install_then_build_with_pkg_config() {
     };
     let server = build("swnaa_server");
     let client = build("vector_add");
-    let libs = prefix.join("lib");
+
+    // A low-level (AP1) program including only <naaice.h> builds with the same flags.
+    let ap1 = out.join("ap1_client");
+    run_ok(
+        cc().args(["-std=c11", "-Wall", "-Wextra", "-Werror"])
+            .arg("-I")
+            .arg(crate_dir().join("tests/c"))
+            .arg(crate_dir().join("tests/c/ap1_client.c"))
+            .arg("-o")
+            .arg(&ap1)
+            .args(&flags),
+        LIMIT,
+    );
+    // Programs record the SONAME, not the file they were linked with.
+    for program in [&ap1, &client] {
+        assert_eq!(
+            dynamic_entries(program, "NEEDED")
+                .iter()
+                .filter(|n| n.contains("naaice"))
+                .collect::<Vec<_>>(),
+            [&soname]
+        );
+    }
 
     // It is the installed shared library that the programs load.
     let ldd = run_ok(
@@ -76,7 +182,7 @@ fn install_then_build_with_pkg_config() {
     );
     assert!(
         ldd.stdout
-            .contains(&libs.join("libnaaice_ap2.so").display().to_string()),
+            .contains(&format!("{soname} => {}", libs.join(&soname).display())),
         "{}",
         ldd.stdout
     );

@@ -1,19 +1,38 @@
 //! `naaice-swnaa`: the software NAA server (behaves like the FPGA NAA; built-in kernels
 //! 1: add 1 to every byte, 2: add 2, 3: do nothing).
 
+use std::io::IsTerminal;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use naaice::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig};
-use naaice::transport::{AnyTransport, DEFAULT_PORT};
+use naaice::transport::{AnyTransport, DEFAULT_PORT, ParseTransportError};
+
+/// `--version`: the version and the transports of this build.
+const LONG_VERSION: &str = if cfg!(feature = "verbs") {
+    concat!(env!("CARGO_PKG_VERSION"), " (transports: soft, verbs)")
+} else {
+    concat!(env!("CARGO_PKG_VERSION"), " (transports: soft)")
+};
 
 /// Software NAA: serves NAAICE RPCs like the FPGA NAA, for testing without hardware.
 #[derive(Parser, Debug)]
-#[command(version, about, long_about = None)]
+#[command(
+    version,
+    long_version = LONG_VERSION,
+    about,
+    long_about = "The software NAA server: serves NAAICE RPCs like the FPGA NAA (network-attached \
+accelerator), for testing clients and measuring without hardware.\n\n\
+Clients (the naaice library, the C API libnaaice_ap2, naaice-bench) connect over the software \
+transport (RC semantics over TCP) or over RDMA verbs, run the memory-region setup (MRSP) and \
+then RPCs. Built-in kernels: 1 adds 1 to every byte, 2 adds 2, 3 does nothing (the benchmark's \
+empty kernel). Stops cleanly on SIGINT and SIGTERM. Logs go to stderr, coloured only on a \
+terminal."
+)]
 struct Args {
     /// Address to listen on (IPv4 or IPv6; `::` also accepts IPv4 on dual-stack hosts).
     #[arg(short, long, default_value_t = IpAddr::V6(Ipv6Addr::UNSPECIFIED))]
@@ -23,7 +42,7 @@ struct Args {
     port: u16,
     /// Transport: `soft` (RC semantics over TCP, no RDMA hardware needed) or `verbs` (RDMA
     /// through librdmacm: RoCEv2, InfiniBand, Soft-RoCE; needs the cargo feature `verbs`).
-    #[arg(short, long, default_value = "soft")]
+    #[arg(short, long, default_value = "soft", value_parser = parse_transport)]
     transport: AnyTransport,
     /// Most concurrent connections (more are rejected). Default: number of cores.
     #[arg(short = 'c', long)]
@@ -43,6 +62,20 @@ struct Args {
     /// Log filter (e.g. info, debug, naaice=trace); overrides RUST_LOG.
     #[arg(short, long)]
     log: Option<String>,
+    /// Print the man page (roff) to standard output and exit.
+    #[arg(long, hide = true)]
+    man_page: bool,
+}
+
+/// Parses a transport name; a build without verbs says how to get it.
+fn parse_transport(s: &str) -> Result<AnyTransport, String> {
+    s.parse().map_err(|e| match e {
+        ParseTransportError::VerbsNotBuilt => "this naaice-swnaa was built without the verbs \
+            transport: rebuild it with `cargo build --release -p naaice-swnaa --features verbs` \
+            (or host/capi/install.sh on a machine with the rdma-core development files)"
+            .to_owned(),
+        ParseTransportError::Unknown(_) => e.to_string(),
+    })
 }
 
 fn seconds(name: &str, s: f64) -> Result<Duration, String> {
@@ -59,6 +92,7 @@ fn run(args: Args) -> Result<(), String> {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let mut config = SoftNaaConfig {
         kernel_timeout: seconds("kernel-timeout", args.kernel_timeout)?,
@@ -89,7 +123,17 @@ fn run(args: Args) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    match run(Args::parse()) {
+    let args = Args::parse();
+    if args.man_page {
+        return match clap_mangen::Man::new(Args::command()).render(&mut std::io::stdout()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("naaice-swnaa: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("naaice-swnaa: {e}");

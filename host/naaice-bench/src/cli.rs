@@ -1,0 +1,123 @@
+//! The command line of `naaice-bench`.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+use naaice::transport::{AnyTransport, ParseTransportError};
+
+/// Benchmarks the RPCs of a NAAICE accelerator (NAA): latency and bandwidth against size.
+#[derive(Parser, Debug)]
+#[command(
+    name = "naaice-bench",
+    version,
+    about,
+    long_about = "Benchmarks the RPCs of a NAAICE accelerator (NAA): latency and bandwidth \
+against size.\n\n\
+For every size of the reference driver's list (spec 8.1: s(0) = 1, s(k+1) = round_half_even(1.5 s(k)) \
+below 1 GiB, then 1 GiB; up to --max-size) plus 64 B and 4 KiB, it measures:\n\n\
+  * first RPC: per sample a new connection with one in-place region (flags 0x0C); setup = \
+registration + MRSP (each also reported alone), transfer = its first RPC \
+(the reference's low-level measurement);\n\n\
+  * middleware: naa_create, then naa_invoke + naa_wait timed, then naa_finalize (the reference's \
+middleware measurement);\n\n\
+  * steady state: many RPCs on one connection;\n\n\
+  * the raw-transport limit (software transport): TCP round trips of the same size on loopback, \
+alternated with the steady-state RPCs, and for sizes from 1 MiB the one-direction TCP stream \
+bandwidth.\n\n\
+Latencies are reported as p50/p90/p99 (HdrHistogram). It writes into --out: lowlevel.csv \
+(byte_length,setup_time,transfer_time), middleware.csv (byte_length,transfer_time), summary.csv \
+(one row per size), latency.png/.svg and bandwidth.png/.svg (ours vs the raw limit vs --compare, \
+with their ratios). Bandwidth is 2 x size / time (the RPC moves size bytes each way)."
+)]
+pub(crate) struct Args {
+    /// The NAA to benchmark, as HOST:PORT (for example an FPGA, or a naaice-swnaa started
+    /// elsewhere). Without it, naaice-bench starts its own software NAA in this process: on
+    /// loopback over the software transport, on --addr over verbs.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub naa: Option<String>,
+    /// Transport: `soft` (RC semantics over TCP, what naaice-swnaa serves by default) or
+    /// `verbs` (RDMA: RoCEv2, InfiniBand, Soft-RoCE; needs a build with the cargo feature
+    /// `verbs`).
+    #[arg(short, long, default_value = "soft", value_parser = parse_transport)]
+    pub transport: AnyTransport,
+    /// Over verbs without --naa: the address the in-process NAA listens on (an address of
+    /// an RDMA device).
+    #[arg(long, value_name = "IP")]
+    pub addr: Option<IpAddr>,
+    /// Function code of the kernel to call. The reference measures with 3, the software
+    /// NAA's empty kernel; an FPGA's empty kernel may have another code.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..=127))]
+    pub fncode: u8,
+    /// Largest size in bytes (the largest one needs about 4 times its size in memory here).
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 30)]
+    pub max_size: u64,
+    /// New connections (first RPC and middleware samples) per size. Default: 10 up to
+    /// 1 MiB, 5 up to 64 MiB, 2 above (the reference uses 10).
+    #[arg(long, value_name = "N")]
+    pub reps: Option<usize>,
+    /// Steady-state RPCs (and raw round trips) per size. Default: about 256 MiB of payload
+    /// per size (32 MiB over verbs), between 3 and 2000.
+    #[arg(long, value_name = "N")]
+    pub steady: Option<usize>,
+    /// Seconds of the raw TCP stream-bandwidth measurement per size from 1 MiB.
+    #[arg(long, value_name = "SECS", default_value_t = 0.5)]
+    pub stream_secs: f64,
+    /// A reference CSV to put beside ours (spec 8.2 format: byte_length,setup_time,
+    /// transfer_time in seconds, several rows per size, for example the FPGA's; a middleware
+    /// CSV byte_length,transfer_time works too). Compared per size by the median transfer_time.
+    #[arg(long, value_name = "FILE.csv")]
+    pub compare: Option<PathBuf>,
+    /// Folder of the results (CSV files and plots); created if missing.
+    #[arg(short, long, value_name = "DIR", default_value = "naaice-bench-out")]
+    pub out: PathBuf,
+    /// Low-level CSV (default OUT/lowlevel.csv).
+    #[arg(long, value_name = "PATH")]
+    pub csv: Option<PathBuf>,
+    /// Summary CSV, one row per size (default OUT/summary.csv).
+    #[arg(long, value_name = "PATH")]
+    pub summary: Option<PathBuf>,
+    /// Write no plots.
+    #[arg(long)]
+    pub no_plots: bool,
+    /// Software transport: override its `ack_delay` (µs; diagnosis only).
+    #[arg(long, value_name = "US")]
+    pub ack_delay_us: Option<u64>,
+    /// Verbs transport: how long to busy-poll the completion queue before sleeping (µs; for
+    /// example 100000 to spin like perftest does).
+    #[arg(long, value_name = "US")]
+    pub busy_poll_us: Option<u64>,
+    /// Log filter (for example warn, info, naaice=debug); overrides RUST_LOG.
+    #[arg(short, long, default_value = "warn")]
+    pub log: String,
+    /// Print the man page (roff) to standard output and exit.
+    #[arg(long, hide = true)]
+    pub man_page: bool,
+}
+
+impl Args {
+    /// Path of the low-level CSV.
+    pub(crate) fn lowlevel_csv(&self) -> PathBuf {
+        self.csv
+            .clone()
+            .unwrap_or_else(|| self.out.join("lowlevel.csv"))
+    }
+
+    /// Path of the summary CSV.
+    pub(crate) fn summary_csv(&self) -> PathBuf {
+        self.summary
+            .clone()
+            .unwrap_or_else(|| self.out.join("summary.csv"))
+    }
+}
+
+/// Parses a transport name; a build without verbs says how to get it.
+fn parse_transport(s: &str) -> Result<AnyTransport, String> {
+    s.parse::<AnyTransport>().map_err(|e| match e {
+        ParseTransportError::VerbsNotBuilt => "this naaice-bench was built without the verbs \
+            transport: rebuild it with `cargo build --release -p naaice-bench --features verbs` \
+            (or host/capi/install.sh on a machine with the rdma-core development files)"
+            .to_owned(),
+        ParseTransportError::Unknown(_) => e.to_string(),
+    })
+}

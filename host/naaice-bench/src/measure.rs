@@ -1,0 +1,218 @@
+//! The measurements of one size against the NAA under test.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use naaice::transport::{AnyEndpoint, AnyTransport};
+use naaice::{Buffer, Connection, Naa, NaaOptions, Param};
+use naaice_core::{ClientConfig, FunctionCode};
+
+use crate::Error;
+use crate::raw::RawPeer;
+use crate::sizes::{MIB, Size};
+use crate::stats::Samples;
+
+/// How often a new connection is tried (a just-closed connection may still hold the NAA's
+/// slot; the reference driver retries too).
+const CONNECT_TRIES: u32 = 20;
+/// Pause between connection tries.
+const CONNECT_PAUSE: Duration = Duration::from_millis(50);
+
+/// What is measured against: the NAA, how to reach it, and the raw TCP limit if any.
+pub(crate) struct Target<'a> {
+    /// The transport of the RPCs.
+    pub transport: &'a AnyTransport,
+    /// The NAA's address.
+    pub naa: SocketAddr,
+    /// The kernel called.
+    pub fncode: FunctionCode,
+    /// The raw TCP peer (software transport on this machine only).
+    pub raw: Option<&'a RawPeer>,
+    /// Seconds of each stream-bandwidth measurement (two per size from 1 MiB).
+    pub stream_secs: f64,
+}
+
+/// Everything measured for one size.
+#[derive(Debug)]
+pub(crate) struct Measured {
+    /// The size.
+    pub size: Size,
+    /// Steady-state RPCs on one connection.
+    pub steady: Samples,
+    /// Raw TCP round trips alternated with them.
+    pub raw: Samples,
+    /// New connections: registration of the region.
+    pub register: Samples,
+    /// New connections: the MRSP.
+    pub mrsp: Samples,
+    /// New connections: registration + MRSP (the reference's `setup_time`).
+    pub setup: Samples,
+    /// New connections: the first RPC (the reference's low-level `transfer_time`).
+    pub first: Samples,
+    /// Middleware: `naa_invoke` + `naa_wait` after `naa_create`.
+    pub middleware: Samples,
+    /// Best one-direction raw TCP stream bandwidth (bytes/s), from 1 MiB.
+    pub stream_bw: Option<f64>,
+}
+
+/// A buffer of `size` bytes with every page touched (like a client that fills its input).
+fn filled(size: u64) -> Result<Buffer, Error> {
+    let len = usize::try_from(size)?;
+    Ok(Buffer::from_vec((0..len).map(|i| i as u8).collect()))
+}
+
+/// Runs `f` until it succeeds, at most [`CONNECT_TRIES`] times.
+fn retry<T>(what: &str, mut f: impl FnMut() -> naaice::Result<T>) -> Result<T, Error> {
+    let mut tries = 1;
+    loop {
+        match f() {
+            Ok(v) => return Ok(v),
+            Err(e) if tries < CONNECT_TRIES => {
+                tries += 1;
+                tracing::info!("{what} failed ({e}); retrying");
+                std::thread::sleep(CONNECT_PAUSE);
+            }
+            Err(e) => return Err(format!("{what}: {e}").into()),
+        }
+    }
+}
+
+impl Target<'_> {
+    fn connect(&self) -> Result<Connection<AnyEndpoint>, Error> {
+        retry("connect", || {
+            Connection::connect(
+                self.transport,
+                self.naa,
+                None,
+                ClientConfig::new(self.fncode),
+            )
+        })
+    }
+
+    /// One in-place region (flags 0x0C); returns (registration, MRSP) in seconds.
+    fn setup(conn: &mut Connection<AnyEndpoint>, buffer: &Buffer) -> Result<(f64, f64), Error> {
+        let t = Instant::now();
+        let id = conn.add_param(buffer)?;
+        conn.set_input(id)?;
+        conn.set_output(id)?;
+        let register = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        conn.do_mrsp()?;
+        Ok((register, t.elapsed().as_secs_f64()))
+    }
+
+    /// One RPC; its duration in seconds.
+    fn rpc(conn: &mut Connection<AnyEndpoint>) -> Result<f64, Error> {
+        let t = Instant::now();
+        let r = conn.do_transfer()?;
+        let dt = t.elapsed().as_secs_f64();
+        if !r.status.is_success() {
+            return Err(format!("the RPC failed with status {}", r.status).into());
+        }
+        Ok(dt)
+    }
+
+    /// Measures one size: `steady` RPCs on one connection (alternated with raw round trips),
+    /// then `reps` new connections of the low-level client and `reps` of the middleware one.
+    pub(crate) fn measure(
+        &self,
+        size: Size,
+        steady: usize,
+        reps: usize,
+    ) -> Result<Measured, Error> {
+        let buffer = filled(size.bytes)?;
+        let mut m = Measured {
+            size,
+            steady: Samples::default(),
+            raw: Samples::default(),
+            register: Samples::default(),
+            mrsp: Samples::default(),
+            setup: Samples::default(),
+            first: Samples::default(),
+            middleware: Samples::default(),
+            stream_bw: None,
+        };
+        let stream_peer = self.raw.filter(|_| size.bytes >= MIB);
+        let mut streams = Vec::new();
+        if let Some(peer) = stream_peer {
+            streams.push(peer.stream_bandwidth(self.stream_secs)?);
+        }
+        self.steady_state(&buffer, steady, &mut m)?;
+        if let Some(peer) = stream_peer {
+            streams.push(peer.stream_bandwidth(self.stream_secs)?);
+        }
+        m.stream_bw = streams.into_iter().reduce(f64::max);
+
+        for _ in 0..reps {
+            let mut conn = self.connect()?;
+            let (register, mrsp) = Self::setup(&mut conn, &buffer)?;
+            m.first.push(Self::rpc(&mut conn)?);
+            conn.disconnect();
+            m.register.push(register);
+            m.mrsp.push(mrsp);
+            m.setup.push(register + mrsp);
+        }
+        for _ in 0..reps {
+            m.middleware.push(self.middleware_sample(&buffer)?);
+        }
+        Ok(m)
+    }
+
+    fn steady_state(&self, buffer: &Buffer, n: usize, m: &mut Measured) -> Result<(), Error> {
+        let mut conn = self.connect()?;
+        Self::setup(&mut conn, buffer)?;
+        let mut echo = self.raw.map(|p| p.echo(m.size.bytes)).transpose()?;
+        let mut round_trip = |samples: Option<&mut Samples>| -> Result<(), Error> {
+            if let Some(echo) = echo.as_mut() {
+                let t = echo.round_trip()?;
+                if let Some(s) = samples {
+                    s.push(t);
+                }
+            }
+            Ok(())
+        };
+        for _ in 0..(n / 10).clamp(1, 50) {
+            Self::rpc(&mut conn)?;
+            round_trip(None)?;
+        }
+        // Alternate which goes first so that machine noise hits both alike.
+        for i in 0..n {
+            if i % 2 == 0 {
+                round_trip(Some(&mut m.raw))?;
+                m.steady.push(Self::rpc(&mut conn)?);
+            } else {
+                m.steady.push(Self::rpc(&mut conn)?);
+                round_trip(Some(&mut m.raw))?;
+            }
+        }
+        conn.disconnect();
+        Ok(())
+    }
+
+    /// The middleware client: `naa_create` (one in-place parameter), then the timed
+    /// `naa_invoke` + `naa_wait`, then `naa_finalize`.
+    fn middleware_sample(&self, buffer: &Buffer) -> Result<f64, Error> {
+        let options = NaaOptions::at(self.naa);
+        let fncode = u32::from(self.fncode.get());
+        let mut naa = retry("naa_create", || {
+            Naa::create_with(
+                self.transport,
+                fncode,
+                vec![Param::new(buffer.clone())],
+                vec![Param::new(buffer.clone())],
+                &options,
+            )
+        })?;
+        let t = Instant::now();
+        naa.invoke()?;
+        let status = naa.wait()?;
+        let dt = t.elapsed().as_secs_f64();
+        naa.finalize();
+        if !status.naa_error.is_success() {
+            return Err(
+                format!("the middleware RPC failed with status {}", status.naa_error).into(),
+            );
+        }
+        Ok(dt)
+    }
+}

@@ -1,0 +1,94 @@
+//! The `naaice-swnaa` command line: help and version describe the server, a build without
+//! verbs says how to get it, and logs carry no colour codes when stderr is not a terminal.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+fn swnaa(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_naaice-swnaa"))
+        .args(args)
+        .output()
+        .expect("run naaice-swnaa")
+}
+
+#[test]
+fn help_and_version_describe_the_server() {
+    let help = swnaa(&["--help"]);
+    assert!(help.status.success());
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(text.contains("software NAA server"), "{text}");
+    assert!(text.contains("Built-in kernels"), "{text}");
+    for option in [
+        "--address",
+        "--port",
+        "--transport",
+        "--kernel-timeout",
+        "--log",
+    ] {
+        assert!(text.contains(option), "{option} missing from --help");
+    }
+    let version = swnaa(&["--version"]);
+    let text = String::from_utf8_lossy(&version.stdout);
+    assert!(
+        text.starts_with(&format!("naaice-swnaa {}", env!("CARGO_PKG_VERSION"))),
+        "{text}"
+    );
+    assert!(text.contains("transports: soft"), "{text}");
+    let man = swnaa(&["--man-page"]);
+    assert!(man.status.success());
+    assert!(String::from_utf8_lossy(&man.stdout).contains(".TH naaice-swnaa 1"));
+}
+
+#[cfg(not(feature = "verbs"))]
+#[test]
+fn verbs_in_a_build_without_it_says_how_to_get_it() {
+    let out = swnaa(&["--transport", "verbs"]);
+    assert_eq!(out.status.code(), Some(2));
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("--features verbs"), "{text}");
+}
+
+#[test]
+fn logs_to_a_file_have_no_colour_codes() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_naaice-swnaa"))
+        .args(["--address", "127.0.0.1", "--port", "0", "--log", "info"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start naaice-swnaa");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // The tracing event of the listener (INFO level), not the plain "listening on" line.
+    let line = loop {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(line) if line.contains("software NAA listening") => break Ok(line),
+            Ok(_) => continue,
+            Err(e) => break Err(e),
+        }
+    };
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let status = child.wait().expect("wait for naaice-swnaa");
+    let line = line.expect("naaice-swnaa logs that it listens");
+    assert!(line.contains("INFO"), "{line:?}");
+    assert!(
+        !line.contains('\u{1b}'),
+        "colour codes in a log file: {line:?}"
+    );
+    assert!(
+        status.success(),
+        "SIGTERM ends the server cleanly: {status}"
+    );
+}

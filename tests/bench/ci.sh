@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# ci.sh -- naaice-bench end to end (CI): a small sweep against its own in-process software NAA,
+# then `naaice-bench --naa` against a separately started naaice-swnaa with the first run's
+# low-level CSV as --compare; check_outputs.py checks that the CSVs and the plots exist and
+# parse. Also checks that the server's log file (like a Slurm output file) has no colour codes.
+#
+#   tests/bench/ci.sh [OUT]      (default OUT: target/bench-ci)
+#
+# The numbers of such a short run on a shared machine mean nothing; only the pipeline is checked.
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+cd "$ROOT"
+out=${1:-$ROOT/target/bench-ci}
+rm -rf "$out"
+mkdir -p "$out"
+
+cargo build --locked -p naaice-swnaa -p naaice-bench
+target=$(cargo metadata --format-version 1 --no-deps |
+    sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+bench="$target/debug/naaice-bench"
+swnaa="$target/debug/naaice-swnaa"
+sweep=(--max-size 70000 --reps 2 --steady 20)
+
+echo "--- naaice-bench with its own software NAA"
+"$bench" "${sweep[@]}" --out "$out/own" > "$out/own.txt" 2>&1 || {
+    cat "$out/own.txt" >&2
+    exit 1
+}
+
+echo "--- naaice-swnaa, then naaice-bench --naa against it"
+"$swnaa" --address 127.0.0.1 --port 0 --log info > "$out/swnaa.log" 2>&1 &
+swnaa_pid=$!
+trap 'kill "$swnaa_pid" 2>/dev/null || true' EXIT
+port=
+for _ in $(seq 300); do
+    port=$(sed -n 's/^naaice-swnaa listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$out/swnaa.log")
+    [ -n "$port" ] && break
+    kill -0 "$swnaa_pid" 2>/dev/null || break
+    sleep 0.1
+done
+[ -n "$port" ] || { echo "naaice-swnaa did not start:" >&2; cat "$out/swnaa.log" >&2; exit 1; }
+"$bench" --naa "127.0.0.1:$port" "${sweep[@]}" --compare "$out/own/lowlevel.csv" \
+    --out "$out/naa" > "$out/naa.txt" 2>&1 || {
+    cat "$out/naa.txt" >&2
+    exit 1
+}
+kill -TERM "$swnaa_pid"
+wait "$swnaa_pid" || { echo "naaice-swnaa exited with $? on SIGTERM" >&2; cat "$out/swnaa.log" >&2; exit 1; }
+trap - EXIT
+grep -q "client connected" "$out/swnaa.log" || { echo "the benchmark never reached naaice-swnaa" >&2; exit 1; }
+if grep -q $'\x1b' "$out/swnaa.log"; then
+    echo "colour codes in naaice-swnaa's log file" >&2
+    exit 1
+fi
+
+python3 "$HERE/check_outputs.py" --max-size 70000 --reps 2 "$out/own"
+python3 "$HERE/check_outputs.py" --max-size 70000 --reps 2 --compared "$out/naa"
