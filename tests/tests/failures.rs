@@ -100,7 +100,7 @@ fn client_killed_mid_rpc_server_keeps_serving() {
 
 /// Child: runs a software NAA and prints its address.
 #[test]
-#[ignore = "run as a child process by server_killed_client_errors_before_its_deadline"]
+#[ignore = "run as a child process by the server_killed_* tests"]
 fn child_server() {
     if !is_child() {
         return;
@@ -148,4 +148,46 @@ fn server_killed_client_errors_before_its_deadline() {
             other => panic!("expected an error, got {other:?}"),
         }
     }
+}
+
+/// An NAA killed while its client is idle: the client's next RPC fails with an error that
+/// says the peer is gone, not with the number of a work request it could not post.
+#[test]
+fn server_killed_between_rpcs_next_rpc_names_the_disconnect() {
+    let mut child = spawn_child("child_server", &[]);
+    let addr = read_line_with_prefix(&mut child, "ADDR", Duration::from_secs(30))
+        .parse()
+        .unwrap();
+    let mut conn = Connection::connect(
+        &SoftTransport::default(),
+        addr,
+        None,
+        ClientConfig::new(code(1)),
+    )
+    .unwrap();
+    let buf = Buffer::zeroed(64);
+    let id = conn.add_param(&buf).unwrap();
+    conn.set_input(id).unwrap();
+    conn.set_output(id).unwrap();
+    conn.do_mrsp().unwrap();
+    assert!(conn.do_transfer().unwrap().status.is_success());
+    child.kill().expect("kill child server");
+    child.wait().unwrap();
+    // Give the kernel time to reset the socket, so the post meets a closed connection.
+    std::thread::sleep(Duration::from_millis(200));
+    let t = Instant::now();
+    let result = conn
+        .init_transfer_with_timeout(Duration::from_secs(30))
+        .and_then(|()| conn.wait());
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "error took {:?}",
+        t.elapsed()
+    );
+    let error = result.expect_err("an RPC to a killed NAA must fail");
+    let text = error.to_string();
+    assert!(
+        !text.contains("posting work request") && text.contains("disconnect"),
+        "unclear error: {text}"
+    );
 }

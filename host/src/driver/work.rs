@@ -7,7 +7,8 @@ use super::regions::sge;
 use super::{Driver, Role};
 use crate::clock;
 use crate::transport::{
-    Completion, Endpoint, MemoryRegion, RemoteAddr, SendOp, SendWr, Sge, WcOpcode, WcStatus,
+    Completion, Endpoint, MemoryRegion, RemoteAddr, SendOp, SendWr, Sge, TransportError, WcOpcode,
+    WcStatus,
 };
 
 impl<E: Endpoint, M: Role> Driver<E, M> {
@@ -17,10 +18,22 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
             RecvBuffer::Empty => None,
         };
         if let Err(e) = self.ep.post_recv(wr_id.raw(), sge) {
-            tracing::warn!(error = %e, "posting a receive failed");
-            self.machine
-                .handle_input(clock::now(), Input::PostFailed(wr_id));
+            self.post_failed(wr_id, &e);
         }
+    }
+
+    /// Tells the machine that posting `wr_id` failed. A post onto a connection that is already
+    /// gone is reported as the disconnect it is (the error then names the peer's departure and
+    /// the phase, not a work-request number).
+    fn post_failed(&mut self, wr_id: WrId, error: &TransportError) {
+        let input = if matches!(error, TransportError::NotConnected) {
+            tracing::debug!(wr_id = wr_id.raw(), "posting onto a closed connection");
+            Input::Disconnected
+        } else {
+            tracing::warn!(wr_id = wr_id.raw(), %error, "posting a work request failed");
+            Input::PostFailed(wr_id)
+        };
+        self.machine.handle_input(clock::now(), input);
     }
 
     /// Posts the message the machine encoded into the scratch buffer as a solicited SEND.
@@ -35,9 +48,11 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
             local: Some(sge(send, len)),
             solicited: true,
         };
-        if copied.is_none() || self.ep.post_send(&[wr]).is_err() {
+        if copied.is_none() {
             self.machine
                 .handle_input(clock::now(), Input::PostFailed(wr_id));
+        } else if let Err(e) = self.ep.post_send(&[wr]) {
+            self.post_failed(wr_id, &e);
         }
     }
 
@@ -81,10 +96,8 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
             return;
         }
         if let Err(e) = self.ep.post_send(&self.writes) {
-            tracing::warn!(error = %e, "posting writes failed");
             let first = WrId::from_raw(self.writes[0].wr_id);
-            self.machine
-                .handle_input(clock::now(), Input::PostFailed(first));
+            self.post_failed(first, &e);
         }
         self.writes.clear();
     }

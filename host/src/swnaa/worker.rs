@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use heapless::Vec as StackVec;
 use naaice_core::config::MAX_REGIONS;
-use naaice_core::machine::{KernelCall, Machine};
+use naaice_core::machine::{self, KernelCall, Machine, WorkError};
 use naaice_core::{Phase, RegionFlags, ReturnCode, Server, ServerConfig};
 
 use super::kernel::{KERNEL_FAILED, KernelContext, KernelRegion, KernelRegistry};
@@ -72,6 +72,14 @@ fn run<E: Endpoint>(
                 regions = driver.kernel_regions();
                 tracing::debug!(regions = regions.len(), "MRSP done");
             }
+            // A flushed work request only follows the connection's end (its cause, if any,
+            // was reported first): not worth a warning on every client that leaves.
+            Some(ServerEvent::Failed(
+                e @ machine::Error::WorkFailed {
+                    error: WorkError::Flushed,
+                    ..
+                },
+            )) => tracing::debug!(error = %e, "connection ended"),
             Some(ServerEvent::Failed(e)) => tracing::warn!(error = %e, "connection failed"),
             Some(ServerEvent::Disconnect) => return,
             None if matches!(driver.machine().phase(), Phase::Error | Phase::Finished) => return,
