@@ -7,11 +7,33 @@ use std::time::{Duration, Instant};
 
 use naaice::core::ClientConfig;
 use naaice::swnaa::SoftNaaConfig;
-use naaice::transport::soft::SoftTransport;
+use naaice::transport::soft::{SoftEndpoint, SoftTransport};
 use naaice::{Buffer, Connection, Error};
 use naaice_tests::{SLEEP, code, is_child, read_line_with_prefix, spawn_child, start_naa};
 
 const BIG: usize = 256 << 20;
+
+/// A connection to the NAA at `addr` for `fncode`, with one in-place region of `len` bytes
+/// (returned with it: it must outlive the connection), MRSP done.
+fn connected(
+    addr: std::net::SocketAddr,
+    fncode: u8,
+    len: usize,
+) -> (Connection<SoftEndpoint>, Buffer) {
+    let mut conn = Connection::connect(
+        &SoftTransport::default(),
+        addr,
+        None,
+        ClientConfig::new(code(fncode)),
+    )
+    .expect("connect");
+    let buf = Buffer::zeroed(len);
+    let id = conn.add_param(&buf).unwrap();
+    conn.set_input(id).unwrap();
+    conn.set_output(id).unwrap();
+    conn.do_mrsp().unwrap();
+    (conn, buf)
+}
 
 fn rpc_ok(addr: std::net::SocketAddr) {
     let mut conn = Connection::connect(
@@ -118,18 +140,7 @@ fn server_killed_client_errors_before_its_deadline() {
         let addr = read_line_with_prefix(&mut child, "ADDR", Duration::from_secs(30))
             .parse()
             .unwrap();
-        let mut conn = Connection::connect(
-            &SoftTransport::default(),
-            addr,
-            None,
-            ClientConfig::new(code(SLEEP)),
-        )
-        .unwrap();
-        let buf = Buffer::zeroed(if during_kernel { 64 } else { BIG });
-        let id = conn.add_param(&buf).unwrap();
-        conn.set_input(id).unwrap();
-        conn.set_output(id).unwrap();
-        conn.do_mrsp().unwrap();
+        let (mut conn, _buf) = connected(addr, SLEEP, if during_kernel { 64 } else { BIG });
         conn.set_immediate([250, 0, 0]).unwrap(); // a 2.5 s kernel
         let deadline = Duration::from_secs(30);
         conn.init_transfer_with_timeout(deadline).unwrap();
@@ -158,18 +169,7 @@ fn server_killed_between_rpcs_next_rpc_names_the_disconnect() {
     let addr = read_line_with_prefix(&mut child, "ADDR", Duration::from_secs(30))
         .parse()
         .unwrap();
-    let mut conn = Connection::connect(
-        &SoftTransport::default(),
-        addr,
-        None,
-        ClientConfig::new(code(1)),
-    )
-    .unwrap();
-    let buf = Buffer::zeroed(64);
-    let id = conn.add_param(&buf).unwrap();
-    conn.set_input(id).unwrap();
-    conn.set_output(id).unwrap();
-    conn.do_mrsp().unwrap();
+    let (mut conn, _buf) = connected(addr, 1, 64);
     assert!(conn.do_transfer().unwrap().status.is_success());
     child.kill().expect("kill child server");
     child.wait().unwrap();
