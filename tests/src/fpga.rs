@@ -23,8 +23,8 @@ use naaice::transport::soft::{
     SoftEndpoint, SoftIncoming, SoftListener, SoftRegion, SoftTransport,
 };
 use naaice::transport::{
-    Completion as Wc, ConnectionEvent, Endpoint, Incoming, Listener, MemoryRegion, RemoteAddr,
-    SendOp, SendWr, Sge, Transport, WcOpcode, WcStatus,
+    Completion as Wc, ConnectionEvent, Endpoint, Incoming, Listener, MemoryRegion, SendOp, SendWr,
+    Sge, Transport, WcOpcode, WcStatus,
 };
 use naaice_core::config::MRSP_RECV_LEN;
 use naaice_core::machine::WorkError;
@@ -279,14 +279,7 @@ impl RoceEngine for SoftRoceEngine {
                 lkey: region.lkey(),
             })
         };
-        let remote = RemoteAddr {
-            addr: w.remote_addr,
-            rkey: w.rkey,
-        };
-        let op = match w.imm {
-            Some(imm) => SendOp::WriteWithImm(remote, imm),
-            None => SendOp::Write(remote),
-        };
+        let op = SendOp::write(w.remote_addr, w.rkey, w.imm);
         let wr = SendWr {
             wr_id: w.wr_id,
             op,

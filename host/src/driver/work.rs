@@ -7,8 +7,7 @@ use super::regions::sge;
 use super::{Driver, Role};
 use crate::clock;
 use crate::transport::{
-    Completion, Endpoint, MemoryRegion, RemoteAddr, SendOp, SendWr, Sge, TransportError, WcOpcode,
-    WcStatus,
+    Completion, Endpoint, MemoryRegion, SendOp, SendWr, Sge, TransportError, WcOpcode, WcStatus,
 };
 
 impl<E: Endpoint, M: Role> Driver<E, M> {
@@ -74,14 +73,7 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
                 .handle_input(clock::now(), Input::PostFailed(w.wr_id));
             return;
         };
-        let remote = RemoteAddr {
-            addr: w.remote_addr,
-            rkey: w.rkey,
-        };
-        let op = match w.imm {
-            Some(imm) => SendOp::WriteWithImm(remote, imm),
-            None => SendOp::Write(remote),
-        };
+        let op = SendOp::write(w.remote_addr, w.rkey, w.imm);
         self.writes.push(SendWr {
             wr_id: w.wr_id.raw(),
             op,

@@ -107,6 +107,17 @@ pub enum SendOp {
     WriteWithImm(RemoteAddr, u32),
 }
 
+impl SendOp {
+    /// An RDMA WRITE to `addr`/`rkey`, WITH IMMEDIATE when `imm` is given.
+    pub fn write(addr: u64, rkey: u32, imm: Option<u32>) -> Self {
+        let remote = RemoteAddr { addr, rkey };
+        match imm {
+            Some(imm) => Self::WriteWithImm(remote, imm),
+            None => Self::Write(remote),
+        }
+    }
+}
+
 /// A send-queue work request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SendWr {
