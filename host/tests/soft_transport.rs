@@ -1128,3 +1128,73 @@ fn register_at_uses_the_chosen_address_and_key() {
         WcStatus::RemoteAccess
     );
 }
+
+/// How often the teardown races below are repeated (each is a fresh connection).
+const RACE_ROUNDS: usize = 200;
+
+/// The responder's owner drops its endpoint as soon as it sees the error (as the software
+/// NAA's worker does): the requester must still get the NAK's status, never a flush or EOF.
+/// The responder registers a 64-byte region and posts one 8-byte receive into it; `post`
+/// sends the offending request with wr_id 7 and returns the client's region.
+fn refusal_survives_an_immediate_drop(
+    post: impl Fn(&mut Ep, RemoteAddr) -> SoftRegion,
+    want: WcStatus,
+) {
+    for round in 0..RACE_ROUNDS {
+        let (mut client, server, r) = pair(config(), |ep| {
+            let r = ep.register(&Buffer::zeroed(64)).unwrap();
+            ep.post_recv(1, Some(sge(&r, 0, 8))).unwrap();
+            r
+        });
+        let target = remote(&r, 0);
+        let dropper = thread::spawn(move || {
+            let mut server = server;
+            server.disconnected(LONG);
+            drop(server);
+            drop(r);
+        });
+        let _s = post(&mut client, target);
+        let c = client.completions(1, LONG);
+        assert_eq!(
+            (c[0].wr_id, c[0].status),
+            (7, want),
+            "round {round}: the requester did not see the refusal"
+        );
+        client.disconnected(LONG);
+        dropper.join().unwrap();
+    }
+}
+
+#[test]
+fn wrong_rkey_nak_arrives_although_the_responder_drops_at_once() {
+    refusal_survives_an_immediate_drop(
+        |client, target| {
+            let s = client.region(&Buffer::zeroed(32));
+            let bad = RemoteAddr {
+                rkey: target.rkey ^ 0x5a5a,
+                ..target
+            };
+            client
+                .ep
+                .post_send(&[wr(7, SendOp::Write(bad), Some(sge(&s, 0, 32)))])
+                .unwrap();
+            s
+        },
+        WcStatus::RemoteAccess,
+    );
+}
+
+#[test]
+fn oversized_send_nak_arrives_although_the_responder_drops_at_once() {
+    refusal_survives_an_immediate_drop(
+        |client, _| {
+            let s = client.region(&Buffer::zeroed(32));
+            client
+                .ep
+                .post_send(&[wr(7, SendOp::Send, Some(sge(&s, 0, 32)))])
+                .unwrap();
+            s
+        },
+        WcStatus::RemoteInvalidRequest,
+    );
+}
