@@ -1198,3 +1198,24 @@ fn oversized_send_nak_arrives_although_the_responder_drops_at_once() {
         WcStatus::RemoteInvalidRequest,
     );
 }
+
+#[test]
+fn wrong_rkey_nak_arrives_while_the_requester_still_streams_the_payload() {
+    // The responder refuses at the header and closes while the 4 MiB payload is still on its
+    // way: the requester's writes fail, yet the NAK before them must be read.
+    refusal_survives_an_immediate_drop(
+        |client, target| {
+            let s = client.region(&Buffer::zeroed(4 << 20));
+            let bad = RemoteAddr {
+                rkey: target.rkey ^ 0x5a5a,
+                ..target
+            };
+            client
+                .ep
+                .post_send(&[wr(7, SendOp::Write(bad), Some(sge(&s, 0, 4 << 20)))])
+                .unwrap();
+            s
+        },
+        WcStatus::RemoteAccess,
+    );
+}

@@ -265,11 +265,16 @@ impl Drop for SoftEndpoint {
         } else if connected {
             self.disconnect();
         }
-        self.shared.socket.shutdown(Shutdown::Both);
+        // The queue pair is torn down now. Its NIC thread still writes the final frames (the
+        // NAK of a refused message, the DREQ: the peer must see why the connection ended, as
+        // from a real RC queue pair), bounded by `ack_timeout`; only its wait for the peer's
+        // remaining input is cut short (shutting the read side down ends it).
+        self.shared.socket.shutdown(Shutdown::Read);
         if let Some(t) = self.nic.take()
             && t.join().is_err()
         {
             tracing::error!("soft transport: NIC thread panicked");
         }
+        self.shared.socket.shutdown(Shutdown::Both);
     }
 }

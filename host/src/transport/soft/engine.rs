@@ -193,6 +193,11 @@ pub(crate) struct Engine {
     nop_due: bool,
     /// Frames to send before the socket closes.
     finals: VecDeque<Frame>,
+    /// True once teardown queued a final frame (NAK or DREQ) for the peer.
+    final_queued: bool,
+    /// A write to the peer failed: the connection ends once the input that arrived before
+    /// is read (it may hold the NAK that explains the failure).
+    send_failed: bool,
     cq: VecDeque<Completion>,
     events: VecDeque<ConnectionEvent>,
 }
@@ -218,6 +223,8 @@ impl Engine {
             ack_at: None,
             nop_due: false,
             finals: VecDeque::new(),
+            final_queued: false,
+            send_failed: false,
             cq: VecDeque::new(),
             events: VecDeque::new(),
         }
@@ -393,6 +400,23 @@ impl Engine {
         self.close(Cause::Flush, None);
     }
 
+    /// Writing to the peer failed (it reset or closed the connection). The connection is not
+    /// torn down yet: a NAK may wait in the input, and a real RC requester would see it, so
+    /// the I/O part reads on and calls [`Engine::handle_peer_gone`] once the input runs dry.
+    pub(crate) fn handle_send_failed(&mut self) {
+        if self.phase == Phase::Connected && !self.send_failed {
+            tracing::debug!("soft transport: send failed; reading what the peer sent before");
+            self.send_failed = true;
+        } else if self.phase == Phase::Pending {
+            self.handle_peer_gone();
+        }
+    }
+
+    /// True if a write failed and the connection ends once the input runs dry.
+    pub(crate) fn send_failed(&self) -> bool {
+        self.send_failed
+    }
+
     /// The peer broke the protocol (malformed frame).
     pub(crate) fn handle_violation(&mut self, why: &'static str) {
         self.violation(why);
@@ -539,6 +563,11 @@ impl Engine {
     /// True if a receive is posted.
     pub(crate) fn has_recv(&self) -> bool {
         !self.recvs.is_empty()
+    }
+
+    /// True if teardown queued a final frame (NAK or DREQ) for the peer.
+    pub(crate) fn final_queued(&self) -> bool {
+        self.final_queued
     }
 
     /// How the connection ended.
@@ -749,6 +778,7 @@ impl Engine {
         }
         if was_connected {
             self.events.push_back(ConnectionEvent::Disconnected);
+            self.final_queued = last.is_some();
             self.finals.extend(last);
         }
     }

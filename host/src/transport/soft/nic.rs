@@ -116,7 +116,17 @@ pub(crate) fn flush_finals<'a>(shared: &'a Shared, mut st: Guard<'a>) -> Guard<'
         let held_elsewhere = st.writer.is_none();
         let busy = held_elsewhere || st.writer.as_ref().is_some_and(Writer::has_work);
         let now = Instant::now();
-        if !busy || now >= give_up {
+        if !busy {
+            if st.writer.as_ref().is_some_and(Writer::is_torn) && st.rc.final_queued() {
+                tracing::warn!("soft transport: final frames (NAK or DREQ) lost: send failed");
+            }
+            return st;
+        }
+        if now >= give_up {
+            tracing::warn!(
+                timeout = ?shared.config.ack_timeout,
+                "soft transport: final frames (NAK or DREQ) not delivered: the peer does not read"
+            );
             return st;
         }
         drop(st);

@@ -99,7 +99,9 @@ impl Core {
     pub(crate) fn take_reader_for_nic(&mut self, now: Instant) -> Option<Reader> {
         let due = match &self.read {
             ReadSlot::Free(_) | ReadSlot::Reserved(_) => true,
-            ReadSlot::AppIdle(_, since) => now >= *since + HANDOVER || self.rc.is_closed(),
+            ReadSlot::AppIdle(_, since) => {
+                now >= *since + HANDOVER || self.rc.is_closed() || self.rc.send_failed()
+            }
             ReadSlot::Nic | ReadSlot::App => false,
         };
         if !due {
@@ -133,7 +135,12 @@ impl Core {
             .writer
             .as_ref()
             .is_some_and(|w| w.has_work() || self.rc.has_data());
+        // After a failed write the input is read to its end at once (unless an application
+        // thread reads it).
+        let lost =
+            self.rc.send_failed() && matches!(self.read, ReadSlot::Free(_) | ReadSlot::AppIdle(..));
         self.rc.is_closed()
+            || lost
             || (write_work && !sleep.write)
             || self.rc.can_resume()
             || matches!(self.read, ReadSlot::Reserved(_))
@@ -232,7 +239,8 @@ impl Shared {
                     true
                 }
                 Wrote::Failed => {
-                    st.rc.handle_peer_gone();
+                    // The receive side reads what arrived before (a NAK) and then ends it.
+                    st.rc.handle_send_failed();
                     false
                 }
             };

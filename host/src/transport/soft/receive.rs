@@ -69,7 +69,7 @@ pub(crate) fn drive<'a>(
                         break Stop::Busy;
                     }
                 }
-                Step::WouldBlock => break Stop::Idle,
+                Step::WouldBlock => break dry(&mut st),
                 Step::Inaccessible => {
                     st.rc.handle_place_failed();
                     produced = true;
@@ -89,6 +89,7 @@ pub(crate) fn drive<'a>(
                     }
                     continue;
                 }
+                None if st.rc.send_failed() => break dry(&mut st),
                 None if mode == Mode::App => break Stop::HandBack,
                 None => break Stop::Stalled,
             }
@@ -130,7 +131,7 @@ pub(crate) fn drive<'a>(
         st = shared.lock();
         match step {
             Step::Progress => st.rc.handle_activity(now),
-            Step::WouldBlock => break Stop::Idle,
+            Step::WouldBlock => break dry(&mut st),
             _ => {
                 st.rc.handle_peer_gone();
                 break Stop::Closed;
@@ -141,6 +142,17 @@ pub(crate) fn drive<'a>(
         shared.wake_app(&st);
     }
     (st, stop)
+}
+
+/// The input has run dry: idle, unless a write failed (then the peer is gone: everything it
+/// sent before has been read, a NAK among it included).
+fn dry(st: &mut Guard<'_>) -> Stop {
+    if st.rc.send_failed() {
+        st.rc.handle_peer_gone();
+        Stop::Closed
+    } else {
+        Stop::Idle
+    }
 }
 
 /// Carries out the engine's answer to a frame; `Some` if receiving must stop.
