@@ -17,6 +17,9 @@
 //!   between threads. The NIC thread does the rest: large payloads in both directions, a
 //!   message waiting for a receive, timers, and teardown.
 //!
+//! Testing: a [`FaultPlan`] in [`SoftConfig::faults`] drops, delays or resets the connection
+//! at a chosen frame (the `fault` module), deterministically; it is empty by default.
+//!
 //! Every posted work request completes exactly once; teardown (error, disconnect, peer loss)
 //! flushes what is outstanding with [`WcStatus::WrFlush`](crate::transport::WcStatus) and
 //! reports [`ConnectionEvent::Disconnected`](crate::transport::ConnectionEvent).
@@ -24,6 +27,7 @@
 mod config;
 mod endpoint;
 mod engine;
+mod fault;
 mod frame;
 mod listener;
 mod nic;
@@ -39,6 +43,7 @@ use std::time::Instant;
 
 pub use config::SoftConfig;
 pub use endpoint::{SoftEndpoint, SoftRegion};
+pub use fault::{Direction, Fault, FaultAction, FaultPlan, FrameKind};
 pub use listener::{SoftIncoming, SoftListener};
 
 use super::{Result, Transport};

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use super::config::SoftConfig;
 use super::engine::Engine;
+use super::fault::FaultAction;
 use super::reader::Reader;
 use super::socket::Socket;
 use super::writer::{Writer, Wrote};
@@ -78,6 +79,8 @@ pub(crate) struct Core {
     pub(crate) app_waiters: u32,
     /// Set while the NIC thread sleeps.
     pub(crate) nic_sleep: Option<Sleep>,
+    /// An injected fault dropped a received frame: all further input is discarded unseen.
+    pub(crate) deaf: bool,
 }
 
 impl Core {
@@ -178,6 +181,7 @@ impl Shared {
                 writer: Some(Writer::new(now)),
                 app_waiters: 0,
                 nic_sleep: None,
+                deaf: false,
             }),
             app_cv: Condvar::new(),
         }
@@ -215,6 +219,19 @@ impl Shared {
                 return st;
             };
             w.refill(&mut st.rc, now, max_payload);
+            match st.rc.take_io_fault() {
+                Some(FaultAction::Delay(d)) => {
+                    drop(st);
+                    std::thread::sleep(d);
+                    st = self.lock();
+                    now = Instant::now();
+                }
+                Some(FaultAction::Reset) => {
+                    self.socket.abort();
+                    st.rc.handle_peer_gone();
+                }
+                Some(FaultAction::Drop) | None => {}
+            }
             if !w.has_work() {
                 st.writer = Some(w);
                 return st;
