@@ -196,8 +196,11 @@ fn server_side_reset_mid_rpc_is_a_disconnect_error_for_the_client() {
 fn ack_delayed_past_the_clients_ack_timeout_fails_its_request() {
     // The NAA's first ACK (for the MRSP request) is held far longer than the client's ACK
     // timeout: the client's SEND fails with RetryExceeded (no retransmission over TCP).
-    let plan =
-        FaultPlan::new().on_sent(FrameKind::Ack, 1, FaultAction::Delay(Duration::from_secs(1)));
+    let plan = FaultPlan::new().on_sent(
+        FrameKind::Ack,
+        1,
+        FaultAction::Delay(Duration::from_secs(1)),
+    );
     let naa = naa(plan.clone());
     let (mut conn, _buf) = client(
         &naa,

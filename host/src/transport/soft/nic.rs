@@ -118,7 +118,9 @@ pub(crate) fn flush_finals<'a>(shared: &'a Shared, mut st: Guard<'a>) -> Guard<'
         let now = Instant::now();
         if !busy {
             if st.writer.as_ref().is_some_and(Writer::is_torn) && st.rc.final_queued() {
-                tracing::warn!("soft transport: final frames (NAK or DREQ) lost: send failed");
+                tracing::warn!(
+                    "soft transport: final frames (NAK or DREQ) not sent: a frame was cut off or the socket failed"
+                );
             }
             return st;
         }
