@@ -240,7 +240,7 @@ impl Endpoint for SoftEndpoint {
         tracing::debug!("soft transport: disconnect");
         st.rc.disconnect();
         shared.wake_app(&st);
-        let mut st = nic::flush_finals(shared, st);
+        let mut st = nic::flush_finals(shared, st, false);
         shared.nudge(&mut st);
         drop(st);
         shared.socket.shutdown(Shutdown::Write);

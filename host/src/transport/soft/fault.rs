@@ -1,34 +1,5 @@
-//! Fault injection: a deterministic [`FaultPlan`] that makes the software transport drop,
-//! delay or reset the connection at a chosen frame, so that the deadlines and error paths of
-//! clients and servers can be tested without a flaky network.
-//!
-//! A [`Fault`] names a point, *the `nth` frame of a [`FrameKind`] sent (or received) by this
-//! transport*, and what happens there ([`FaultAction`]):
-//!
-//! * [`FaultAction::Drop`]: the frame is lost, and so is everything after it in that
-//!   direction (the link goes dark one way; TCP never loses a single frame, and RC numbers its
-//!   messages implicitly, so a lone lost data frame would not be a fault a real RC queue pair
-//!   can show). Sent: nothing more is written (data messages count as transmitted, so the
-//!   peer's silence runs into the ACK timeout). Received: all further input is read and
-//!   discarded unseen (without refreshing the ACK timer). The end of the TCP connection is still
-//!   noticed both ways.
-//! * [`FaultAction::Delay`]: the thread that writes (or reads) the frame stalls for the given
-//!   time before it does, as on a slow link or host; what follows it in that direction waits
-//!   behind it, so order is kept. The endpoint's own timers wait too if its NIC thread stalls.
-//! * [`FaultAction::Reset`]: the TCP connection is aborted (an RST to the peer) instead of the
-//!   frame being written (or handled); both sides see the connection end with
-//!   `ConnectionEvent::Disconnected` and flushed work requests.
-//!
-//! Counting is per plan: every connection of the transports configured with a plan (and its
-//! clones) counts into the same counters, in the order the frames are written or read. With
-//! one connection at a time (or a fault on a frame only one connection sends) the fault
-//! therefore strikes the same frame in every run, and strikes once: the connections after it
-//! are served normally. Handshake frames (HELLO, ACCEPT, REJECT) are not counted.
-//!
-//! The plan is always compiled and inert by default ([`FaultPlan::default`] is empty: one
-//! branch per frame). A cargo feature would add a build configuration to test and keep apart
-//! (the workspace's tests would enable it for every crate anyway, through feature
-//! unification), for no measurable saving next to a system call per frame.
+//! Fault injection: [`FaultPlan`] (documented there, as it is the public face of this private
+//! module) and the fault points it describes.
 
 use std::fmt;
 use std::sync::Arc;
@@ -87,7 +58,7 @@ pub enum Direction {
     Received,
 }
 
-/// What happens at a fault point (see the [module](self) documentation).
+/// What happens at a fault point (see [`FaultPlan`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FaultAction {
     /// The frame and everything after it in that direction are lost.
@@ -117,7 +88,37 @@ struct Tally {
     fired: AtomicUsize,
 }
 
-/// A deterministic list of faults (see the [module](self) documentation); empty by default.
+/// A deterministic list of faults that makes the software transport drop, delay or reset the
+/// connection at a chosen frame, so that the deadlines and error paths of clients and servers
+/// can be tested without a flaky network; empty (inert) by default.
+///
+/// A [`Fault`] names a point, *the `nth` frame of a [`FrameKind`] sent (or received) by this
+/// transport*, and what happens there ([`FaultAction`]):
+///
+/// * [`FaultAction::Drop`]: the frame is lost, and so is everything after it in that
+///   direction (the link goes dark one way; TCP never loses a single frame, and RC numbers its
+///   messages implicitly, so a lone lost data frame would not be a fault a real RC queue pair
+///   can show). Sent: nothing more is written (data messages count as transmitted, so the
+///   peer's silence runs into the ACK timeout). Received: all further input is read and
+///   discarded unseen (without refreshing the ACK timer). The end of the TCP connection is
+///   still noticed both ways.
+/// * [`FaultAction::Delay`]: the thread that writes (or reads) the frame stalls for the given
+///   time before it does, as on a slow link or host; what follows it in that direction waits
+///   behind it, so order is kept. The endpoint's own timers wait too if its NIC thread stalls.
+/// * [`FaultAction::Reset`]: the TCP connection is aborted (an RST to the peer) instead of the
+///   frame being written (or handled); both sides see the connection end with
+///   `ConnectionEvent::Disconnected` and flushed work requests.
+///
+/// Counting is per plan: every connection of the transports configured with a plan (and its
+/// clones) counts into the same counters, in the order the frames are written or read. With
+/// one connection at a time (or a fault on a frame only one connection sends) the fault
+/// therefore strikes the same frame in every run, and strikes once: the connections after it
+/// are served normally. Handshake frames (HELLO, ACCEPT, REJECT) are not counted.
+///
+/// The plan is always compiled and inert by default ([`FaultPlan::default`] is empty: one
+/// branch per frame). A cargo feature would add a build configuration to test and keep apart
+/// (the workspace's tests would enable it for every crate anyway, through feature
+/// unification), for no measurable saving next to a system call per frame.
 ///
 /// Clones share the frame counters.
 #[derive(Clone, Default)]
