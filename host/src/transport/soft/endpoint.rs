@@ -55,7 +55,9 @@ impl Drop for SoftRegion {
 
 /// One end of a software RC connection (see the [module](super) documentation).
 ///
-/// Dropping it disconnects (or rejects, if it is an unaccepted request) and joins its thread.
+/// Dropping it disconnects (or rejects, if it is an unaccepted request) and joins its thread,
+/// which first sends the final frame due (the DREQ, or the NAK of a message it refused: the
+/// peer always learns why the connection ended), for at most `ack_timeout`.
 #[derive(Debug)]
 pub struct SoftEndpoint {
     shared: Arc<Shared>,
