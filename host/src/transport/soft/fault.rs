@@ -105,9 +105,11 @@ struct Tally {
 /// * [`FaultAction::Delay`]: the thread that writes (or reads) the frame stalls for the given
 ///   time before it does, as on a slow link or host; what follows it in that direction waits
 ///   behind it, so order is kept. The endpoint's own timers wait too if its NIC thread stalls.
+///   Control frames (ACKs) written in the same system call ahead of it wait with it.
 /// * [`FaultAction::Reset`]: the TCP connection is aborted (an RST to the peer) instead of the
 ///   frame being written (or handled); both sides see the connection end with
-///   `ConnectionEvent::Disconnected` and flushed work requests.
+///   `ConnectionEvent::Disconnected` and flushed work requests. Control frames batched ahead
+///   of a sent one into the same system call are lost with it.
 ///
 /// Counting is per plan: every connection of the transports configured with a plan (and its
 /// clones) counts into the same counters, in the order the frames are written or read. With
@@ -120,7 +122,7 @@ struct Tally {
 /// (the workspace's tests would enable it for every crate anyway, through feature
 /// unification), for no measurable saving next to a system call per frame.
 ///
-/// Clones share the frame counters.
+/// Clones share the frame counters; two plans are equal if they list the same faults.
 #[derive(Clone, Default)]
 pub struct FaultPlan {
     faults: Vec<Fault>,
