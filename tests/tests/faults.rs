@@ -13,7 +13,7 @@ use naaice::swnaa::{SoftNaa, SoftNaaConfig, SoftNaaHandle};
 use naaice::transport::soft::{
     FaultAction, FaultPlan, FrameKind, SoftConfig, SoftEndpoint, SoftTransport,
 };
-use naaice::{Buffer, Connection, Error};
+use naaice::{Buffer, Connection, Error, Naa, NaaOptions, Param};
 use naaice_tests::{code, loopback, test_kernels};
 
 /// The clients' ACK timeout where it does not matter.
@@ -212,6 +212,26 @@ fn ack_delayed_within_the_ack_timeout_is_only_late() {
             assert_eq!(buf.to_vec(), [2, 3, 4]);
         },
     );
+}
+
+#[test]
+fn middleware_wait_on_a_dropped_result_times_out_naming_the_phase() {
+    // The same fault through AP2 (create / invoke / wait / finalize).
+    let plan = FaultPlan::new().on_sent(FrameKind::WriteImm, 1, FaultAction::Drop);
+    let naa = naa(plan.clone());
+    let options = NaaOptions {
+        rpc_timeout: Duration::from_millis(300),
+        ..NaaOptions::at(naa.local_addr())
+    };
+    let params = vec![Param::from_vec(vec![1, 2, 3])];
+    let mut handle =
+        Naa::create_with(&SoftTransport::default(), 1, params, vec![], &options).expect("create");
+    handle.invoke().unwrap();
+    let err = handle.wait().expect_err("no result arrives");
+    assert_timeout(&err, Phase::DataReceiving);
+    handle.finalize();
+    assert_eq!(plan.fired(), 1);
+    serves_the_next_client(&naa);
 }
 
 fn assert_timeout(err: &Error, phase: Phase) {
