@@ -140,8 +140,7 @@ impl Core {
             .is_some_and(|w| w.has_work() || self.rc.has_data());
         // After a failed write the input is read to its end at once (unless an application
         // thread reads it).
-        let lost =
-            self.rc.send_failed() && matches!(self.read, ReadSlot::Free(_) | ReadSlot::AppIdle(..));
+        let lost = self.rc.send_failed() && !matches!(self.read, ReadSlot::App);
         self.rc.is_closed()
             || lost
             || (write_work && !sleep.write)
