@@ -4,6 +4,7 @@
 
 pub mod fpga;
 pub mod fpga_client;
+pub mod raw_client;
 pub mod soc;
 pub mod suite;
 
