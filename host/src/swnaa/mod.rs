@@ -17,6 +17,33 @@
 //! long check [`KernelContext::timed_out`] and return early. A kernel that never returns
 //! leaves the client to its own RPC deadline.
 //!
+//! **Hostile and hogging peers.** Every resource a client can make the NAA hold is bounded:
+//!
+//! * *Connection slots* ([`SoftNaaConfig::max_connections`]): when all are taken, the
+//!   connection idle the longest between RPCs gives its slot to the newcomer if it has been
+//!   idle for [`SoftNaaConfig::evict_idle_after`] (default 30 s); it is disconnected cleanly
+//!   and its client's next call fails with a disconnect error. Otherwise the newcomer is
+//!   rejected with [`OVERLOAD_REASON`]. A connection that keeps running RPCs is never
+//!   evicted; the MRSP, kernels and write-backs have their own deadlines; an optional
+//!   [`SoftNaaConfig::idle_timeout`] drops idle connections even when nobody waits.
+//! * *Memory*: each region 1 byte ..= 1 GiB, at most
+//!   [`SoftNaaConfig::max_bytes_per_connection`] per connection, and at most
+//!   [`SoftNaaConfig::memory_budget`] for all connections together (default: half of the
+//!   physical memory). The whole request is reserved from the budget before its first region
+//!   is allocated; a request that does not fit is refused with MRSP error 0x01.
+//! * *Handshakes* (software transport): see [`crate::transport::soft::SoftListener`] (at most
+//!   [`MAX_PENDING_HANDSHAKES`](crate::transport::soft::MAX_PENDING_HANDSHAKES), running out of
+//!   descriptors pauses `accept` without stopping the rest).
+//!
+//! **Refused MRSP requests** get an MRSP Error message with a code (spec §2.7 defines three;
+//! the NAA's log names the precise cause) before the connection is closed:
+//!
+//! | request | code |
+//! |---|---|
+//! | more records than [`SoftNaaConfig::max_regions`] (or than 32) | 0x03 too many regions |
+//! | a region over 1 GiB; more than the connection's or the NAA's memory budget; allocation failed | 0x01 not enough memory |
+//! | count 0; only internal regions; a zero-size region; unknown flag bits (e.g. 0xFF); an internal region with an address or rkey; a truncated message; type 0x00, 0x02, 0x03 or unknown | 0x02 invalid address (the request is invalid) |
+//!
 //! ```no_run
 //! use naaice::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig};
 //! use naaice::transport::soft::SoftTransport;
