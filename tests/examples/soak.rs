@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use naaice::core::{ClientConfig, FunctionCode};
-use naaice::transport::soft::{SoftEndpoint, SoftTransport};
+use naaice::transport::soft::SoftEndpoint;
 use naaice::{Buffer, Connection};
 
 #[derive(Parser, Debug)]
@@ -74,13 +74,7 @@ fn connect(addr: SocketAddr, len: usize) -> naaice::Result<(Connection<SoftEndpo
     let mut config = ClientConfig::new(kernel());
     config.mrsp_timeout = Duration::from_secs(30);
     config.rpc_timeout = Duration::from_secs(30);
-    let mut conn = Connection::connect(&SoftTransport::default(), addr, None, config)?;
-    let buf = Buffer::zeroed(len);
-    let id = conn.add_param(&buf)?;
-    conn.set_input(id)?;
-    conn.set_output(id)?;
-    conn.do_mrsp()?;
-    Ok((conn, buf))
+    naaice_tests::in_place_connection(addr, config, len)
 }
 
 /// What the clients counted.

@@ -10,25 +10,14 @@ use naaice::core::machine::Error as ProtocolError;
 use naaice::core::{ClientConfig, MrspErrorCode};
 use naaice::swnaa::SoftNaaConfig;
 use naaice::transport::TransportError;
-use naaice::transport::soft::{SoftEndpoint, SoftTransport};
+use naaice::transport::soft::SoftEndpoint;
 use naaice::{Buffer, Connection, Error};
 use naaice_tests::raw_client::{MrspAnswer, mrsp_request, raw_mrsp};
-use naaice_tests::{code, start_naa};
+use naaice_tests::{code, in_place_connection, start_naa};
 
 /// A connection with one in-place region of `len` bytes (kernel 1), MRSP done.
 fn connected(addr: SocketAddr, len: usize) -> naaice::Result<(Connection<SoftEndpoint>, Buffer)> {
-    let mut conn = Connection::connect(
-        &SoftTransport::default(),
-        addr,
-        None,
-        ClientConfig::new(code(1)),
-    )?;
-    let buf = Buffer::zeroed(len);
-    let id = conn.add_param(&buf)?;
-    conn.set_input(id)?;
-    conn.set_output(id)?;
-    conn.do_mrsp()?;
-    Ok((conn, buf))
+    in_place_connection(addr, ClientConfig::new(code(1)), len)
 }
 
 /// One RPC of kernel 1 (adds 1 to every byte), checked.
