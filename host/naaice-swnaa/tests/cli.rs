@@ -100,5 +100,8 @@ fn a_bad_eviction_grace_is_a_clear_error() {
     let out = swnaa(&["--port", "0", "--evict-idle-after", "soon"]);
     assert!(!out.status.success());
     let text = String::from_utf8_lossy(&out.stderr);
-    assert!(text.contains("--evict-idle-after") && text.contains("never"), "{text}");
+    assert!(
+        text.contains("--evict-idle-after") && text.contains("never"),
+        "{text}"
+    );
 }
