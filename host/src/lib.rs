@@ -30,6 +30,7 @@ pub mod naa;
 pub mod select;
 pub mod spec;
 pub mod swnaa;
+mod throttle;
 pub mod transport;
 
 pub use connection::Connection;

@@ -44,7 +44,7 @@ use std::time::Instant;
 pub use config::SoftConfig;
 pub use endpoint::{SoftEndpoint, SoftRegion};
 pub use fault::{Direction, Fault, FaultAction, FaultPlan, FrameKind};
-pub use listener::{SoftIncoming, SoftListener};
+pub use listener::{MAX_PENDING_HANDSHAKES, STALLED_HANDSHAKE, SoftIncoming, SoftListener};
 
 use super::{Result, Transport};
 
