@@ -34,7 +34,7 @@ use crate::types::{
 const MAX_PARAMS: usize = 32;
 
 /// One `naa_create` handle.
-struct Handle {
+pub(crate) struct Handle {
     /// The connection; `None` once finalized.
     naa: Mutex<Option<Naa>>,
     /// Last known state, for `naa_test` while another thread holds `naa`.
@@ -42,11 +42,11 @@ struct Handle {
 }
 
 impl Handle {
-    fn lock(&self) -> MutexGuard<'_, Option<Naa>> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Option<Naa>> {
         self.naa.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn remember(&self, naa: &Naa) {
+    pub(crate) fn remember(&self, naa: &Naa) {
         self.state.store(naa.state().value(), Ordering::Relaxed);
     }
 }
@@ -306,7 +306,10 @@ pub unsafe extern "C" fn naa_create(
 ///
 /// # Safety
 /// `handle` must be NULL or point to a readable `naa_handle`.
-unsafe fn lookup(name: &'static str, handle: *const naa_handle) -> Result<Arc<Handle>, c_int> {
+pub(crate) unsafe fn lookup(
+    name: &'static str,
+    handle: *const naa_handle,
+) -> Result<Arc<Handle>, c_int> {
     if handle.is_null() {
         return Err(fail(name, "handle is NULL"));
     }
