@@ -406,11 +406,13 @@ int naa_invoke_timeout(struct naa_handle *handle, uint64_t timeout_ms);
  exchange (blocking) before starting its RPC. It also recovers a handle whose RPC failed
  (deadline passed, connection lost). With nothing in flight it does nothing.
 
- Calls on one handle are serialised: if another thread is inside `naa_wait` on this handle,
- `naa_cancel` returns only after that call did (bound it with a per-call deadline, or
- poll with `naa_test`).
+ It never waits for another thread: if one is inside a call on this handle (a blocking
+ `naa_wait`, which cannot be interrupted), it fails at once. Cancel from the thread that
+ completes the RPC with `naa_test`, or bound `naa_wait` with a per-call deadline
+ (`naa_invoke_timeout`, `naa_invoke_with`).
 
- Returns 0 (also when there was nothing to cancel), -1 for an invalid handle.
+ Returns 0 (also when there was nothing to cancel); -1 for an invalid handle, or when
+ another thread is inside a call on the handle (NAA_ERRKIND_STATE; nothing was cancelled).
 
  # Safety
  `handle` must be NULL or point to a readable `naa_handle`.

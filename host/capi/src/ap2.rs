@@ -36,7 +36,7 @@ const MAX_PARAMS: usize = 32;
 /// One `naa_create` handle.
 pub(crate) struct Handle {
     /// The connection; `None` once finalized.
-    naa: Mutex<Option<Naa>>,
+    pub(crate) naa: Mutex<Option<Naa>>,
     /// Last known state, for `naa_test` while another thread holds `naa`.
     state: AtomicU8,
 }
@@ -300,6 +300,20 @@ pub unsafe extern "C" fn naa_create(
         tracing::debug!(function_code, id, "naa_create: connected");
         SUCCESS
     })
+}
+
+/// A C handle for a connected `naa` (what `naa_create` hands out), for unit tests.
+#[cfg(test)]
+pub(crate) fn adopt(naa: Naa, function_code: naa_function_code_t) -> naa_handle {
+    let state = AtomicU8::new(naa.state().value());
+    let id = HANDLES.insert(Handle {
+        naa: Mutex::new(Some(naa)),
+        state,
+    });
+    naa_handle {
+        function_code,
+        comm_ctx: as_ptr::<naaice_communication_context>(id),
+    }
 }
 
 /// The live handle `*handle` refers to.

@@ -11,6 +11,7 @@
 //! ```
 
 use std::ffi::c_int;
+use std::sync::TryLockError;
 use std::time::Duration;
 
 use naaice::{Call, Naa};
@@ -143,23 +144,48 @@ pub unsafe extern "C" fn naa_invoke_timeout(handle: *mut naa_handle, timeout_ms:
 /// exchange (blocking) before starting its RPC. It also recovers a handle whose RPC failed
 /// (deadline passed, connection lost). With nothing in flight it does nothing.
 ///
-/// Calls on one handle are serialised: if another thread is inside `naa_wait` on this handle,
-/// `naa_cancel` returns only after that call did (bound it with a per-call deadline, or
-/// poll with `naa_test`).
+/// It never waits for another thread: if one is inside a call on this handle (a blocking
+/// `naa_wait`, which cannot be interrupted), it fails at once. Cancel from the thread that
+/// completes the RPC with `naa_test`, or bound `naa_wait` with a per-call deadline
+/// (`naa_invoke_timeout`, `naa_invoke_with`).
 ///
-/// Returns 0 (also when there was nothing to cancel), -1 for an invalid handle.
+/// Returns 0 (also when there was nothing to cancel); -1 for an invalid handle, or when
+/// another thread is inside a call on the handle (NAA_ERRKIND_STATE; nothing was cancelled).
 ///
 /// # Safety
 /// `handle` must be NULL or point to a readable `naa_handle`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn naa_cancel(handle: *mut naa_handle) -> c_int {
     const NAME: &str = "naa_cancel";
-    let body = |naa: &mut Naa| {
+    guard(NAME, FAILURE, || {
+        // SAFETY: forwarded caller guarantee.
+        let h = match unsafe { lookup(NAME, handle) } {
+            Ok(h) => h,
+            Err(rc) => return rc,
+        };
+        // Never wait for another thread's call: that may be a `naa_wait` on the very RPC
+        // being cancelled, which would make `naa_cancel` wait for the RPC's deadline.
+        let mut guard = match h.naa.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                return fail(
+                    NAME,
+                    Failure::state(
+                        "another thread is inside a call on this handle (naa_wait?); cancel \
+                         from the thread that completes the RPC with naa_test, or bound the \
+                         wait with a per-call deadline (naa_invoke_timeout)",
+                    ),
+                );
+            }
+        };
+        let Some(naa) = guard.as_mut() else {
+            return fail(NAME, Failure::state("the handle was finalized"));
+        };
         naa.cancel();
+        h.remember(naa);
         SUCCESS
-    };
-    // SAFETY: forwarded caller guarantee.
-    unsafe { with_naa(NAME, handle, body) }
+    })
 }
 
 /// The full 24-bit return code of the last completed RPC into `*code` (`naa_status.naa_error`
@@ -193,4 +219,53 @@ pub unsafe extern "C" fn naa_get_return_code(handle: *mut naa_handle, code: *mut
     };
     // SAFETY: forwarded caller guarantee.
     unsafe { with_naa(NAME, handle, body) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use naaice::Param;
+    use naaice::naa::NaaOptions;
+    use naaice::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig};
+    use naaice::transport::AnyTransport;
+    use naaice::transport::soft::SoftTransport;
+
+    use crate::ap2::{adopt, naa_finalize};
+    use crate::error::naa_error_kind::NAA_ERRKIND_STATE;
+    use crate::error::naa_last_error_kind;
+
+    #[test]
+    fn cancel_never_waits_for_another_call_on_the_handle() {
+        let server = SoftNaa::bind(
+            SoftTransport::default(),
+            "127.0.0.1:0".parse().unwrap(),
+            SoftNaaConfig::default(),
+            KernelRegistry::builtin(),
+        )
+        .and_then(SoftNaa::spawn)
+        .unwrap();
+        let transport: AnyTransport = SoftTransport::default().into();
+        let p = Param::zeroed(8);
+        let options = NaaOptions::at(server.local_addr());
+        let naa = Naa::create_with(&transport, 1, vec![p.clone()], vec![p], &options).unwrap();
+        let mut handle = adopt(naa, 1);
+        let live = lookup_for_test(&handle);
+        // Stands in for another thread blocked in `naa_wait` (the mutex is not reentrant:
+        // `try_lock` from this thread fails just the same).
+        let held = live.lock();
+        // SAFETY: `handle` is a valid handle.
+        assert_eq!(unsafe { naa_cancel(&mut handle) }, FAILURE);
+        assert_eq!(naa_last_error_kind(), NAA_ERRKIND_STATE);
+        drop(held);
+        // SAFETY: as above.
+        assert_eq!(unsafe { naa_cancel(&mut handle) }, SUCCESS);
+        // SAFETY: as above.
+        assert_eq!(unsafe { naa_finalize(&mut handle) }, SUCCESS);
+        server.shutdown();
+    }
+
+    fn lookup_for_test(handle: &naa_handle) -> std::sync::Arc<crate::ap2::Handle> {
+        // SAFETY: `handle` is a valid reference.
+        unsafe { lookup("test", handle) }.unwrap_or_else(|_| panic!("live handle"))
+    }
 }
