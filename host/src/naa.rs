@@ -19,6 +19,11 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Beyond the reference: [`Naa::invoke_with`] takes per-call arguments ([`Call`]: function
+//! code, the immediate's user bytes, deadline), [`Naa::cancel`] abandons an RPC (the handle
+//! reconnects on its next invoke), and [`NaaOptions::local`] / `NAA_SPEC=local:FN:N` run the
+//! kernel in-process ([`crate::local`]).
+//!
 //! **Buffer safety.** The handle owns its parameter buffers. While an RPC is in flight,
 //! [`Naa::input`] and [`Naa::output`] return [`Error::Busy`], and a guard they returned
 //! borrows the handle, so it cannot live across [`Naa::invoke`]: neither the NIC nor the NAA
