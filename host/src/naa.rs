@@ -197,12 +197,7 @@ impl<E: Endpoint> Naa<E> {
         outputs: Vec<Param>,
         options: &NaaOptions,
     ) -> Result<Self> {
-        let code = u8::try_from(fncode)
-            .ok()
-            .and_then(FunctionCode::new)
-            .ok_or_else(|| {
-                Error::InvalidArgument(format!("function code {fncode} is not in 1..=127"))
-            })?;
+        let code = call::function_code(fncode)?;
         let local = match options.local {
             Some(l) => Some(l),
             None => spec::local_ip_from_env()?,

@@ -35,13 +35,7 @@ impl Call {
     /// no kernel for with SOCKET_UNAVAIL; the protocol does not tell the client which codes
     /// an NAA serves.
     pub fn function(mut self, code: u32) -> Result<Self> {
-        let code = u8::try_from(code)
-            .ok()
-            .and_then(FunctionCode::new)
-            .ok_or_else(|| {
-                Error::InvalidArgument(format!("function code {code} is not in 1..=127"))
-            })?;
-        self.fncode = Some(code);
+        self.fncode = Some(function_code(code)?);
         Ok(self)
     }
 
@@ -62,6 +56,15 @@ impl Call {
     pub fn fncode(&self) -> Option<FunctionCode> {
         self.fncode
     }
+}
+
+/// `code` as a function code, if it is in 1..=127 (the immediate's 7 bits; 0 is the
+/// client-error signal, spec §3.5).
+pub(super) fn function_code(code: u32) -> Result<FunctionCode> {
+    u8::try_from(code)
+        .ok()
+        .and_then(FunctionCode::new)
+        .ok_or_else(|| Error::InvalidArgument(format!("function code {code} is not in 1..=127")))
 }
 
 impl<E: Endpoint> Naa<E> {
