@@ -208,8 +208,16 @@ fn per_call_function_code_user_bytes_and_return_code() {
     let st = h.wait().unwrap();
     assert!(st.naa_error.is_success());
     assert_eq!(bytes(&h)[..4], [ECHO, 0, 0, 0]);
-    drop(h);
+
+    // A reconnect that fails (the NAA is gone) is a clear error; the handle stays cancelled
+    // and can try again.
+    h.invoke().unwrap();
+    assert!(h.cancel());
     naa.shutdown();
+    let e = h.invoke().unwrap_err();
+    assert!(matches!(e, Error::Transport(_)), "{e}");
+    assert!(h.is_cancelled() && !h.is_busy());
+    assert!(matches!(h.wait(), Err(Error::Cancelled)));
 }
 
 /// An in-place handle in local mode (no NAA started by the test).

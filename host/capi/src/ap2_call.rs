@@ -264,6 +264,15 @@ mod tests {
         server.shutdown();
     }
 
+    #[test]
+    fn call_args_layout() {
+        use std::mem::{offset_of, size_of};
+        assert_eq!(size_of::<naa_call_args>(), 16);
+        assert_eq!(offset_of!(naa_call_args, function_code), 0);
+        assert_eq!(offset_of!(naa_call_args, user_bytes), 4);
+        assert_eq!(offset_of!(naa_call_args, timeout_ms), 8);
+    }
+
     fn lookup_for_test(handle: &naa_handle) -> std::sync::Arc<crate::ap2::Handle> {
         // SAFETY: `handle` is a valid reference.
         unsafe { lookup("test", handle) }.unwrap_or_else(|_| panic!("live handle"))
