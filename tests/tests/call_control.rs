@@ -17,6 +17,8 @@ const BLOCK: u8 = 40;
 /// Kernel that reports its call: parameter 0 gets `[fncode, user0, user1, user2]`, and the
 /// return code is the user bytes as one 24-bit number (`user0 << 16 | user1 << 8 | user2`).
 const ECHO: u8 = 41;
+/// Kernel that copies the first byte of parameter 0 into parameter 1.
+const COPY: u8 = 43;
 
 /// Kernels started, and whether they may return.
 struct Gate {
@@ -74,6 +76,13 @@ fn kernels() -> KernelRegistry {
         ReturnCode::SUCCESS
     });
     k.register(code(ECHO), echo);
+    k.register(code(COPY), |ctx: &mut KernelContext<'_, '_>| {
+        let first = ctx.param(0).map_or(0, |p| p[0]);
+        if let Some(p) = ctx.param(1) {
+            p[0] = first;
+        }
+        ReturnCode::SUCCESS
+    });
     k
 }
 
@@ -169,6 +178,34 @@ fn cancel_a_kernel_that_never_finishes_and_reuse_the_handle() {
         }
     };
     drop((extra, other, h));
+    naa.shutdown();
+}
+
+#[test]
+fn a_reconnect_after_cancel_sends_single_send_inputs_again() {
+    let naa = start(2);
+    let options = NaaOptions::at(naa.local_addr());
+    let input = Param::from_vec(vec![7; 8]).single_send();
+    let mut h = Naa::create_with(
+        &SoftTransport::default(),
+        u32::from(COPY),
+        vec![input],
+        vec![Param::zeroed(8)],
+        &options,
+    )
+    .expect("create");
+    for _ in 0..2 {
+        h.invoke().unwrap();
+        assert!(h.wait().unwrap().naa_error.is_success());
+        assert_eq!(h.output(0).unwrap()[0], 7);
+    }
+    h.invoke().unwrap();
+    assert!(h.cancel());
+    // The new connection's NAA regions start empty: the single-send input must go out again.
+    h.invoke().unwrap();
+    assert!(h.wait().unwrap().naa_error.is_success());
+    assert_eq!(h.output(0).unwrap()[0], 7);
+    drop(h);
     naa.shutdown();
 }
 
