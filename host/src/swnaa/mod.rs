@@ -15,7 +15,10 @@
 //! (its outputs are not written back): the client cannot start its next RPC while the
 //! runaway kernel still holds the regions, and the connection survives. Kernels that may run
 //! long check [`KernelContext::timed_out`] and return early. A kernel that never returns
-//! leaves the client to its own RPC deadline.
+//! leaves the client to its own RPC deadline, or to [`Naa::cancel`](crate::Naa::cancel): the
+//! client disconnects, and the worker, still inside the kernel, finds the connection gone
+//! when the kernel returns, drops the results and ends (freeing its connection slot; a kernel
+//! that never returns keeps its thread and its slot).
 //!
 //! **Hostile and hogging peers.** Every resource a client can make the NAA hold is bounded:
 //!
