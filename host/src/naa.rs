@@ -351,6 +351,17 @@ impl<E: Endpoint> Naa<E> {
         Ok(buffer.lock())
     }
 
+    /// The connection, for waiting on many handles ([`crate::naa_set`]) and futures
+    /// ([`crate::rpc_future`]).
+    pub(crate) fn connection_mut(&mut self) -> &mut Connection<E> {
+        &mut self.conn
+    }
+
+    /// The connection (read-only).
+    pub(crate) fn connection(&self) -> &Connection<E> {
+        &self.conn
+    }
+
     /// `naa_finalize`: disconnects and releases everything (also done on drop).
     pub fn finalize(self) {
         drop(self);

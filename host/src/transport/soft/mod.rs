@@ -29,6 +29,7 @@ mod listener;
 mod nic;
 mod queue_pair;
 mod reader;
+mod readiness;
 mod receive;
 mod regions;
 mod socket;
