@@ -40,6 +40,12 @@
 #define NAA_REGION_OUTPUT 8
 
 /*
+ `*index` of `naa_waitany` / `naa_testany` when no handle has an RPC in flight (MPI's
+ `MPI_UNDEFINED`).
+ */
+#define NAA_UNDEFINED -1
+
+/*
  Return codes of the NAA (`status.naa_error`). 0x03-0x0F are reserved, 0x10-0x7F are
  application-defined.
  */
@@ -335,6 +341,89 @@ int naa_swnaa_stop(struct naa_swnaa *naa);
  is an error, not a crash).
  */
 int naa_swnaa_destroy(struct naa_swnaa *naa);
+
+/*
+ ======== naaice-rs extensions (not in the reference) ========
+
+ -------- Many handles together (MPI-like): naa_waitany, naa_testany, naa_waitall,
+ naa_testall --------
+
+ Blocks until the RPC of one of the handles
+ `handles[0..count]` finishes or fails, like `MPI_Waitany`, and reports it: `*index` is
+ its position and `*status` its status (as `naa_wait` gives it). Each RPC is reported
+ once; afterwards its handle is inactive and may be invoked again.
+
+ Handles without an RPC in flight (never invoked, already reported, or NULL: `comm_ctx`
+ NULL after a failed `naa_create` or `naa_finalize`) are skipped; if no handle has an RPC
+ in flight, returns 0 at once with `*index` = `NAA_UNDEFINED` and a zeroed `*status`.
+ Waits for calls on other threads using the same handles.
+
+ Returns 0, or -1 if the reported RPC failed (connection lost, its deadline passed; then
+ `*index` names it and `status->state` is ERROR), or on invalid arguments (`count` < 0,
+ NULL arrays or out-pointers, an unknown handle, a handle twice in the array; then
+ nothing is waited for).
+
+ # Safety
+ `handles` must be NULL or point to `count` readable `naa_handle`; `index` and `status`
+ must be NULL or point to writable objects.
+ */
+int naa_waitany(int count, struct naa_handle *handles, int *index, struct naa_status *status);
+
+/*
+ **Extension (not in the reference).** Like `naa_waitany` without blocking, like
+ `MPI_Testany`: progresses the handles' RPCs and sets `*flag`. If an RPC finished or
+ failed, `*flag` is true and `*index` / `*status` report it (as `naa_waitany` does). If
+ none did yet, `*flag` is false, `*index` is `NAA_UNDEFINED` and `*status` is not written.
+ If no handle has an RPC in flight, `*flag` is true, `*index` is `NAA_UNDEFINED` and
+ `*status` is zeroed. Never waits: a handle that another thread is using counts as still
+ running.
+
+ Returns 0, or -1 if the reported RPC failed or on invalid arguments (as `naa_waitany`).
+
+ # Safety
+ `handles` must be NULL or point to `count` readable `naa_handle`; `index`, `flag` and
+ `status` must be NULL or point to writable objects.
+ */
+int naa_testany(int count,
+                struct naa_handle *handles,
+                int *index,
+                bool *flag,
+                struct naa_status *status);
+
+/*
+ **Extension (not in the reference).** Blocks until the RPCs of all handles
+ `handles[0..count]` finished or failed, like `MPI_Waitall`, and fills `statuses[i]` for
+ every position: the RPC's status (as `naa_wait` gives it); for a handle without an RPC in
+ flight (never invoked, or its outcome already reported) a status in its current state
+ with no return code and no bytes; for a NULL handle (`comm_ctx` NULL) a zeroed status; for
+ a failed RPC, or a handle whose connection failed earlier, state ERROR. Waits for calls on
+ other threads using the same handles.
+
+ Returns 0 if every RPC completed (check each `naa_error`), -1 if any failed (every
+ failure, by position, is in `naa_last_error()`) or on invalid arguments (`count` < 0, NULL
+ arrays, an unknown handle, a handle twice; then nothing is waited for). `statuses` may be
+ NULL only if `count` is 0.
+
+ # Safety
+ `handles` must be NULL or point to `count` readable `naa_handle`; `statuses` must be NULL
+ or point to `count` writable `naa_status`.
+ */
+int naa_waitall(int count, struct naa_handle *handles, struct naa_status *statuses);
+
+/*
+ **Extension (not in the reference).** Like `naa_waitall` without blocking, like
+ `MPI_Testall`: progresses every handle's RPC; if none is still running, sets `*flag` true
+ and fills `statuses` as `naa_waitall` does (and returns as it does). Otherwise `*flag` is
+ false, `statuses` are not written and nothing is reported: RPCs that finished stay to be
+ reported by a later call. Never waits: if another thread is using one of the handles,
+ `*flag` is false.
+
+ # Safety
+ `handles` must be NULL or point to `count` readable `naa_handle`; `flag` must be NULL or
+ point to a writable `bool`; `statuses` must be NULL or point to `count` writable
+ `naa_status`.
+ */
+int naa_testall(int count, struct naa_handle *handles, bool *flag, struct naa_status *statuses);
 
 #ifdef __cplusplus
 }  // extern "C"

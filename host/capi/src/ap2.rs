@@ -34,7 +34,7 @@ use crate::types::{
 const MAX_PARAMS: usize = 32;
 
 /// One `naa_create` handle.
-struct Handle {
+pub(crate) struct Handle {
     /// The connection; `None` once finalized.
     naa: Mutex<Option<Naa>>,
     /// Last known state, for `naa_test` while another thread holds `naa`.
@@ -42,16 +42,25 @@ struct Handle {
 }
 
 impl Handle {
-    fn lock(&self) -> MutexGuard<'_, Option<Naa>> {
+    /// Waits for the handle (another thread's call on it).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Option<Naa>> {
         self.naa.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn remember(&self, naa: &Naa) {
+    /// Takes the handle if no other thread is using it.
+    pub(crate) fn try_lock(
+        &self,
+    ) -> Result<MutexGuard<'_, Option<Naa>>, TryLockError<MutexGuard<'_, Option<Naa>>>> {
+        self.naa.try_lock()
+    }
+
+    /// Records the handle's state for `naa_test` on other threads.
+    pub(crate) fn remember(&self, naa: &Naa) {
         self.state.store(naa.state().value(), Ordering::Relaxed);
     }
 }
 
-static HANDLES: Handles<Handle> = Handles::new();
+pub(crate) static HANDLES: Handles<Handle> = Handles::new();
 
 /// Number of live handles.
 pub(crate) fn live_handles() -> usize {
