@@ -45,6 +45,11 @@ fn committed_naaice_ap2_h_matches_the_code() {
     check(
         "naaice_ap2.h",
         "cbindgen.toml",
-        &["src/types.rs", "src/ap2.rs", "src/swnaa.rs", "src/ap2_set.rs"],
+        &[
+            "src/types.rs",
+            "src/ap2.rs",
+            "src/swnaa.rs",
+            "src/ap2_set.rs",
+        ],
     );
 }
