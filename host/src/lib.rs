@@ -6,7 +6,7 @@
 //!   non-blocking; NAAs found through `NAA_SPEC` ([`spec`]), shared out among MPI ranks and
 //!   failed over ([`select`]); the environment variables in one place ([`environment`]).
 //!   Many handles progressed together in one thread ([`naa_set`]: `wait_any`, `wait_all`,
-//!   `test_any`, `test_all`), and the RPC as a [`Future`](std::future::Future) for any
+//!   `test_any`, `test_all`), and the RPC as a `Future` for any
 //!   executor ([`rpc_future`]).
 //! * [`Connection`] (AP1, the low-level API): connection, regions, MRSP and transfers step by
 //!   step.

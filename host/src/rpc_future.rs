@@ -12,7 +12,7 @@
 //! **How it waits.** Polled, the future progresses its connection without blocking (as
 //! [`Naa::test`] does). When the RPC is still running it arms the connection's readiness
 //! descriptor ([`Endpoint::ready_fd`]) and hands a duplicate of it, the RPC's deadline and the
-//! task's [`Waker`] to the [`reactor`]: one small thread per process that sleeps in poll(2)
+//! task's [`Waker`] to the reactor: one small thread per process that sleeps in poll(2)
 //! over every registered descriptor and wakes a task when its descriptor becomes readable or
 //! its deadline passes. Many RPCs on many NAAs thus wait concurrently at the cost of one
 //! thread, whatever the executor; a transport without a descriptor is looked at every
