@@ -4,6 +4,7 @@
 
 pub mod fpga;
 pub mod fpga_client;
+pub mod join;
 pub mod rendezvous;
 pub mod soc;
 pub mod suite;

@@ -6,12 +6,14 @@
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use std::net::SocketAddr;
+
 use naaice::swnaa::{KernelContext, KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle};
-use naaice::transport::soft::SoftTransport;
 use naaice::{Naa, NaaOptions, Param};
 use naaice_core::ReturnCode;
 
-use crate::{code, loopback};
+use crate::code;
+use crate::suite::Site;
 
 /// Function code of the first fleet NAA's kernel; NAA `i` serves `FIRST_CODE + i`.
 pub const FIRST_CODE: u8 = 40;
@@ -60,9 +62,9 @@ impl Rendezvous {
     }
 }
 
-/// `n` software NAAs on loopback; NAA `i` serves function code `FIRST_CODE + i` with a kernel
+/// `n` software NAAs at `site`; NAA `i` serves function code `FIRST_CODE + i` with a kernel
 /// that adds 1 to every byte of its parameters and meets the others at `rendezvous`.
-pub fn fleet(n: usize, rendezvous: &Arc<Rendezvous>) -> Vec<SoftNaaHandle> {
+pub fn fleet(site: &Site, n: usize, rendezvous: &Arc<Rendezvous>) -> Vec<SoftNaaHandle> {
     (0..n)
         .map(|i| {
             let r = Arc::clone(rendezvous);
@@ -84,7 +86,8 @@ pub fn fleet(n: usize, rendezvous: &Arc<Rendezvous>) -> Vec<SoftNaaHandle> {
                 kernel_timeout: RENDEZVOUS_TIMEOUT * 2,
                 ..SoftNaaConfig::default()
             };
-            SoftNaa::bind(SoftTransport::default(), loopback(), config, kernels)
+            let addr = SocketAddr::new(site.ip, 0);
+            SoftNaa::bind(site.transport.clone(), addr, config, kernels)
                 .and_then(SoftNaa::spawn)
                 .expect("start a fleet NAA")
         })
@@ -92,10 +95,7 @@ pub fn fleet(n: usize, rendezvous: &Arc<Rendezvous>) -> Vec<SoftNaaHandle> {
 }
 
 /// One handle per fleet NAA (an in-place parameter of `len` bytes holding `i`).
-pub fn handles(
-    fleet: &[SoftNaaHandle],
-    len: usize,
-) -> Vec<Naa<naaice::transport::soft::SoftEndpoint>> {
+pub fn handles(site: &Site, fleet: &[SoftNaaHandle], len: usize) -> Vec<Naa> {
     fleet
         .iter()
         .enumerate()
@@ -106,7 +106,7 @@ pub fn handles(
                 ..NaaOptions::at(naa.local_addr())
             };
             Naa::create_with(
-                &SoftTransport::default(),
+                &site.transport,
                 u32::from(FIRST_CODE) + i as u32,
                 vec![Param::new(buffer.clone())],
                 vec![Param::new(buffer)],

@@ -12,6 +12,7 @@ use naaice::swnaa::SoftNaaConfig;
 use naaice::transport::soft::SoftTransport;
 use naaice::{Naa, NaaOptions, Param};
 use naaice_tests::rendezvous::{self, RENDEZVOUS_MISSED, Rendezvous};
+use naaice_tests::suite::Site;
 use naaice_tests::{UNTIL_TIMEOUT, start_naa};
 
 const N: usize = 8;
@@ -19,8 +20,8 @@ const N: usize = 8;
 #[test]
 fn one_thread_runs_eight_naas_at_once_wait_all() {
     let meet = Rendezvous::new(N);
-    let fleet = rendezvous::fleet(N, &meet);
-    let mut naas = rendezvous::handles(&fleet, 4096);
+    let fleet = rendezvous::fleet(&Site::soft(), N, &meet);
+    let mut naas = rendezvous::handles(&Site::soft(), &fleet, 4096);
     for round in 1..=3u8 {
         for naa in &mut naas {
             naa.invoke().expect("invoke");
@@ -51,8 +52,8 @@ fn one_thread_runs_eight_naas_at_once_wait_all() {
 #[test]
 fn one_thread_runs_eight_naas_at_once_wait_any_and_test() {
     let meet = Rendezvous::new(N);
-    let fleet = rendezvous::fleet(N, &meet);
-    let mut naas = rendezvous::handles(&fleet, 64);
+    let fleet = rendezvous::fleet(&Site::soft(), N, &meet);
+    let mut naas = rendezvous::handles(&Site::soft(), &fleet, 64);
     for naa in &mut naas {
         naa.invoke().expect("invoke");
     }
@@ -90,8 +91,8 @@ fn one_thread_runs_eight_naas_at_once_wait_any_and_test() {
 #[test]
 fn test_all_reports_nothing_until_all_finished() {
     let meet = Rendezvous::new(2);
-    let fleet = rendezvous::fleet(2, &meet);
-    let mut naas = rendezvous::handles(&fleet, 16);
+    let fleet = rendezvous::fleet(&Site::soft(), 2, &meet);
+    let mut naas = rendezvous::handles(&Site::soft(), &fleet, 16);
     // Only the first runs: its kernel waits for the second's, so test_all stays Pending.
     naas[0].invoke().expect("invoke");
     for _ in 0..20 {

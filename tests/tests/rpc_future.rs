@@ -4,53 +4,19 @@
 //! and dropped futures.
 
 use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::Context;
 use std::time::Duration;
 
 use naaice::core::{Phase, ReturnCode};
 use naaice::swnaa::SoftNaaConfig;
 use naaice::transport::soft::SoftTransport;
 use naaice::{Naa, NaaOptions, Param, Status};
+use naaice_tests::join::join_all;
 use naaice_tests::rendezvous::{self, Rendezvous};
+use naaice_tests::suite::Site;
 use naaice_tests::{UNTIL_TIMEOUT, start_naa};
 
 const N: usize = 8;
-
-/// Polls every future of `futures` until all completed (a join without a runtime).
-struct JoinAll<F: Future> {
-    futures: Vec<Pin<Box<F>>>,
-    outputs: Vec<Option<F::Output>>,
-}
-
-impl<F: Future> Future for JoinAll<F>
-where
-    F::Output: Unpin,
-{
-    type Output = Vec<F::Output>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        for (f, out) in this.futures.iter_mut().zip(&mut this.outputs) {
-            if out.is_none()
-                && let Poll::Ready(v) = f.as_mut().poll(cx)
-            {
-                *out = Some(v);
-            }
-        }
-        if this.outputs.iter().all(Option::is_some) {
-            Poll::Ready(this.outputs.iter_mut().filter_map(Option::take).collect())
-        } else {
-            Poll::Pending
-        }
-    }
-}
-
-fn join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> JoinAll<F> {
-    let futures: Vec<_> = futures.into_iter().map(Box::pin).collect();
-    let outputs = futures.iter().map(|_| None).collect();
-    JoinAll { futures, outputs }
-}
 
 fn check(statuses: &[naaice::Result<Status>]) {
     assert_eq!(statuses.len(), N);
@@ -68,8 +34,8 @@ fn check(statuses: &[naaice::Result<Status>]) {
 #[test]
 fn pollster_runs_eight_rpcs_concurrently_on_one_thread() {
     let meet = Rendezvous::new(N);
-    let fleet = rendezvous::fleet(N, &meet);
-    let mut naas = rendezvous::handles(&fleet, 1024);
+    let fleet = rendezvous::fleet(&Site::soft(), N, &meet);
+    let mut naas = rendezvous::handles(&Site::soft(), &fleet, 1024);
     for round in 1..=2u8 {
         let statuses = pollster::block_on(join_all(naas.iter_mut().map(Naa::call)));
         check(&statuses);
@@ -83,8 +49,8 @@ fn pollster_runs_eight_rpcs_concurrently_on_one_thread() {
 #[test]
 fn tokio_current_thread_runs_eight_rpcs_concurrently() {
     let meet = Rendezvous::new(N);
-    let fleet = rendezvous::fleet(N, &meet);
-    let naas = rendezvous::handles(&fleet, 1024);
+    let fleet = rendezvous::fleet(&Site::soft(), N, &meet);
+    let naas = rendezvous::handles(&Site::soft(), &fleet, 1024);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -106,8 +72,8 @@ fn tokio_current_thread_runs_eight_rpcs_concurrently() {
 #[test]
 fn tokio_multi_thread_runs_sixteen_rpcs_on_sixteen_naas() {
     let meet = Rendezvous::new(16);
-    let fleet = rendezvous::fleet(16, &meet);
-    let naas = rendezvous::handles(&fleet, 256);
+    let fleet = rendezvous::fleet(&Site::soft(), 16, &meet);
+    let naas = rendezvous::handles(&Site::soft(), &fleet, 256);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .build()

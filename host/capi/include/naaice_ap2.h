@@ -348,10 +348,10 @@ int naa_swnaa_destroy(struct naa_swnaa *naa);
  -------- Many handles together (MPI-like): naa_waitany, naa_testany, naa_waitall,
  naa_testall --------
 
- Blocks until the RPC of one of the handles
- `handles[0..count]` finishes or fails, like `MPI_Waitany`, and reports it: `*index` is
- its position and `*status` its status (as `naa_wait` gives it). Each RPC is reported
- once; afterwards its handle is inactive and may be invoked again.
+ **Extension.** Blocks until the RPC of one of the handles `handles[0..count]` finishes or
+ fails, like `MPI_Waitany`, and reports it: `*index` is its position and `*status` its
+ status (as `naa_wait` gives it). Each RPC is reported once; afterwards its handle is
+ inactive and may be invoked again.
 
  Handles without an RPC in flight (never invoked, already reported, or NULL: `comm_ctx`
  NULL after a failed `naa_create` or `naa_finalize`) are skipped; if no handle has an RPC

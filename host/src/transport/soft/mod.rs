@@ -16,6 +16,9 @@
 //!   thread (`nic`) is idle, so that a small request/response exchange costs no hand-off
 //!   between threads. The NIC thread does the rest: large payloads in both directions, a
 //!   message waiting for a receive, timers, and teardown.
+//! * `readiness`: for a thread that waits on many endpoints (or an async reactor) instead of
+//!   in `wait`, an eventfd rung when a completion or event is ready; arming it hands the
+//!   reader to the NIC thread at once.
 //!
 //! Every posted work request completes exactly once; teardown (error, disconnect, peer loss)
 //! flushes what is outstanding with [`WcStatus::WrFlush`](crate::transport::WcStatus) and
