@@ -46,16 +46,9 @@ fn pollster_runs_eight_rpcs_concurrently_on_one_thread() {
     }
 }
 
-#[test]
-fn tokio_current_thread_runs_eight_rpcs_concurrently() {
-    let meet = Rendezvous::new(N);
-    let fleet = rendezvous::fleet(&Site::soft(), N, &meet);
-    let naas = rendezvous::handles(&Site::soft(), &fleet, 1024);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("tokio runtime");
-    let statuses = rt.block_on(async move {
+/// One tokio task per handle, each running one RPC; their statuses in order.
+fn call_in_tasks(rt: &tokio::runtime::Runtime, naas: Vec<Naa>) -> Vec<naaice::Result<Status>> {
+    rt.block_on(async move {
         let tasks: Vec<_> = naas
             .into_iter()
             .map(|mut naa| tokio::spawn(async move { naa.call().await }))
@@ -65,7 +58,19 @@ fn tokio_current_thread_runs_eight_rpcs_concurrently() {
             statuses.push(t.await.expect("task"));
         }
         statuses
-    });
+    })
+}
+
+#[test]
+fn tokio_current_thread_runs_eight_rpcs_concurrently() {
+    let meet = Rendezvous::new(N);
+    let fleet = rendezvous::fleet(&Site::soft(), N, &meet);
+    let naas = rendezvous::handles(&Site::soft(), &fleet, 1024);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("tokio runtime");
+    let statuses = call_in_tasks(&rt, naas);
     check(&statuses);
 }
 
@@ -78,17 +83,7 @@ fn tokio_multi_thread_runs_sixteen_rpcs_on_sixteen_naas() {
         .worker_threads(2)
         .build()
         .expect("tokio runtime");
-    let statuses = rt.block_on(async move {
-        let tasks: Vec<_> = naas
-            .into_iter()
-            .map(|mut naa| tokio::spawn(async move { naa.call().await }))
-            .collect();
-        let mut statuses = Vec::new();
-        for t in tasks {
-            statuses.push(t.await.expect("task"));
-        }
-        statuses
-    });
+    let statuses = call_in_tasks(&rt, naas);
     for (i, s) in statuses.iter().enumerate() {
         assert_eq!(
             s.as_ref().expect("RPC succeeded").naa_error,
@@ -123,19 +118,27 @@ fn deadline_and_dropped_future() {
     let err = pollster::block_on(late.wait_async()).expect_err("deadline");
     assert!(err.to_string().contains("time"), "{err}");
 
-    // A future dropped before completion leaves its RPC in flight; `wait` finishes it.
-    let mut naa1 = create(1);
+    // A future dropped before completion leaves its RPC in flight; `wait` finishes it (the
+    // kernel runs 1 s, past the NAA's kernel timeout).
+    let mut naa1 = create(u32::from(UNTIL_TIMEOUT));
     {
         let mut fut = Box::pin(naa1.call());
         let waker = std::task::Waker::noop();
-        let _ = fut.as_mut().poll(&mut Context::from_waker(waker));
+        assert!(
+            fut.as_mut()
+                .poll(&mut Context::from_waker(waker))
+                .is_pending()
+        );
     }
     assert!(
         naa1.is_busy(),
         "the dropped future's RPC is still in flight"
     );
-    assert_eq!(naa1.wait().expect("wait").naa_error, ReturnCode::SUCCESS);
+    assert_eq!(
+        naa1.wait().expect("wait").naa_error,
+        ReturnCode::KERNEL_TIMEOUT
+    );
     // wait_async on a handle whose RPC was reported returns its status at once.
     let again = pollster::block_on(naa1.wait_async()).expect("last status");
-    assert_eq!(again.naa_error, ReturnCode::SUCCESS);
+    assert_eq!(again.naa_error, ReturnCode::KERNEL_TIMEOUT);
 }

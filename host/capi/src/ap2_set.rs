@@ -151,6 +151,35 @@ impl Locked<'_> {
     }
 }
 
+/// What a call over the array gives: the body's result and each position's state after it.
+struct SetCall<R> {
+    result: R,
+    states: Vec<naaice_communication_state>,
+}
+
+/// Resolves and locks `handles[0..count]`, runs `body` on the live handles (their positions,
+/// the handles, and whether another thread held one), and records the handles' states.
+///
+/// # Safety
+/// As [`resolve`].
+unsafe fn on_set<R>(
+    name: &'static str,
+    count: c_int,
+    handles: *const naa_handle,
+    locking: Locking,
+    body: impl FnOnce(&[usize], Vec<&mut Naa>, bool) -> R,
+) -> Result<SetCall<R>, c_int> {
+    // SAFETY: forwarded caller guarantee.
+    let resolved = unsafe { resolve(name, count, handles) }?;
+    let mut locked = lock(&resolved, locking);
+    let held_elsewhere = locked.held_elsewhere;
+    let (positions, naas) = locked.participants();
+    let result = body(&positions, naas, held_elsewhere);
+    locked.remember(&resolved);
+    let states = (0..resolved.len()).map(|i| locked.state(i)).collect();
+    Ok(SetCall { result, states })
+}
+
 /// A zeroed status (state INIT, no code, no bytes): MPI's empty status.
 fn empty() -> naa_status {
     naa_status::in_state(naaice_communication_state::INIT)
@@ -201,7 +230,7 @@ unsafe fn report_one(
 /// `statuses` must be non-null, aligned and writable for `outcomes.len()` elements.
 unsafe fn report_all(
     name: &'static str,
-    locked: &Locked<'_>,
+    states: &[naaice_communication_state],
     outcomes: Vec<Option<Option<naaice::Result<Status>>>>,
     statuses: *mut naa_status,
 ) -> c_int {
@@ -211,7 +240,7 @@ unsafe fn report_all(
             // A NULL handle.
             None => empty(),
             // Inactive: never invoked, or its outcome was reported before.
-            Some(None) => naa_status::in_state(locked.state(i)),
+            Some(None) => naa_status::in_state(states[i]),
             Some(Some(Ok(s))) => (&s).into(),
             Some(Some(Err(e))) => {
                 failures.push(Failure::from(e).context(format_args!("handle {i}")));
@@ -282,17 +311,25 @@ pub unsafe extern "C" fn naa_waitany(
             return rc;
         }
         // SAFETY: forwarded caller guarantee.
-        let resolved = match unsafe { resolve(NAME, count, handles) } {
-            Ok(r) => r,
-            Err(rc) => return rc,
+        let call = unsafe {
+            on_set(
+                NAME,
+                count,
+                handles,
+                Locking::Block,
+                |positions, naas, _| {
+                    naa_set::wait_any(naas)
+                        .map(|Finished { index, result }| (positions[index], result))
+                },
+            )
         };
-        let mut locked = lock(&resolved, Locking::Block);
-        let (positions, naas) = locked.participants();
-        let done = naa_set::wait_any(naas).map(|Finished { index, result }| (index, result));
-        locked.remember(&resolved);
-        let (position, result) = match done {
-            Some((i, r)) => (Some(positions[i]), Some(r)),
-            None => (None, None),
+        let (position, result) = match call {
+            Ok(SetCall {
+                result: Some((p, r)),
+                ..
+            }) => (Some(p), Some(r)),
+            Ok(SetCall { result: None, .. }) => (None, None),
+            Err(rc) => return rc,
         };
         // SAFETY: checked non-null and aligned above; writable by the caller's guarantee.
         unsafe { report_one(NAME, position, result, index, status) }
@@ -329,20 +366,26 @@ pub unsafe extern "C" fn naa_testany(
             return rc;
         }
         // SAFETY: forwarded caller guarantee.
-        let resolved = match unsafe { resolve(NAME, count, handles) } {
-            Ok(r) => r,
-            Err(rc) => return rc,
+        let call = unsafe {
+            on_set(
+                NAME,
+                count,
+                handles,
+                Locking::Try,
+                |positions, naas, held| {
+                    match naa_set::test_any(naas) {
+                        // Not known: a handle another thread uses may still run.
+                        Poll::Ready(None) if held => Poll::Pending,
+                        done => done.map(|f| {
+                            f.map(|Finished { index, result }| (positions[index], result))
+                        }),
+                    }
+                },
+            )
         };
-        let mut locked = lock(&resolved, Locking::Try);
-        let (positions, naas) = locked.participants();
-        let polled = naa_set::test_any(naas);
-        locked.remember(&resolved);
-        let done = match polled {
-            Poll::Ready(None) if locked.held_elsewhere => Poll::Pending,
-            other => other,
-        };
-        match done {
-            Poll::Pending => {
+        match call.map(|c| c.result) {
+            Err(rc) => rc,
+            Ok(Poll::Pending) => {
                 // SAFETY: checked non-null and aligned above; writable by the caller.
                 unsafe {
                     flag.write(false);
@@ -350,9 +393,9 @@ pub unsafe extern "C" fn naa_testany(
                 }
                 SUCCESS
             }
-            Poll::Ready(finished) => {
+            Ok(Poll::Ready(finished)) => {
                 let (position, result) = match finished {
-                    Some(Finished { index, result }) => (Some(positions[index]), Some(result)),
+                    Some((p, r)) => (Some(p), Some(r)),
                     None => (None, None),
                 };
                 // SAFETY: as above.
@@ -395,18 +438,23 @@ pub unsafe extern "C" fn naa_waitall(
             return rc;
         }
         // SAFETY: forwarded caller guarantee.
-        let resolved = match unsafe { resolve(NAME, count, handles) } {
-            Ok(r) => r,
-            Err(rc) => return rc,
+        let call = unsafe {
+            on_set(
+                NAME,
+                count,
+                handles,
+                Locking::Block,
+                |positions, naas, _| {
+                    by_position(count as usize, positions, naa_set::wait_all(naas))
+                },
+            )
         };
-        let mut locked = lock(&resolved, Locking::Block);
-        let (positions, naas) = locked.participants();
-        let outcomes = naa_set::wait_all(naas);
-        locked.remember(&resolved);
-        let all = by_position(resolved.len(), &positions, outcomes);
-        // SAFETY: checked non-null and aligned above (count > 0), `count` elements writable
-        // by the caller's guarantee.
-        unsafe { report_all(NAME, &locked, all, statuses) }
+        match call {
+            // SAFETY: checked non-null and aligned above (count > 0), `count` elements
+            // writable by the caller's guarantee.
+            Ok(c) => unsafe { report_all(NAME, &c.states, c.result, statuses) },
+            Err(rc) => rc,
+        }
     })
 }
 
@@ -439,29 +487,39 @@ pub unsafe extern "C" fn naa_testall(
             return rc;
         }
         // SAFETY: forwarded caller guarantee.
-        let resolved = match unsafe { resolve(NAME, count, handles) } {
-            Ok(r) => r,
-            Err(rc) => return rc,
+        let call = unsafe {
+            on_set(
+                NAME,
+                count,
+                handles,
+                Locking::Try,
+                |positions, naas, held| {
+                    if held {
+                        // Not known: a handle another thread uses may still run.
+                        return Poll::Pending;
+                    }
+                    naa_set::test_all(naas).map(|o| by_position(count as usize, positions, o))
+                },
+            )
         };
-        let mut locked = lock(&resolved, Locking::Try);
-        let polled = if locked.held_elsewhere {
-            Poll::Pending
-        } else {
-            let (positions, naas) = locked.participants();
-            naa_set::test_all(naas).map(|o| by_position(resolved.len(), &positions, o))
-        };
-        locked.remember(&resolved);
-        match polled {
-            Poll::Pending => {
+        match call {
+            Err(rc) => rc,
+            Ok(SetCall {
+                result: Poll::Pending,
+                ..
+            }) => {
                 // SAFETY: checked non-null and aligned above; writable by the caller.
                 unsafe { flag.write(false) };
                 SUCCESS
             }
-            Poll::Ready(all) => {
+            Ok(SetCall {
+                result: Poll::Ready(all),
+                states,
+            }) => {
                 // SAFETY: as above; `statuses` checked when count > 0.
                 unsafe {
                     flag.write(true);
-                    report_all(NAME, &locked, all, statuses)
+                    report_all(NAME, &states, all, statuses)
                 }
             }
         }
