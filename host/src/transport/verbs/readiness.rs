@@ -27,3 +27,40 @@ pub(super) fn epoll_over(fds: &[RawFd]) -> Result<OwnedFd> {
     }
     Ok(ep)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsRawFd;
+
+    use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec, eventfd};
+
+    use super::*;
+
+    fn readable(fd: &OwnedFd) -> bool {
+        let mut fds = [PollFd::new(fd, PollFlags::IN)];
+        let zero = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        rustix::event::poll(&mut fds, Some(&zero)).expect("poll") == 1
+    }
+
+    #[test]
+    fn the_epoll_descriptor_is_readable_while_either_channel_is() {
+        let a = eventfd(0, EventfdFlags::NONBLOCK).expect("eventfd");
+        let b = eventfd(0, EventfdFlags::NONBLOCK).expect("eventfd");
+        let ep = epoll_over(&[a.as_raw_fd(), b.as_raw_fd()]).expect("epoll");
+        assert!(!readable(&ep));
+        for fd in [&a, &b] {
+            rustix::io::write(fd, &1u64.to_ne_bytes()).expect("ring");
+            assert!(
+                readable(&ep),
+                "level-triggered: readable while the channel is"
+            );
+            assert!(readable(&ep));
+            let mut count = [0u8; 8];
+            rustix::io::read(fd, &mut count).expect("clear");
+            assert!(!readable(&ep));
+        }
+    }
+}
