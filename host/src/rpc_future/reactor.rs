@@ -3,6 +3,7 @@
 //! wakes each registered task once, when its descriptor becomes readable or its deadline
 //! passes. Registrations are one-shot; a woken future registers again if it still waits.
 
+use std::collections::HashSet;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
@@ -137,7 +138,7 @@ impl Reactor {
                 let mut count = [0u8; 8];
                 let _ = rustix::io::read(&self.bell, &mut count);
             }
-            let ready: Vec<u64> = fds
+            let ready: HashSet<u64> = fds
                 .iter()
                 .zip(&pfds[1..])
                 .filter(|(_, p)| !p.revents().is_empty())
