@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use naaice_core::machine::{Machine, RpcResult};
 use naaice_core::region::InternalId;
-use naaice_core::{Client, ClientConfig, Phase, RegionId};
+use naaice_core::{Client, ClientConfig, FunctionCode, Phase, RegionId};
 
 use crate::clock;
 use crate::driver::{ClientEvent, Driver};
@@ -87,8 +87,13 @@ impl<E: Endpoint> Connection<E> {
         deadline: Instant,
     ) -> Result<Self> {
         let ep = transport.connect(remote, local, deadline)?;
-        let driver = Driver::client(ep, config)?;
         tracing::debug!(%remote, "connected");
+        Self::from_endpoint(ep, config)
+    }
+
+    /// A connection over an endpoint that is already connected.
+    pub(crate) fn from_endpoint(ep: E, config: ClientConfig) -> Result<Self> {
+        let driver = Driver::client(ep, config)?;
         Ok(Self {
             driver,
             params: Vec::new(),
@@ -208,6 +213,20 @@ impl<E: Endpoint> Connection<E> {
             .start_rpc_with_timeout(clock::now(), timeout)?;
         self.reported = false;
         self.progress(false)
+    }
+
+    /// Starts an RPC with its own function code, user bytes (spec §3.2) and deadline; they
+    /// stay in effect for later RPCs until changed.
+    pub fn init_transfer_with(
+        &mut self,
+        fncode: FunctionCode,
+        user: [u8; 3],
+        timeout: Duration,
+    ) -> Result<()> {
+        self.check_failed()?;
+        self.client_mut().set_fncode(fncode)?;
+        self.client_mut().set_user_bytes(user)?;
+        self.init_transfer_with_timeout(timeout)
     }
 
     /// True from [`Connection::init_transfer`] until [`Connection::poll`] or

@@ -68,7 +68,7 @@ fn failed<E: Endpoint>(naa: &Naa<E>) -> Option<Error> {
     if naa.is_busy() || naa.state() != Phase::Error {
         return None;
     }
-    naa.connection().failure()
+    naa.connection().and_then(|c| c.failure())
 }
 
 /// `Testany`: progresses the in-flight handles without blocking, in order, and reports the
@@ -146,7 +146,7 @@ fn test_all_of<E: Endpoint>(handles: &mut [&mut Naa<E>]) -> Poll<Vec<Option<Resu
     let mut running = false;
     for naa in handles.iter_mut() {
         // A failure is kept by the connection and reported below (or by a later call).
-        if in_flight(naa) && matches!(naa.connection_mut().advance(), Ok(false)) {
+        if in_flight(naa) && matches!(naa.connection_mut().map(|c| c.advance()), Some(Ok(false))) {
             running = true;
         }
     }
@@ -198,7 +198,7 @@ fn sleep<E: Endpoint>(handles: &mut [&mut Naa<E>]) {
         if !in_flight(naa) {
             continue;
         }
-        let arming = readiness::arm(naa.connection_mut());
+        let arming = readiness::arm(naa);
         if arming == Arming::Ready {
             return;
         }
@@ -211,7 +211,7 @@ fn sleep<E: Endpoint>(handles: &mut [&mut Naa<E>]) {
     }
     let fds: Vec<BorrowedFd<'_>> = armed
         .iter()
-        .filter_map(|&i| handles[i].connection().ready_fd())
+        .filter_map(|&i| readiness::ready_fd(handles[i]))
         .collect();
     readiness::poll_fds(&fds, until);
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use rustix::event::{PollFd, PollFlags, Timespec};
 
 use crate::connection::Connection;
+use crate::naa::Naa;
 use crate::transport::Endpoint;
 
 /// How long a waiter sleeps at most for a connection whose transport has no readiness
@@ -38,8 +39,12 @@ impl Arming {
     }
 }
 
-/// Arms `conn`'s readiness descriptor after its last poll found nothing to report.
-pub(crate) fn arm<E: Endpoint>(conn: &mut Connection<E>) -> Arming {
+/// Arms the readiness descriptor of `naa`'s connection after its last poll found nothing to
+/// report (a handle without a connection, after a cancel, has nothing to wait for).
+pub(crate) fn arm<E: Endpoint>(naa: &mut Naa<E>) -> Arming {
+    let Some(conn) = naa.connection_mut() else {
+        return Arming::Ready;
+    };
     let until = conn.next_deadline();
     match conn.arm_ready() {
         Ok(true) => Arming::Ready,
@@ -51,6 +56,11 @@ pub(crate) fn arm<E: Endpoint>(conn: &mut Connection<E>) -> Arming {
             Arming::NoFd(until)
         }
     }
+}
+
+/// The readiness descriptor of `naa`'s connection, if it has one.
+pub(crate) fn ready_fd<E: Endpoint>(naa: &Naa<E>) -> Option<BorrowedFd<'_>> {
+    naa.connection().and_then(Connection::ready_fd)
 }
 
 /// A poll(2) timeout for `until` (`None`: forever).

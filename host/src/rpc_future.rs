@@ -86,10 +86,7 @@ impl<'a, E: Endpoint> RpcFuture<'a, E> {
         let fd = match arming {
             Arming::Fd(_) => {
                 if self.fd.is_none() {
-                    let fd = self
-                        .naa
-                        .connection()
-                        .ready_fd()
+                    let fd = readiness::ready_fd(self.naa)
                         .map(|fd| fd.try_clone_to_owned())
                         .transpose()
                         .map_err(|source| {
@@ -135,7 +132,7 @@ impl<E: Endpoint> Future for RpcFuture<'_, E> {
             Ok(None) => {}
             Err(e) => return Poll::Ready(Err(e)),
         }
-        let arming = readiness::arm(this.naa.connection_mut());
+        let arming = readiness::arm(this.naa);
         if arming == Arming::Ready {
             // News already: be polled again soon, after other tasks had their turn.
             cx.waker().wake_by_ref();

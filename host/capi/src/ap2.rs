@@ -36,7 +36,7 @@ const MAX_PARAMS: usize = 32;
 /// One `naa_create` handle.
 pub(crate) struct Handle {
     /// The connection; `None` once finalized.
-    naa: Mutex<Option<Naa>>,
+    pub(crate) naa: Mutex<Option<Naa>>,
     /// Last known state, for `naa_test` while another thread holds `naa`.
     state: AtomicU8,
 }
@@ -311,11 +311,28 @@ pub unsafe extern "C" fn naa_create(
     })
 }
 
+/// A C handle for a connected `naa` (what `naa_create` hands out), for unit tests.
+#[cfg(test)]
+pub(crate) fn adopt(naa: Naa, function_code: naa_function_code_t) -> naa_handle {
+    let state = AtomicU8::new(naa.state().value());
+    let id = HANDLES.insert(Handle {
+        naa: Mutex::new(Some(naa)),
+        state,
+    });
+    naa_handle {
+        function_code,
+        comm_ctx: as_ptr::<naaice_communication_context>(id),
+    }
+}
+
 /// The live handle `*handle` refers to.
 ///
 /// # Safety
 /// `handle` must be NULL or point to a readable `naa_handle`.
-unsafe fn lookup(name: &'static str, handle: *const naa_handle) -> Result<Arc<Handle>, c_int> {
+pub(crate) unsafe fn lookup(
+    name: &'static str,
+    handle: *const naa_handle,
+) -> Result<Arc<Handle>, c_int> {
     if handle.is_null() {
         return Err(fail(name, "handle is NULL"));
     }

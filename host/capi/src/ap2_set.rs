@@ -275,10 +275,8 @@ fn by_position(
     all
 }
 
-/// ======== naaice-rs extensions (not in the reference) ========
-///
-/// -------- Many handles together (MPI-like): naa_waitany, naa_testany, naa_waitall,
-/// naa_testall --------
+/// ==== naaice-rs extensions (not in the reference): many handles together, MPI-like
+/// (naa_waitany, naa_testany, naa_waitall, naa_testall) ====
 ///
 /// **Extension.** Blocks until the RPC of one of the handles `handles[0..count]` finishes or
 /// fails, like `MPI_Waitany`, and reports it: `*index` is its position and `*status` its

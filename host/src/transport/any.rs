@@ -189,6 +189,18 @@ impl Transport for AnyTransport {
     fn listen(&self, addr: SocketAddr) -> Result<AnyListener> {
         dispatch!(Self, self, t => t.listen(addr), AnyListener)
     }
+
+    /// The in-process NAA is always reached with the software transport (verbs too has
+    /// no loopback without an RDMA device), so local mode works whichever transport the
+    /// program chose.
+    fn connect_local(&self, remote: SocketAddr, deadline: Instant) -> Result<AnyEndpoint> {
+        let soft = match self {
+            Self::Soft(t) => t.clone(),
+            #[cfg(feature = "verbs")]
+            Self::Verbs(_) => SoftTransport::default(),
+        };
+        Ok(AnyEndpoint(Ep::Soft(soft.connect(remote, None, deadline)?)))
+    }
 }
 
 impl Listener for AnyListener {

@@ -296,4 +296,11 @@ pub trait Transport: Send + Sync {
     ) -> Result<Self::Endpoint>;
     /// Listens on `addr` (port 0 picks a free port).
     fn listen(&self, addr: SocketAddr) -> Result<Self::Listener>;
+    /// Connects to the in-process NAA of local mode at `remote` (a software NAA on the
+    /// loopback interface, [`crate::local`]). The default connects like
+    /// [`Transport::connect`]; a transport that cannot reach it reports
+    /// [`TransportError::Unavailable`].
+    fn connect_local(&self, remote: SocketAddr, deadline: Instant) -> Result<Self::Endpoint> {
+        self.connect(remote, None, deadline)
+    }
 }

@@ -57,7 +57,9 @@ impl Drop for SoftRegion {
 
 /// One end of a software RC connection (see the [module](super) documentation).
 ///
-/// Dropping it disconnects (or rejects, if it is an unaccepted request) and joins its thread.
+/// Dropping it disconnects (or rejects, if it is an unaccepted request) and joins its thread,
+/// which first sends the final frame due (the DREQ, or the NAK of a message it refused: the
+/// peer always learns why the connection ended), for at most `ack_timeout`.
 #[derive(Debug)]
 pub struct SoftEndpoint {
     shared: Arc<Shared>,
@@ -268,7 +270,7 @@ impl Endpoint for SoftEndpoint {
         tracing::debug!("soft transport: disconnect");
         st.rc.disconnect();
         shared.wake_app(&st);
-        let mut st = nic::flush_finals(shared, st);
+        let mut st = nic::flush_finals(shared, st, false);
         shared.nudge(&mut st);
         drop(st);
         shared.socket.shutdown(Shutdown::Write);
@@ -293,11 +295,16 @@ impl Drop for SoftEndpoint {
         } else if connected {
             self.disconnect();
         }
-        self.shared.socket.shutdown(Shutdown::Both);
+        // The queue pair is torn down now. Its NIC thread still writes the final frames (the
+        // NAK of a refused message, the DREQ: the peer must see why the connection ended, as
+        // from a real RC queue pair), bounded by `ack_timeout`; only its wait for the peer's
+        // remaining input is cut short (shutting the read side down ends it).
+        self.shared.socket.shutdown(Shutdown::Read);
         if let Some(t) = self.nic.take()
             && t.join().is_err()
         {
             tracing::error!("soft transport: NIC thread panicked");
         }
+        self.shared.socket.shutdown(Shutdown::Both);
     }
 }

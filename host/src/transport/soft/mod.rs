@@ -20,6 +20,9 @@
 //!   in `wait`, an eventfd rung when a completion or event is ready; arming it hands the
 //!   reader to the NIC thread at once.
 //!
+//! Testing: a [`FaultPlan`] in [`SoftConfig::faults`] drops, delays or resets the connection
+//! at a chosen frame (the `fault` module), deterministically; it is empty by default.
+//!
 //! Every posted work request completes exactly once; teardown (error, disconnect, peer loss)
 //! flushes what is outstanding with [`WcStatus::WrFlush`](crate::transport::WcStatus) and
 //! reports [`ConnectionEvent::Disconnected`](crate::transport::ConnectionEvent).
@@ -27,6 +30,7 @@
 mod config;
 mod endpoint;
 mod engine;
+mod fault;
 mod frame;
 mod listener;
 mod nic;
@@ -43,7 +47,8 @@ use std::time::Instant;
 
 pub use config::SoftConfig;
 pub use endpoint::{SoftEndpoint, SoftRegion};
-pub use listener::{SoftIncoming, SoftListener};
+pub use fault::{Direction, Fault, FaultAction, FaultPlan, FrameKind};
+pub use listener::{MAX_PENDING_HANDSHAKES, STALLED_HANDSHAKE, SoftIncoming, SoftListener};
 
 use super::{Result, Transport};
 

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use super::config::SoftConfig;
 use super::engine::Engine;
+use super::fault::FaultAction;
 use super::reader::Reader;
 use super::readiness::ReadyBell;
 use super::socket::Socket;
@@ -79,6 +80,8 @@ pub(crate) struct Core {
     pub(crate) app_waiters: u32,
     /// Set while the NIC thread sleeps.
     pub(crate) nic_sleep: Option<Sleep>,
+    /// An injected fault dropped a received frame: all further input is discarded unseen.
+    pub(crate) deaf: bool,
 }
 
 impl Core {
@@ -100,7 +103,9 @@ impl Core {
     pub(crate) fn take_reader_for_nic(&mut self, now: Instant) -> Option<Reader> {
         let due = match &self.read {
             ReadSlot::Free(_) | ReadSlot::Reserved(_) => true,
-            ReadSlot::AppIdle(_, since) => now >= *since + HANDOVER || self.rc.is_closed(),
+            ReadSlot::AppIdle(_, since) => {
+                now >= *since + HANDOVER || self.rc.is_closed() || self.rc.send_failed()
+            }
             ReadSlot::Nic | ReadSlot::App => false,
         };
         if !due {
@@ -134,7 +139,11 @@ impl Core {
             .writer
             .as_ref()
             .is_some_and(|w| w.has_work() || self.rc.has_data());
+        // After a failed write the input is read to its end at once (unless an application
+        // thread reads it).
+        let lost = self.rc.send_failed() && !matches!(self.read, ReadSlot::App);
         self.rc.is_closed()
+            || lost
             || (write_work && !sleep.write)
             || self.rc.can_resume()
             || matches!(self.read, ReadSlot::Reserved(_))
@@ -174,6 +183,7 @@ impl Shared {
                 writer: Some(Writer::new(now)),
                 app_waiters: 0,
                 nic_sleep: None,
+                deaf: false,
             }),
             app_cv: Condvar::new(),
             ready,
@@ -221,6 +231,19 @@ impl Shared {
                 return st;
             };
             w.refill(&mut st.rc, now, max_payload);
+            match st.rc.take_io_fault() {
+                Some(FaultAction::Delay(d)) => {
+                    drop(st);
+                    std::thread::sleep(d);
+                    st = self.lock();
+                    now = Instant::now();
+                }
+                Some(FaultAction::Reset) => {
+                    self.socket.abort();
+                    st.rc.handle_peer_gone();
+                }
+                Some(FaultAction::Drop) | None => {}
+            }
             if !w.has_work() {
                 st.writer = Some(w);
                 return st;
@@ -245,7 +268,8 @@ impl Shared {
                     true
                 }
                 Wrote::Failed => {
-                    st.rc.handle_peer_gone();
+                    // The receive side reads what arrived before (a NAK) and then ends it.
+                    st.rc.handle_send_failed();
                     false
                 }
             };

@@ -110,6 +110,14 @@ impl Transport for VerbsTransport {
         rdma_core::check()?;
         VerbsListener::bind(self.config.clone(), addr)
     }
+
+    fn connect_local(&self, _remote: SocketAddr, _deadline: Instant) -> Result<VerbsEndpoint> {
+        Err(TransportError::Unavailable(
+            "the in-process NAA of local mode (NAA_SPEC local:...) is reached with the \
+             software transport: use SoftTransport or AnyTransport"
+                .into(),
+        ))
+    }
 }
 
 /// The names of the RDMA devices of this machine (`ibv_get_device_list`). Empty when there
