@@ -19,7 +19,8 @@
 //! millisecond.
 //!
 //! Dropping the future before it completed leaves the RPC in flight: finish it with
-//! [`Naa::wait`], [`Naa::test`] or [`Naa::wait_async`].
+//! [`Naa::wait`], [`Naa::test`] or [`Naa::wait_async`], or abandon it with [`Naa::cancel`]
+//! (a timeout around the future, e.g. `tokio::time::timeout`, then `cancel`).
 
 pub(crate) mod reactor;
 
