@@ -166,3 +166,39 @@ fn never_invoked_handles_are_inactive_and_failures_are_per_handle() {
     assert_eq!(done.index, 1);
     assert!(done.result.is_ok());
 }
+
+#[test]
+fn a_cancelled_handle_is_inactive_until_its_next_invoke() {
+    // UNTIL_TIMEOUT's kernel runs until the NAA's kernel timeout, 1 s.
+    let naa = start_naa(SoftNaaConfig {
+        kernel_timeout: Duration::from_secs(1),
+        max_connections: 4,
+        ..SoftNaaConfig::default()
+    });
+    let create = |fncode: u32| {
+        Naa::create_with(
+            &SoftTransport::default(),
+            fncode,
+            vec![Param::zeroed(8)],
+            vec![Param::zeroed(8)],
+            &NaaOptions::at(naa.local_addr()),
+        )
+        .expect("create")
+    };
+    let mut slow = create(u32::from(UNTIL_TIMEOUT));
+    let mut fast = create(1);
+    slow.invoke().expect("invoke");
+    assert!(slow.cancel(), "an RPC was in flight");
+    // Cancelled: not in flight, not failed, skipped by every set call.
+    assert!(naa_set::wait_any([&mut slow]).is_none());
+    assert!(naa_set::wait_all([&mut slow])[0].is_none());
+    // The next invoke reconnects; the handle takes part again.
+    slow.invoke_with_timeout(Duration::from_secs(20))
+        .expect("invoke after cancel reconnects");
+    fast.invoke().expect("invoke");
+    let all = naa_set::wait_all([&mut slow, &mut fast]);
+    let slow_status = all[0].as_ref().expect("in flight").as_ref().expect("ok");
+    assert_eq!(slow_status.naa_error, ReturnCode::KERNEL_TIMEOUT);
+    let fast_status = all[1].as_ref().expect("in flight").as_ref().expect("ok");
+    assert_eq!(fast_status.naa_error, ReturnCode::SUCCESS);
+}
