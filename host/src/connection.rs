@@ -19,6 +19,7 @@
 //! ```
 
 use std::net::SocketAddr;
+use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
 use naaice_core::machine::{Machine, RpcResult};
@@ -294,6 +295,34 @@ impl<E: Endpoint> Connection<E> {
             }
         }
         self.check_failed()
+    }
+
+    /// Makes progress like [`Connection::poll`] without taking the result: `Ok(true)` once
+    /// the RPC in flight has finished (a later `poll` or `wait` returns its result).
+    pub(crate) fn advance(&mut self) -> Result<bool> {
+        self.progress(true)?;
+        Ok(!self.client().is_busy())
+    }
+
+    /// The error the connection failed with, if it failed.
+    pub(crate) fn failure(&self) -> Option<Error> {
+        self.check_failed().err()
+    }
+
+    /// Arms the readiness descriptor for a wait outside [`Connection::wait`]; `Ok(true)` if
+    /// the caller must poll instead of sleeping.
+    pub(crate) fn arm_ready(&mut self) -> Result<bool> {
+        Ok(self.driver.arm_ready()?)
+    }
+
+    /// The readiness descriptor (`None`: the transport has none; sleep briefly instead).
+    pub(crate) fn ready_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.driver.ready_fd()
+    }
+
+    /// When the connection must be polled even without readiness (the RPC's deadline).
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.driver.next_deadline()
     }
 
     fn check_failed(&self) -> Result<()> {

@@ -5,6 +5,9 @@
 //! * [`Naa`] (AP2, the middleware API): create / invoke / test / wait / finalize, MPI-like and
 //!   non-blocking; NAAs found through `NAA_SPEC` ([`spec`]), shared out among MPI ranks and
 //!   failed over ([`select`]); the environment variables in one place ([`environment`]).
+//!   Many handles progressed together in one thread ([`naa_set`]: `wait_any`, `wait_all`,
+//!   `test_any`, `test_all`), and the RPC as a `Future` for any
+//!   executor ([`rpc_future`]).
 //! * [`Connection`] (AP1, the low-level API): connection, regions, MRSP and transfers step by
 //!   step.
 //! * [`local`]: local (lookaside) mode, the kernel in-process behind the same API
@@ -30,6 +33,9 @@ pub mod local;
 #[allow(unsafe_code)]
 pub mod memory;
 pub mod naa;
+pub mod naa_set;
+mod readiness;
+pub mod rpc_future;
 pub mod select;
 pub mod spec;
 pub mod swnaa;

@@ -352,6 +352,17 @@ impl<E: Endpoint> Naa<E> {
         Ok(p.buffer.lock())
     }
 
+    /// The connection, for waiting on many handles ([`crate::naa_set`]) and futures
+    /// ([`crate::rpc_future`]); `None` after [`Naa::cancel`].
+    pub(crate) fn connection_mut(&mut self) -> Option<&mut Connection<E>> {
+        self.conn.as_mut()
+    }
+
+    /// The connection (read-only).
+    pub(crate) fn connection(&self) -> Option<&Connection<E>> {
+        self.conn.as_ref()
+    }
+
     /// `naa_finalize`: disconnects and releases everything (also done on drop).
     pub fn finalize(self) {
         drop(self);

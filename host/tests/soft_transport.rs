@@ -1334,3 +1334,85 @@ fn fault_delayed_ack_within_the_ack_timeout_is_only_late() {
     client.ep.disconnect();
     server.disconnected(LONG);
 }
+
+/// Sleeps in poll(2) on `ep`'s readiness descriptor (at most `LONG`); true if it became
+/// readable.
+fn readable(ep: &SoftEndpoint, timeout: Duration) -> bool {
+    let fd = ep
+        .ready_fd()
+        .expect("the soft transport has a readiness descriptor");
+    let mut fds = [rustix::event::PollFd::new(
+        &fd,
+        rustix::event::PollFlags::IN,
+    )];
+    let ts = rustix::event::Timespec {
+        tv_sec: timeout.as_secs() as i64,
+        tv_nsec: i64::from(timeout.subsec_nanos()),
+    };
+    rustix::event::poll(&mut fds, Some(&ts)).expect("poll") == 1
+}
+
+#[test]
+fn readiness_descriptor_wakes_a_waiter_for_small_and_large_messages_and_teardown() {
+    const BIG: usize = 4 << 20;
+    let (mut client, mut server, (r, rbuf)) = pair(config(), |ep| {
+        let rbuf = Buffer::zeroed(BIG);
+        let r = ep.register(&rbuf).unwrap();
+        ep.post_recv(1, None).unwrap();
+        ep.post_recv(2, None).unwrap();
+        (r, rbuf)
+    });
+    let mut out = [Completion {
+        wr_id: 0,
+        status: WcStatus::General,
+        opcode: WcOpcode::Send,
+        byte_len: 0,
+        imm: None,
+    }; 4];
+    // Nothing yet: armed, and the descriptor stays silent.
+    assert_eq!(server.ep.poll(&mut out).unwrap(), 0);
+    assert!(!server.ep.arm_ready().unwrap());
+    assert!(!readable(&server.ep, Duration::from_millis(20)));
+    // A small WRITE WITH IMMEDIATE, then a large one (placed by the NIC thread): each wakes
+    // the armed waiter, and the completion is there when it polls.
+    let sbuf = Buffer::from_vec(pattern(BIG, 3));
+    let s = client.region(&sbuf);
+    for (i, len) in [(1u64, 64usize), (2, BIG)] {
+        let op = SendOp::WriteWithImm(remote(&r, 0), i as u32);
+        client
+            .ep
+            .post_send(&[wr(i, op, Some(sge(&s, 0, len)))])
+            .unwrap();
+        let deadline = soon(LONG);
+        let c = loop {
+            if server.ep.arm_ready().unwrap() {
+                let n = server.ep.poll(&mut out).unwrap();
+                if n > 0 {
+                    break out[0];
+                }
+                continue;
+            }
+            assert!(Instant::now() < deadline, "no completion");
+            assert!(
+                readable(&server.ep, LONG),
+                "the descriptor did not wake the waiter"
+            );
+        };
+        assert_eq!(
+            (c.wr_id, c.status, c.imm),
+            (i, WcStatus::Success, Some(i as u32))
+        );
+        assert_eq!(c.byte_len as usize, len);
+    }
+    assert_eq!(rbuf.to_vec(), sbuf.to_vec());
+    // The peer leaves: the armed waiter wakes, and arming reports it from then on.
+    assert!(!server.ep.arm_ready().unwrap());
+    client.ep.disconnect();
+    assert!(
+        readable(&server.ep, LONG),
+        "teardown did not wake the waiter"
+    );
+    assert!(server.ep.arm_ready().unwrap());
+    server.drain_events();
+    assert_eq!(server.events, [ConnectionEvent::Disconnected]);
+}

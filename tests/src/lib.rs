@@ -4,7 +4,9 @@
 
 pub mod fpga;
 pub mod fpga_client;
+pub mod join;
 pub mod raw_client;
+pub mod rendezvous;
 pub mod soc;
 pub mod suite;
 

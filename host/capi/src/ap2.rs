@@ -42,16 +42,25 @@ pub(crate) struct Handle {
 }
 
 impl Handle {
+    /// Waits for the handle (another thread's call on it).
     pub(crate) fn lock(&self) -> MutexGuard<'_, Option<Naa>> {
         self.naa.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Takes the handle if no other thread is using it.
+    pub(crate) fn try_lock(
+        &self,
+    ) -> Result<MutexGuard<'_, Option<Naa>>, TryLockError<MutexGuard<'_, Option<Naa>>>> {
+        self.naa.try_lock()
+    }
+
+    /// Records the handle's state for `naa_test` on other threads.
     pub(crate) fn remember(&self, naa: &Naa) {
         self.state.store(naa.state().value(), Ordering::Relaxed);
     }
 }
 
-static HANDLES: Handles<Handle> = Handles::new();
+pub(crate) static HANDLES: Handles<Handle> = Handles::new();
 
 /// Number of live handles.
 pub(crate) fn live_handles() -> usize {

@@ -20,6 +20,9 @@
 //!   (0 on success, -1 on failure). A C program written against the reference compiles against
 //!   the header and runs unchanged. The differences, all fixes of spec section 9 defects, are listed
 //!   per function in [`ap2`].
+//! * **Extensions (not in the reference)**, MPI-like ([`ap2_set`]): `naa_waitany`,
+//!   `naa_waitall`, `naa_testany`, `naa_testall` progress many handles together in one
+//!   thread.
 //! * **Software NAA with C kernels** ([`swnaa`]): `naa_swnaa_*` runs the software NAA (the
 //!   reference's server) in a C program, with kernels written in C and registered by function
 //!   code.
@@ -51,6 +54,7 @@ pub mod ap1;
 pub mod ap1_types;
 pub mod ap2;
 pub mod ap2_call;
+pub mod ap2_set;
 mod boundary;
 pub mod error;
 mod handles;

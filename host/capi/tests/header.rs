@@ -52,6 +52,7 @@ fn committed_naaice_ap2_h_matches_the_code() {
             // naaice-rs extensions (not in the reference), at the end of the header.
             "src/ap2_call.rs",
             "src/local.rs",
+            "src/ap2_set.rs",
         ],
     );
 }

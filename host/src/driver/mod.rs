@@ -9,6 +9,7 @@
 //! `server`.
 
 mod client;
+mod readiness;
 mod regions;
 mod role;
 mod server;

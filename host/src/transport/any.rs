@@ -4,6 +4,7 @@
 //! per call (no boxing, no allocation).
 
 use std::net::SocketAddr;
+use std::os::fd::BorrowedFd;
 use std::str::FromStr;
 use std::time::Instant;
 
@@ -295,6 +296,18 @@ impl Endpoint for AnyEndpoint {
     }
     fn wait(&mut self, deadline: Instant) -> Result<bool> {
         with_endpoint!(self, e => e.wait(deadline))
+    }
+    fn arm_ready(&mut self) -> Result<bool> {
+        with_endpoint!(self, e => e.arm_ready())
+    }
+    fn ready_fd(&self) -> Option<BorrowedFd<'_>> {
+        // Requests not accepted yet are the server's; nobody waits on many of them.
+        match &self.0 {
+            Ep::Soft(e) => e.ready_fd(),
+            #[cfg(feature = "verbs")]
+            Ep::Verbs(e) => e.ready_fd(),
+            _ => None,
+        }
     }
     fn disconnect(&mut self) {
         with_endpoint!(self, e => e.disconnect())

@@ -2,6 +2,7 @@
 
 use std::io::IoSlice;
 use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::BorrowedFd;
 use std::sync::{Arc, PoisonError, Weak};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -10,7 +11,8 @@ use super::config::SoftConfig;
 use super::engine::Engine;
 use super::frame::{Frame, MAX_REASON};
 use super::nic;
-use super::queue_pair::{INLINE_PAYLOAD, Shared};
+use super::queue_pair::{INLINE_PAYLOAD, ReadSlot, Shared};
+use super::readiness::ReadyBell;
 use super::receive::receive_inline;
 use super::socket::Socket;
 use crate::memory::Buffer;
@@ -74,8 +76,12 @@ impl SoftEndpoint {
         })?;
         let peer = socket.peer_addr();
         let rc = Engine::new(config.settings(), Instant::now());
+        let ready = ReadyBell::new().map_err(|source| TransportError::Io {
+            call: "eventfd",
+            source,
+        })?;
         Ok(Self {
-            shared: Arc::new(Shared::new(config, socket, rc)),
+            shared: Arc::new(Shared::new(config, socket, rc, ready)),
             nic: None,
             peer,
         })
@@ -231,6 +237,28 @@ impl Endpoint for SoftEndpoint {
                 .0;
             st.app_waiters -= 1;
         }
+    }
+
+    fn arm_ready(&mut self) -> Result<bool> {
+        let shared = &*self.shared;
+        let mut st = shared.lock();
+        shared.ready.arm();
+        if st.rc.has_ready() || st.rc.is_closed() {
+            return Ok(true);
+        }
+        // This thread will sleep elsewhere, not receive: a reader it left idle goes to the NIC
+        // thread now instead of after the hand-over time.
+        if let ReadSlot::AppIdle(..) = st.read
+            && let ReadSlot::AppIdle(r, _) = std::mem::replace(&mut st.read, ReadSlot::Nic)
+        {
+            st.read = ReadSlot::Reserved(r);
+            shared.nudge(&mut st);
+        }
+        Ok(false)
+    }
+
+    fn ready_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.shared.ready.fd())
     }
 
     fn disconnect(&mut self) {

@@ -16,6 +16,9 @@
 //!   thread (`nic`) is idle, so that a small request/response exchange costs no hand-off
 //!   between threads. The NIC thread does the rest: large payloads in both directions, a
 //!   message waiting for a receive, timers, and teardown.
+//! * `readiness`: for a thread that waits on many endpoints (or an async reactor) instead of
+//!   in `wait`, an eventfd rung when a completion or event is ready; arming it hands the
+//!   reader to the NIC thread at once.
 //!
 //! Testing: a [`FaultPlan`] in [`SoftConfig::faults`] drops, delays or resets the connection
 //! at a chosen frame (the `fault` module), deterministically; it is empty by default.
@@ -33,6 +36,7 @@ mod listener;
 mod nic;
 mod queue_pair;
 mod reader;
+mod readiness;
 mod receive;
 mod regions;
 mod socket;

@@ -89,6 +89,8 @@ fn sleep<'a>(shared: &'a Shared, mut st: Guard<'a>, read: bool, now: Instant) ->
         .flatten()
         .min();
     let plan = Sleep { until, write };
+    // Timers may have produced completions (flushes) that an armed waiter must see.
+    shared.signal_ready(&st);
     if st.nic_must_act(plan) {
         // Something changed since this thread last looked.
         return st;
@@ -161,6 +163,7 @@ fn teardown(shared: &Shared, st: Guard<'_>) {
     let st = flush_finals(shared, st, true);
     let ending = st.rc.ending();
     shared.app_cv.notify_all();
+    shared.signal_ready(&st);
     drop(st);
     shared.socket.shutdown(Shutdown::Write);
     if ending == Ending::Linger {

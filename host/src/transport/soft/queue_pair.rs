@@ -28,6 +28,7 @@ use super::config::SoftConfig;
 use super::engine::Engine;
 use super::fault::FaultAction;
 use super::reader::Reader;
+use super::readiness::ReadyBell;
 use super::socket::Socket;
 use super::writer::{Writer, Wrote};
 
@@ -162,6 +163,8 @@ pub(crate) struct Shared {
     pub(crate) core: Mutex<Core>,
     /// Wakes application threads in `wait` (completions or events queued, reader offered).
     pub(crate) app_cv: Condvar,
+    /// Wakes an application thread armed on the readiness descriptor.
+    pub(crate) ready: ReadyBell,
 }
 
 /// The locked core.
@@ -169,7 +172,7 @@ pub(crate) type Guard<'a> = MutexGuard<'a, Core>;
 
 impl Shared {
     /// A new queue pair on `socket`, not established yet.
-    pub(crate) fn new(config: SoftConfig, socket: Socket, rc: Engine) -> Self {
+    pub(crate) fn new(config: SoftConfig, socket: Socket, rc: Engine, ready: ReadyBell) -> Self {
         let now = Instant::now();
         Self {
             config,
@@ -183,6 +186,7 @@ impl Shared {
                 deaf: false,
             }),
             app_cv: Condvar::new(),
+            ready,
         }
     }
 
@@ -196,6 +200,15 @@ impl Shared {
     pub(crate) fn wake_app(&self, st: &Core) {
         if st.app_waiters > 0 {
             self.app_cv.notify_all();
+        }
+        self.signal_ready(st);
+    }
+
+    /// Rings the readiness descriptor if what an armed waiter waits for is there: a
+    /// completion or event, or the end of the connection (a reader offered is not).
+    pub(crate) fn signal_ready(&self, st: &Core) {
+        if st.rc.has_ready() || st.rc.is_closed() {
+            self.ready.ring();
         }
     }
 

@@ -41,6 +41,7 @@ mod ops;
 mod pd;
 mod qp;
 mod rdma_core;
+mod readiness;
 mod sockaddr;
 
 use std::io;
