@@ -31,6 +31,7 @@ pub mod select;
 pub mod spec;
 pub mod swnaa;
 pub mod transport;
+pub mod waiting;
 
 pub use connection::Connection;
 pub use error::{Error, Result};

@@ -1,6 +1,7 @@
 //! Which transport a handle or a software NAA uses, chosen at run time by `NAAICE_TRANSPORT`
 //! (the library's [`AnyTransport`]).
 
+use naaice::environment::{WAIT_VAR, wait_policy};
 use naaice::transport::{AnyTransport, ParseTransportError};
 
 /// Environment variable that selects the transport.
@@ -22,15 +23,20 @@ pub fn parse_transport(value: &str) -> Result<AnyTransport, String> {
     })
 }
 
-/// The transport selected by `NAAICE_TRANSPORT` (verbs when unset).
+/// The transport selected by `NAAICE_TRANSPORT` (verbs when unset), waiting for completions
+/// as `NAAICE_WAIT` says (adaptive when unset).
 pub fn transport_from_env() -> Result<AnyTransport, String> {
-    match std::env::var(TRANSPORT_VAR) {
-        Ok(v) => parse_transport(&v),
-        Err(std::env::VarError::NotPresent) => parse_transport(""),
-        Err(std::env::VarError::NotUnicode(_)) => {
-            Err(format!("{TRANSPORT_VAR} is not valid UTF-8"))
-        }
+    let var = |name: &str| match std::env::var(name) {
+        Ok(v) => Ok(v),
+        Err(std::env::VarError::NotPresent) => Ok(String::new()),
+        Err(std::env::VarError::NotUnicode(_)) => Err(format!("{name} is not valid UTF-8")),
+    };
+    let mut transport = parse_transport(&var(TRANSPORT_VAR)?)?;
+    let wait = var(WAIT_VAR)?;
+    if let Some(policy) = wait_policy(Some(&wait)).map_err(|e| e.to_string())? {
+        transport.set_wait(policy);
     }
+    Ok(transport)
 }
 
 #[cfg(test)]

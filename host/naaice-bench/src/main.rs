@@ -37,8 +37,8 @@ pub(crate) type Error = Box<dyn std::error::Error>;
 fn transport(args: &Args) -> Result<AnyTransport, Error> {
     match &args.transport {
         AnyTransport::Soft(_) => {
-            if args.busy_poll_us.is_some() {
-                return Err("--busy-poll-us applies to the verbs transport only".into());
+            if args.wait_policy().is_some() {
+                return Err("--wait and --busy-poll-us apply to the verbs transport only".into());
             }
             let mut config = SoftConfig::default();
             if let Some(us) = args.ack_delay_us {
@@ -53,8 +53,8 @@ fn transport(args: &Args) -> Result<AnyTransport, Error> {
                 return Err("--ack-delay-us applies to the software transport only".into());
             }
             let mut config = VerbsConfig::default();
-            if let Some(us) = args.busy_poll_us {
-                config.busy_poll = Duration::from_micros(us);
+            if let Some(policy) = args.wait_policy() {
+                config.wait = policy;
             }
             Ok(AnyTransport::Verbs(VerbsTransport::new(config)))
         }

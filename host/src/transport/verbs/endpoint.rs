@@ -21,13 +21,23 @@ use crate::transport::{
     Completion, ConnectionEvent, Endpoint, Result, SendOp, SendWr, Sge, TransportError, WcOpcode,
     WcStatus,
 };
+use crate::waiting::{WaitEnd, Waiter};
 
 /// Completions fetched from the CQ per `ibv_poll_cq`.
 const POLL_BATCH: usize = 32;
-/// How long the busy-poll phase spins without yielding the CPU.
+/// How long a wait spins without yielding the CPU.
 const PURE_SPIN: std::time::Duration = std::time::Duration::from_micros(5);
-/// How often the busy-poll phase looks for connection events.
+/// How often polling looks for connection events (a system call each time).
 const EVENT_CHECK: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// What ended a sleep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Woken {
+    /// A completion is ready.
+    Completion,
+    /// A connection event is ready.
+    Event,
+}
 
 /// Where a connection is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,10 +64,13 @@ pub struct VerbsEndpoint {
     pd: Arc<ProtectionDomain>,
     id: Arc<CmId>,
     keys: Arc<KeyTable>,
-    config: VerbsConfig,
     state: State,
     /// Armed for all completions, and no CQ event consumed since.
     armed: bool,
+    /// How long waits spin, learned from the recent ones.
+    waiter: Waiter,
+    /// When the rdma_cm channel is read next while polling.
+    next_event_check: Instant,
     /// Completions taken off the CQ by `wait`, not handed out yet.
     ready: VecDeque<Completion>,
     events: VecDeque<ConnectionEvent>,
@@ -84,7 +97,7 @@ unsafe impl Send for VerbsEndpoint {}
 
 impl VerbsEndpoint {
     /// Creates PD, completion channel, CQ (armed solicited-only) and QP on `id`.
-    pub(super) fn new(id: Arc<CmId>, config: VerbsConfig, state: State) -> Result<Self> {
+    pub(super) fn new(id: Arc<CmId>, config: &VerbsConfig, state: State) -> Result<Self> {
         let pd = ProtectionDomain::new(&id)?;
         let channel = CompletionChannel::new(&pd)?;
         let cq = CompletionQueue::new(&channel)?;
@@ -97,9 +110,10 @@ impl VerbsEndpoint {
             pd,
             id,
             keys: Arc::new(KeyTable::default()),
-            config,
             state,
             armed: false,
+            waiter: Waiter::new(config.wait),
+            next_event_check: Instant::now(),
             ready: VecDeque::new(),
             events: VecDeque::new(),
             // SAFETY: `ibv_wc` is plain old data; all-zero is a valid value.
@@ -183,6 +197,53 @@ impl VerbsEndpoint {
             self.ready.push_back(completion(wc));
         }
         Ok(n)
+    }
+
+    /// Reads the connection's rdma_cm events if [`EVENT_CHECK`] has passed since they were
+    /// last read (reading costs a system call, so polling does it at most that often; a
+    /// sleeping wait sees events at once). True if an event is ready for the caller.
+    fn check_cm_events(&mut self, now: Instant) -> Result<bool> {
+        if now >= self.next_event_check {
+            self.next_event_check = now + EVENT_CHECK;
+            self.read_cm_events()?;
+        }
+        Ok(!self.events.is_empty())
+    }
+
+    /// Arms the CQ and sleeps on the completion and rdma_cm channels until a completion or
+    /// an event is ready (which one) or `deadline` passes (`None`).
+    fn sleep(&mut self, deadline: Instant) -> Result<Option<Woken>> {
+        let fds = [self.cq.channel_fd(), self.id.channel().fd()];
+        loop {
+            if !self.armed {
+                self.cq.arm(false)?;
+                self.armed = true;
+                // D-15: a completion queued before the arming raises no event. Poll again.
+                if self.fill()? > 0 {
+                    return Ok(Some(Woken::Completion));
+                }
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            let [cq_ready, cm_ready] = wait_readable(&fds, deadline - now)?;
+            if cq_ready {
+                while self.cq.take_event()? {
+                    self.armed = false;
+                }
+            }
+            if cm_ready {
+                self.next_event_check = Instant::now() + EVENT_CHECK;
+                self.read_cm_events()?;
+                if !self.events.is_empty() {
+                    return Ok(Some(Woken::Event));
+                }
+            }
+            if self.fill()? > 0 {
+                return Ok(Some(Woken::Completion));
+            }
+        }
     }
 
     fn sge(&self, sge: &Sge) -> Result<ibv_sge> {
@@ -368,7 +429,7 @@ impl Endpoint for VerbsEndpoint {
     }
 
     fn poll_event(&mut self) -> Option<ConnectionEvent> {
-        if let Err(e) = self.read_cm_events() {
+        if let Err(e) = self.check_cm_events(Instant::now()) {
             tracing::warn!(error = %e, "verbs: reading connection events failed");
         }
         // Completions taken off the CQ before a disconnect go first (see `read_cm_events`).
@@ -379,35 +440,32 @@ impl Endpoint for VerbsEndpoint {
     }
 
     fn wait(&mut self, deadline: Instant) -> Result<bool> {
-        if !self.ready.is_empty() || !self.events.is_empty() {
+        if !self.ready.is_empty() || !self.events.is_empty() || self.fill()? > 0 {
             return Ok(true);
         }
-        self.read_cm_events()?;
-        if !self.events.is_empty() || self.fill()? > 0 {
+        let start = Instant::now();
+        if self.check_cm_events(start)? {
             return Ok(true);
         }
         if self.state == State::Closed {
             return Err(TransportError::NotConnected);
         }
-        // Busy-poll briefly: a completion is often microseconds away. After the first few
+        // Spin for the policy's budget (see `crate::waiting`). After the first few
         // microseconds, yield between polls, so that work the kernel deferred on this CPU can
-        // run (Soft-RoCE completes work requests in softirqs, which a spinning thread would
-        // hold off until the next scheduler tick).
-        // Connection events are looked at every millisecond meanwhile.
-        let start = Instant::now();
-        let spin_until = (start + self.config.busy_poll).min(deadline);
+        // run (Soft-RoCE completes work requests in softirqs and kernel threads, which a
+        // spinning thread would hold off until the next scheduler tick).
+        let budget = self.waiter.spin_budget();
+        let spin_until = budget
+            .and_then(|b| start.checked_add(b))
+            .map_or(deadline, |t| t.min(deadline));
         let mut now = start;
-        let mut next_event_check = start + EVENT_CHECK;
         while now < spin_until {
             if self.fill()? > 0 {
+                self.waiter.record(WaitEnd::Spun(now - start));
                 return Ok(true);
             }
-            if now >= next_event_check {
-                self.read_cm_events()?;
-                if !self.events.is_empty() {
-                    return Ok(true);
-                }
-                next_event_check = now + EVENT_CHECK;
+            if self.check_cm_events(now)? {
+                return Ok(true);
             }
             if now - start < PURE_SPIN {
                 std::hint::spin_loop();
@@ -416,36 +474,23 @@ impl Endpoint for VerbsEndpoint {
             }
             now = Instant::now();
         }
-        let fds = [self.cq.channel_fd(), self.id.channel().fd()];
-        loop {
-            if !self.armed {
-                self.cq.arm(false)?;
-                self.armed = true;
-                // D-15: a completion queued before the arming raises no event. Poll again.
-                if self.fill()? > 0 {
-                    return Ok(true);
-                }
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Ok(false);
-            }
-            let [cq_ready, cm_ready] = wait_readable(&fds, deadline - now)?;
-            if cq_ready {
-                while self.cq.take_event()? {
-                    self.armed = false;
-                }
-            }
-            if cm_ready {
-                self.read_cm_events()?;
-                if !self.events.is_empty() {
-                    return Ok(true);
-                }
-            }
+        if budget.is_none() || now >= deadline {
+            // Polling never sleeps; a wait that spun until its deadline is over.
             if self.fill()? > 0 {
+                self.waiter.record(WaitEnd::Spun(now - start));
                 return Ok(true);
             }
+            self.waiter.record(WaitEnd::TimedOut(now - start));
+            return Ok(false);
         }
+        let ready = self.sleep(deadline)?;
+        let waited = Instant::now() - start;
+        match ready {
+            Some(Woken::Completion) => self.waiter.record(WaitEnd::Slept(waited)),
+            Some(Woken::Event) => {}
+            None => self.waiter.record(WaitEnd::TimedOut(waited)),
+        }
+        Ok(ready.is_some())
     }
 
     fn disconnect(&mut self) {

@@ -12,10 +12,12 @@
 //! * The CQ is armed solicited-only at creation (spec §1.1, §1.5); waiting locally re-arms it
 //!   for all completions and **polls the CQ again after every arming**, so a completion that
 //!   arrived in between is never missed (the C server's lost wake-up, defect D-15).
-//! * [`Endpoint::wait`](super::Endpoint::wait) busy-polls the CQ for
-//!   [`VerbsConfig::busy_poll`], then sleeps in `ppoll` on the completion channel and the
-//!   rdma_cm event channel until its deadline; [`Endpoint::poll`](super::Endpoint::poll) never
-//!   blocks. No signals, no alarms.
+//! * [`Endpoint::wait`](super::Endpoint::wait) polls the CQ in a loop for as long as
+//!   [`VerbsConfig::wait`] says (learned from the connection's recent waits by default, see
+//!   [`crate::waiting`]), then sleeps in `ppoll` on the completion channel and the rdma_cm
+//!   event channel until its deadline; [`Endpoint::poll`](super::Endpoint::poll) never
+//!   blocks. No signals, no alarms. While polling, the rdma_cm channel is read at most once a
+//!   millisecond (a system call each time).
 //! * Each accepted connection gets its own event channel (`rdma_migrate_id`), so a
 //!   disconnect in any phase reaches exactly its endpoint (defect D-31): librdmacm moves the QP
 //!   to the error state, outstanding work requests complete with `WrFlush`, and a
@@ -52,13 +54,14 @@ pub use listener::{VerbsIncoming, VerbsListener};
 pub use mr::VerbsRegion;
 
 use super::{Result, Transport, TransportError};
+use crate::waiting::WaitPolicy;
 
 /// Settings of the verbs transport.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VerbsConfig {
-    /// How long [`wait`](super::Endpoint::wait) polls the CQ in a loop before it arms the
-    /// completion channel and sleeps. Zero: sleep at once. Default 20 µs.
-    pub busy_poll: Duration,
+    /// How [`wait`](super::Endpoint::wait) waits: how long it polls the CQ in a loop before
+    /// it arms the completion channel and sleeps ([`crate::waiting`]). Default: adaptive.
+    pub wait: WaitPolicy,
     /// Timeout handed to `rdma_resolve_addr` and `rdma_resolve_route` (also bounded by the
     /// connect deadline). Default 2 s.
     pub resolve_timeout: Duration,
@@ -67,7 +70,7 @@ pub struct VerbsConfig {
 impl Default for VerbsConfig {
     fn default() -> Self {
         Self {
-            busy_poll: Duration::from_micros(20),
+            wait: WaitPolicy::default(),
             resolve_timeout: Duration::from_secs(2),
         }
     }
@@ -88,6 +91,11 @@ impl VerbsTransport {
     /// The configuration in use.
     pub fn config(&self) -> &VerbsConfig {
         &self.config
+    }
+
+    /// Sets how endpoints created from now on wait for completions.
+    pub fn set_wait(&mut self, policy: WaitPolicy) {
+        self.config.wait = policy;
     }
 }
 
