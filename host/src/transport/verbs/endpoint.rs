@@ -13,6 +13,7 @@ use rdma_mummy_sys::{
 use super::cm::{CmId, wait_readable};
 use super::cq::{CompletionChannel, CompletionQueue};
 use super::mr::{KeyTable, VerbsRegion};
+use super::outstanding::Outstanding;
 use super::pd::ProtectionDomain;
 use super::qp::QueuePair;
 use super::{MAX_WR, VerbsConfig, sockaddr};
@@ -56,8 +57,9 @@ pub(super) enum State {
 /// domain and rdma_cm id live on while a [`VerbsRegion`] registered on it does.
 ///
 /// `post_send` checks the whole list (state, length, every SGE against the live
-/// registrations) before posting; if the provider still refuses a request part-way, the
-/// requests before it are posted and complete as usual, and the error is returned.
+/// registrations, room in the send queue) before posting; if the provider still refuses a
+/// request part-way, the error is returned and the requests before it are posted: they
+/// complete with the next signaled send, or flushed when the connection ends.
 pub struct VerbsEndpoint {
     qp: QueuePair,
     cq: Arc<CompletionQueue>,
@@ -71,7 +73,9 @@ pub struct VerbsEndpoint {
     waiter: Waiter,
     /// When the rdma_cm channel is read next while polling.
     next_event_check: Instant,
-    /// Completions taken off the CQ by `wait`, not handed out yet.
+    /// The outstanding work requests (tags, room, made-up completions).
+    outstanding: Outstanding,
+    /// Completions taken off the CQ, not handed out yet.
     ready: VecDeque<Completion>,
     events: VecDeque<ConnectionEvent>,
     wcs: Vec<ibv_wc>,
@@ -114,7 +118,8 @@ impl VerbsEndpoint {
             armed: false,
             waiter: Waiter::new(config.wait),
             next_event_check: Instant::now(),
-            ready: VecDeque::new(),
+            outstanding: Outstanding::new(MAX_WR as usize, MAX_WR as usize),
+            ready: VecDeque::with_capacity(2 * POLL_BATCH),
             events: VecDeque::new(),
             // SAFETY: `ibv_wc` is plain old data; all-zero is a valid value.
             wcs: (0..POLL_BATCH)
@@ -190,11 +195,12 @@ impl VerbsEndpoint {
         self.events.push_back(ConnectionEvent::Disconnected);
     }
 
-    /// Moves completions from the CQ into `ready`; returns how many.
+    /// Moves completions from the CQ into `ready` (with those of the unsignaled sends they
+    /// imply); returns how many CQ entries were read.
     fn fill(&mut self) -> Result<usize> {
         let n = self.cq.poll(&mut self.wcs)?;
         for wc in &self.wcs[..n] {
-            self.ready.push_back(completion(wc));
+            self.outstanding.complete(completion(wc), &mut self.ready);
         }
         Ok(n)
     }
@@ -306,9 +312,12 @@ impl Endpoint for VerbsEndpoint {
         if self.state == State::Closed {
             return Err(TransportError::NotConnected);
         }
+        if self.outstanding.recv_room() == 0 {
+            return Err(TransportError::InvalidRequest("receive queue full"));
+        }
         let mut sge = buf.map(|s| self.sge(&s)).transpose()?;
         let mut wr = ibv_recv_wr {
-            wr_id,
+            wr_id: self.outstanding.recv_tag(),
             next: std::ptr::null_mut(),
             sg_list: sge
                 .as_mut()
@@ -318,7 +327,9 @@ impl Endpoint for VerbsEndpoint {
         // SAFETY: one request, null-terminated; its SGE (if any) was checked against a live
         // registration, whose region keeps the memory registered (the caller keeps the region
         // until the receive completes, as the seam requires).
-        unsafe { self.qp.post_recv(&mut wr) }
+        unsafe { self.qp.post_recv(&mut wr) }?;
+        self.outstanding.received(wr_id);
+        Ok(())
     }
 
     fn post_send(&mut self, wrs: &[SendWr]) -> Result<()> {
@@ -328,7 +339,7 @@ impl Endpoint for VerbsEndpoint {
         if wrs.is_empty() {
             return Ok(());
         }
-        if wrs.len() > MAX_WR as usize {
+        if wrs.len() > self.outstanding.send_room() {
             return Err(TransportError::InvalidRequest("send queue full"));
         }
         let mut sges = std::mem::take(&mut self.send_sges);
@@ -359,7 +370,11 @@ impl Endpoint for VerbsEndpoint {
                         Some(imm),
                     ),
                 };
-                let mut flags = ibv_send_flags::IBV_SEND_SIGNALED.0;
+                // Only the last request of the list is signaled (see `Outstanding`).
+                let mut flags = 0;
+                if i + 1 == wrs.len() {
+                    flags |= ibv_send_flags::IBV_SEND_SIGNALED.0;
+                }
                 if wr.solicited {
                     flags |= ibv_send_flags::IBV_SEND_SOLICITED.0;
                 }
@@ -370,7 +385,7 @@ impl Endpoint for VerbsEndpoint {
                 // SAFETY: `ibv_send_wr` is plain old data (integers, raw pointers, unions of
                 // them); all-zero is a valid value.
                 let mut w: ibv_send_wr = unsafe { std::mem::zeroed() };
-                w.wr_id = wr.wr_id;
+                w.wr_id = self.outstanding.send_tag(i);
                 w.sg_list = if wr.local.is_some() {
                     std::ptr::from_mut(&mut sges[i])
                 } else {
@@ -392,11 +407,29 @@ impl Endpoint for VerbsEndpoint {
                 let next = std::ptr::from_mut(&mut list[i]);
                 list[i - 1].next = next;
             }
+            let mut bad = std::ptr::null_mut();
             // SAFETY: `list` is a null-terminated chain (the last `next` stays null) of valid
             // requests whose SGEs point into `sges`, both alive for this call (the provider
             // copies requests while posting). Every SGE was checked against a live
             // registration; the regions keep the memory registered until completion.
-            unsafe { self.qp.post_send(list.as_mut_ptr()) }
+            let posted = unsafe { self.qp.post_send(list.as_mut_ptr(), &mut bad) };
+            // The requests before a refused one were posted: account for them.
+            let count = match &posted {
+                Ok(()) => wrs.len(),
+                Err(_) if bad.is_null() => 0,
+                Err(_) => {
+                    let offset = (bad as usize).wrapping_sub(list.as_ptr() as usize);
+                    (offset / size_of::<ibv_send_wr>()).min(wrs.len())
+                }
+            };
+            for wr in &wrs[..count] {
+                let opcode = match wr.op {
+                    SendOp::Send => WcOpcode::Send,
+                    SendOp::Write(_) | SendOp::WriteWithImm(..) => WcOpcode::RdmaWrite,
+                };
+                self.outstanding.sent(wr.wr_id, opcode);
+            }
+            posted
         })();
         self.send_sges = sges;
         self.send_wrs = list;
@@ -411,18 +444,8 @@ impl Endpoint for VerbsEndpoint {
                     out[n] = c;
                     n += 1;
                 }
-                None => break,
-            }
-        }
-        while n < out.len() {
-            let want = (out.len() - n).min(self.wcs.len());
-            let got = self.cq.poll(&mut self.wcs[..want])?;
-            for (slot, wc) in out[n..].iter_mut().zip(&self.wcs[..got]) {
-                *slot = completion(wc);
-            }
-            n += got;
-            if got < want {
-                break;
+                None if self.fill()? == 0 => break,
+                None => {}
             }
         }
         Ok(n)
