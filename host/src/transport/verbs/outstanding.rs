@@ -176,7 +176,10 @@ mod tests {
         let last = post_list(&mut o, &[1, 2, 3, 4]);
         let mut out = VecDeque::new();
         // Request 2 fails (its CQE's opcode is undefined: the slot's is used), 3 and 4 flush.
-        o.complete(cqe(first + 1, WcStatus::RemoteAccess, WcOpcode::Recv), &mut out);
+        o.complete(
+            cqe(first + 1, WcStatus::RemoteAccess, WcOpcode::Recv),
+            &mut out,
+        );
         o.complete(cqe(first + 2, WcStatus::WrFlush, WcOpcode::Recv), &mut out);
         o.complete(cqe(last, WcStatus::WrFlush, WcOpcode::Recv), &mut out);
         let got: Vec<_> = out.iter().map(|c| (c.wr_id, c.status, c.opcode)).collect();
@@ -222,8 +225,14 @@ mod tests {
     fn completions_of_nothing_outstanding_are_dropped() {
         let mut o = Outstanding::new(4, 4);
         let mut out = VecDeque::new();
-        o.complete(cqe(o.send_tag(0), WcStatus::Success, WcOpcode::Send), &mut out);
-        o.complete(cqe(o.recv_tag(), WcStatus::Success, WcOpcode::Recv), &mut out);
+        o.complete(
+            cqe(o.send_tag(0), WcStatus::Success, WcOpcode::Send),
+            &mut out,
+        );
+        o.complete(
+            cqe(o.recv_tag(), WcStatus::Success, WcOpcode::Recv),
+            &mut out,
+        );
         assert!(out.is_empty());
         // A stale send tag does not complete later requests.
         let stale = o.send_tag(0);
@@ -249,7 +258,10 @@ mod tests {
         assert_eq!(o.recv_room(), 1);
         let mut out = VecDeque::new();
         for &t in &tags {
-            o.complete(cqe(t, WcStatus::Success, WcOpcode::RecvRdmaWithImm), &mut out);
+            o.complete(
+                cqe(t, WcStatus::Success, WcOpcode::RecvRdmaWithImm),
+                &mut out,
+            );
         }
         let ids: Vec<_> = out.iter().map(|c| c.wr_id).collect();
         assert_eq!(ids, [100, 101, 102]);
