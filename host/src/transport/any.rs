@@ -161,7 +161,9 @@ impl AnyTransport {
     /// and ignores the policy.
     pub fn set_wait(&mut self, policy: WaitPolicy) {
         match self {
-            Self::Soft(_) => {}
+            Self::Soft(_) => {
+                let _ = policy;
+            }
             #[cfg(feature = "verbs")]
             Self::Verbs(t) => t.set_wait(policy),
         }
