@@ -220,7 +220,12 @@ impl VerbsEndpoint {
     /// an event is ready (which one) or `deadline` passes (`None`).
     fn sleep(&mut self, deadline: Instant) -> Result<Option<Woken>> {
         let fds = [self.cq.channel_fd(), self.id.channel().fd()];
+        let mut rounds = 0u32;
         loop {
+            rounds += 1;
+            if rounds == 8 {
+                tracing::debug!("verbs: woken 8 times in one wait without a completion");
+            }
             if !self.armed {
                 self.cq.arm(false)?;
                 self.armed = true;
