@@ -381,7 +381,7 @@ mod tests {
     #[test]
     fn a_short_wait_after_sleeping_at_once_restores_spinning() {
         let mut w = adaptive();
-        for _ in 0..8 {
+        for _ in 0..12 {
             w.record(WaitEnd::TimedOut(100_000 * US));
         }
         assert_eq!(budget(&mut w), Duration::ZERO);
