@@ -35,6 +35,15 @@ const PROBE_EVERY: u32 = 16;
 const FUTILE_IN_A_ROW: u32 = 4;
 /// Weight of a new sample in the moving average: 1/2^`EWMA_SHIFT`.
 const EWMA_SHIFT: u32 = 3;
+/// A wait that ended while spinning is recent within this many waits.
+const RECENT_HITS: u32 = 64;
+
+/// `average + (sample - average) / 8`, in nanoseconds (waits are far below 2^64 ns).
+fn ewma(average: Duration, sample: Duration) -> Duration {
+    let a = average.as_nanos() as i128;
+    let next = a + ((sample.as_nanos() as i128 - a) >> EWMA_SHIFT);
+    Duration::from_nanos(u64::try_from(next.max(0)).unwrap_or(u64::MAX))
+}
 
 /// How a connection waits for completions (see the [module](self) documentation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,7 +145,10 @@ pub enum WaitEnd {
 /// * a wait that slept (or timed out) after more than `cap` shows that spinning did not pay:
 ///   from the fourth such wait in a row, the budget halves, and becomes zero (sleep at once)
 ///   below 5 µs (a few long waits, such as the memory-region setup before the first RPC or a
-///   peer that was descheduled, do not make the next short one sleep);
+///   peer that was descheduled, do not make the next short one sleep); but while one of the
+///   last 64 waits ended while spinning, it stays at least twice the moving average of such
+///   waits (in a ping-pong, a side that sleeps makes the other's waits long: if both then
+///   stopped spinning, both would pay a wake-up on every wait from then on);
 /// * while the budget is zero, every 16th wait spins `2·typical` (within [5 µs, `cap`]) to
 ///   notice when waits become short again.
 ///
@@ -151,6 +163,10 @@ pub struct Waiter {
     waits_since_probe: u32,
     /// Waits in a row on which spinning did not pay.
     futile: u32,
+    /// Moving average of the waits that ended while spinning.
+    hit: Duration,
+    /// Waits since the last one that ended while spinning.
+    since_hit: u32,
 }
 
 impl Waiter {
@@ -166,6 +182,8 @@ impl Waiter {
             budget: Duration::ZERO,
             waits_since_probe: 0,
             futile: 0,
+            hit: Duration::ZERO,
+            since_hit: RECENT_HITS,
         };
         waiter.budget = waiter.learned();
         waiter
@@ -204,32 +222,35 @@ impl Waiter {
         match end {
             WaitEnd::Spun(t) => {
                 self.futile = 0;
+                self.since_hit = 0;
+                self.hit = ewma(self.hit, t.min(cap));
                 self.observe(t.min(cap));
                 self.budget = self.learned();
             }
             WaitEnd::Slept(t) if t <= cap => {
                 self.futile = 0;
+                self.since_hit = self.since_hit.saturating_add(1);
                 self.observe(t);
                 self.budget = self
                     .learned()
                     .max(self.clamped(self.budget.saturating_mul(2)));
             }
             WaitEnd::Slept(_) => {
+                self.since_hit = self.since_hit.saturating_add(1);
                 self.observe(cap);
                 self.back_off();
             }
-            WaitEnd::TimedOut(t) if t > cap => self.back_off(),
+            WaitEnd::TimedOut(t) if t > cap => {
+                self.since_hit = self.since_hit.saturating_add(1);
+                self.back_off();
+            }
             // A short timeout (a protocol deadline) says nothing about completions.
             WaitEnd::TimedOut(_) => {}
         }
     }
 
     fn observe(&mut self, sample: Duration) {
-        // typical += (sample - typical) / 8, in nanoseconds (waits are far below 2^64 ns).
-        let typical = self.typical.as_nanos() as i128;
-        let sample = sample.as_nanos() as i128;
-        let next = typical + ((sample - typical) >> EWMA_SHIFT);
-        self.typical = Duration::from_nanos(u64::try_from(next.max(0)).unwrap_or(u64::MAX));
+        self.typical = ewma(self.typical, sample);
     }
 
     fn back_off(&mut self) {
@@ -238,7 +259,15 @@ impl Waiter {
             return;
         }
         let half = self.budget / 2;
-        self.budget = if half < FLOOR { Duration::ZERO } else { half };
+        let half = if half < FLOOR { Duration::ZERO } else { half };
+        // While waits still end in spinning now and then, keep spinning as long as those
+        // take: a peer that slept makes waits long, and sleeping in turn would keep it so.
+        let floor = if self.since_hit < RECENT_HITS {
+            self.clamped(self.hit.saturating_mul(2))
+        } else {
+            Duration::ZERO
+        };
+        self.budget = half.max(floor);
     }
 
     /// `2·typical` within [FLOOR, cap].
@@ -376,6 +405,26 @@ mod tests {
         let before = budget(&mut w);
         w.record(WaitEnd::Slept(5_000 * US));
         assert_eq!(budget(&mut w), before / 2, "the fourth in a row halves it");
+    }
+
+    #[test]
+    fn recent_hits_keep_spinning_as_long_as_they_take() {
+        let mut w = adaptive();
+        // A ping-pong whose peer sleeps: one wait in four still ends while spinning (60 µs),
+        // the others take 5 ms.
+        for _ in 0..64 {
+            w.record(WaitEnd::Spun(60 * US));
+            for _ in 0..3 {
+                w.record(WaitEnd::Slept(5_000 * US));
+            }
+        }
+        let b = budget(&mut w);
+        assert!(b >= 110 * US && b <= DEFAULT_SPIN_CAP, "{b:?}");
+        // No hit for 64 waits: the budget halves down to nothing.
+        for _ in 0..72 {
+            w.record(WaitEnd::Slept(5_000 * US));
+        }
+        assert_eq!(budget(&mut w), Duration::ZERO);
     }
 
     #[test]
