@@ -31,9 +31,14 @@ pub fn transport_from_env() -> Result<AnyTransport, String> {
         Err(std::env::VarError::NotPresent) => Ok(String::new()),
         Err(std::env::VarError::NotUnicode(_)) => Err(format!("{name} is not valid UTF-8")),
     };
-    let mut transport = parse_transport(&var(TRANSPORT_VAR)?)?;
-    let wait = var(WAIT_VAR)?;
-    if let Some(policy) = wait_policy(Some(&wait)).map_err(|e| e.to_string())? {
+    transport_with_wait(&var(TRANSPORT_VAR)?, &var(WAIT_VAR)?)
+}
+
+/// The transport for a `NAAICE_TRANSPORT` value, waiting as the `NAAICE_WAIT` value says
+/// (empty: the defaults).
+fn transport_with_wait(transport: &str, wait: &str) -> Result<AnyTransport, String> {
+    let mut transport = parse_transport(transport)?;
+    if let Some(policy) = wait_policy(Some(wait)).map_err(|e| e.to_string())? {
         transport.set_wait(policy);
     }
     Ok(transport)
@@ -53,6 +58,35 @@ mod tests {
             err.contains("NAAICE_TRANSPORT") && err.contains("soft"),
             "{err}"
         );
+    }
+
+    #[test]
+    #[cfg(feature = "verbs")]
+    fn naaice_wait_sets_the_verbs_wait_policy() {
+        use naaice::waiting::WaitPolicy;
+        let wait = |t: AnyTransport| match t {
+            AnyTransport::Verbs(v) => v.config().wait,
+            other => panic!("not verbs: {other:?}"),
+        };
+        assert_eq!(
+            wait(transport_with_wait("", "").unwrap()),
+            WaitPolicy::default()
+        );
+        assert_eq!(
+            wait(transport_with_wait("verbs", "poll").unwrap()),
+            WaitPolicy::Poll
+        );
+        assert_eq!(
+            wait(transport_with_wait("", " Sleep ").unwrap()),
+            WaitPolicy::Sleep
+        );
+        let err = transport_with_wait("verbs", "hurry").unwrap_err();
+        assert!(
+            err.contains("NAAICE_WAIT") && err.contains("hurry"),
+            "{err}"
+        );
+        // The software transport takes any valid policy (it always blocks in its reads).
+        assert!(transport_with_wait("soft", "poll").is_ok());
     }
 
     #[test]
