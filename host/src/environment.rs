@@ -7,6 +7,7 @@
 //! | `NAA_LOCAL_IP` | local source address (optional) |
 //! | `NAAICE_RPC_TIMEOUT` | per-RPC deadline in seconds ([`DEFAULT_RPC_TIMEOUT`] when unset) |
 //! | `NAAICE_CONNECT_TIMEOUT` | connect deadline in seconds, retries and failover included ([`crate::connection::CONNECT_TIMEOUT`] when unset) |
+//! | `NAAICE_WAIT` | how the verbs transport waits for completions: `adaptive` (default), `adaptive:CAP_US`, `poll`, `sleep`, `spin:US` ([`crate::waiting`]) |
 //! | `NAAICE_RANK`, `NAAICE_NRANKS` | this process's rank and the number of ranks (win over the launcher's) |
 //! | `SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID` | rank, size and node-local rank under `srun` |
 //! | `OMPI_COMM_WORLD_RANK`, `..._SIZE`, `..._LOCAL_RANK` | the same under Open MPI's `mpirun` |
@@ -21,11 +22,14 @@ use std::time::Duration;
 
 use crate::naa::NaaOptions;
 use crate::spec::SpecError;
+use crate::waiting::WaitPolicy;
 
 /// Per-RPC deadline in seconds (may be fractional).
 pub const RPC_TIMEOUT_VAR: &str = "NAAICE_RPC_TIMEOUT";
 /// Connect deadline in seconds (may be fractional), retries and failover included.
 pub const CONNECT_TIMEOUT_VAR: &str = "NAAICE_CONNECT_TIMEOUT";
+/// How the verbs transport waits for completions ([`WaitPolicy`] text).
+pub const WAIT_VAR: &str = "NAAICE_WAIT";
 /// Default per-RPC deadline: the C reference's receive timeout (one hour).
 pub const DEFAULT_RPC_TIMEOUT: Duration = Duration::from_secs(3600);
 
@@ -127,6 +131,18 @@ pub fn seconds(name: &'static str, value: Option<&str>) -> Result<Option<Duratio
         })
 }
 
+/// Parses the `NAAICE_WAIT` value: `None` when unset or empty.
+pub fn wait_policy(value: Option<&str>) -> Result<Option<WaitPolicy>, SpecError> {
+    let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    v.parse().map(Some).map_err(|e| SpecError::Variable {
+        name: WAIT_VAR,
+        value: v.to_owned(),
+        reason: format!("{e}"),
+    })
+}
+
 impl NaaOptions {
     /// The options `naa_create` and [`crate::Naa::create`] use: the defaults with
     /// `NAAICE_RPC_TIMEOUT` and `NAAICE_CONNECT_TIMEOUT` applied (NAA from `NAA_SPEC`, local
@@ -213,6 +229,19 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("NAAICE_NRANKS=4"), "{err}");
+    }
+
+    #[test]
+    fn wait_policy_from_its_variable() {
+        assert_eq!(wait_policy(None).unwrap(), None);
+        assert_eq!(wait_policy(Some("  ")).unwrap(), None);
+        assert_eq!(wait_policy(Some("poll")).unwrap(), Some(WaitPolicy::Poll));
+        assert_eq!(
+            wait_policy(Some(" adaptive ")).unwrap(),
+            Some(WaitPolicy::default())
+        );
+        let err = wait_policy(Some("spinny")).unwrap_err().to_string();
+        assert!(err.contains(WAIT_VAR) && err.contains("spinny"), "{err}");
     }
 
     #[test]

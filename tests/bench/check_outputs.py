@@ -76,7 +76,7 @@ def check_summary(path, sizes, compared):
     want = sorted(set(sizes) | {s for s in (64, 4096) if s <= max(sizes)})
     if got != want:
         raise CheckError(f"{path}: sizes {got}, want {want}")
-    columns = ["steady_rpc_us", "steady_rpc_p99_us", "raw_rtt_us", "fresh_setup_us",
+    columns = ["steady_rpc_us", "steady_rpc_p99_us", "steady_cpu_client_us", "raw_rtt_us", "fresh_setup_us",
                "fresh_register_us", "fresh_mrsp_us", "fresh_transfer_us", "middleware_us"]
     for r in rows:
         for c in columns:

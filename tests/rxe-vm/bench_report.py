@@ -10,7 +10,8 @@ OUT is the directory bench-guest.sh filled (bench.sh runs both):
   perftest's MB/sec, which are MiB/s.
 * rpc/<round>/summary.txt: naaice-bench's summary CSV after "#" comment lines, one row per size;
   read here: steady_rpc_us, fresh_transfer_us, fresh_setup_us (medians in usec; fresh = a new
-  connection: setup = registration + MRSP, transfer = its first RPC).
+  connection: setup = registration + MRSP, transfer = its first RPC), and the CPU time per
+  steady RPC, steady_cpu_client_us and steady_cpu_others_us (the NAA's worker, in-process).
 
 naaice-bench round k ran between perftest rounds k-1 and k, so each RPC figure is compared with the
 mean of those two perftest figures; a ratio is the median over the rounds. Prints the report and
@@ -72,7 +73,8 @@ def number(text):
 
 
 def rpc_round(directory):
-    """{size: (steady_us, first_rpc_us, setup_us)} of one naaice-bench round."""
+    """{size: (steady_us, first_rpc_us, setup_us, cpu_client_us, cpu_others_us)} of one
+    naaice-bench round (CPU None in summaries written before it was measured)."""
     summary = directory / "summary.txt"
     if not summary.exists():
         raise ReportError(f"{directory}: naaice-bench wrote no summary.txt")
@@ -85,6 +87,8 @@ def rpc_round(directory):
             number(row["steady_rpc_us"]),
             number(row["fresh_transfer_us"]),
             number(row["fresh_setup_us"]),
+            number(row.get("steady_cpu_client_us")),
+            number(row.get("steady_cpu_others_us")),
         )
     return out
 
@@ -121,7 +125,7 @@ def report(out):
     # Per size: lists over the rpc rounds of (perftest around the round, rpc figures).
     rows = []
     for size in sizes:
-        lat2, bw, steady, first, setup = [], [], [], [], []
+        lat2, bw, steady, first, setup, cpu_client, cpu_others = [], [], [], [], [], [], []
         r_steady, r_first, r_bw = [], [], []
         for k, figures in sorted(rpc.items()):
             if size not in figures:
@@ -129,7 +133,9 @@ def report(out):
             around = [perf.get(k - 1, {}).get(size), perf.get(k, {}).get(size)]
             lat = mean_of([a[0] for a in around if a])
             wbw = mean_of([a[1] for a in around if a])
-            s, f, u = figures[size]
+            s, f, u, cc, co = figures[size]
+            cpu_client.append(cc)
+            cpu_others.append(co)
             lat2.append(None if lat is None else 2 * lat)
             bw.append(wbw)
             steady.append(s)
@@ -151,6 +157,8 @@ def report(out):
                 "steady": median_of(steady),
                 "first": median_of(first),
                 "setup": median_of(setup),
+                "cpu_client": median_of(cpu_client),
+                "cpu_others": median_of(cpu_others),
                 "r_steady": median_of(r_steady),
                 "r_first": median_of(r_first),
                 "r_bw": median_of(r_bw),
@@ -166,14 +174,17 @@ def report(out):
         "Under emulation absolute numbers mean little; the ratios are the result.",
         "",
         f"{'bytes':>9} | {'2*lat us':>9} {'write_bw MB/s':>13} | {'steady us':>10} {'first us':>10} "
-        f"{'setup us':>10} | {'steady/2lat':>11} {'first/2lat':>10} {'rpc bw/bw':>9}",
+        f"{'setup us':>10} | {'steady/2lat':>11} {'first/2lat':>10} {'rpc bw/bw':>9} | "
+        f"{'cpu cli us':>10} {'cpu naa us':>10}",
     ]
     for r in rows:
         lines.append(
             f"{r['size']:>9} | {fmt(r['lat2'], '.1f'):>9} {fmt(r['bw'] and r['bw'] / 1e6, '.1f'):>13} | "
             f"{fmt(r['steady'], '.1f'):>10} {fmt(r['first'], '.1f'):>10} {fmt(r['setup'], '.1f'):>10} | "
-            f"{fmt(r['r_steady']):>11} {fmt(r['r_first']):>10} {fmt(r['r_bw']):>9}"
+            f"{fmt(r['r_steady']):>11} {fmt(r['r_first']):>10} {fmt(r['r_bw']):>9} | "
+            f"{fmt(r['cpu_client'], '.1f'):>10} {fmt(r['cpu_others'], '.1f'):>10}"
         )
+    lines.append("(cpu: CPU time per steady RPC of the client thread and of the in-process NAA)")
     lines.append("")
 
     small = [r for r in rows if r["size"] <= SMALL_MAX]

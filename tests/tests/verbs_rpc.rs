@@ -23,6 +23,7 @@ use naaice::core::ClientConfig;
 use naaice::swnaa::{SoftNaa, SoftNaaConfig, SoftNaaHandle};
 use naaice::transport::verbs::{VerbsConfig, VerbsEndpoint, VerbsTransport, device_names};
 use naaice::transport::{Transport, TransportError};
+use naaice::waiting::WaitPolicy;
 use naaice::{Buffer, Connection, Error, Naa, NaaOptions, Param};
 use naaice_tests::suite::{self, Site, pattern, plus};
 use naaice_tests::{SLEEP, code, test_kernels};
@@ -180,14 +181,14 @@ fn four_concurrent_clients() {
         suite::concurrent_clients(&site(ip), 4, 30, 4096)
     });
 }
-/// Sixteen clients at once, both sides without busy-polling, so every wait goes through
+/// Sixteen clients at once, both sides sleeping at once (no spinning), so every wait goes through
 /// arming the completion channel and sleeping: a lost wake-up (D-15: the C server hung 8 of
 /// 40 clients on Soft-RoCE) would hang a client until the test's limit.
 #[test]
 fn sixteen_event_driven_clients_never_miss_a_wakeup() {
     verbs_test("event_driven", 240, |ip| {
         let sleepy = VerbsTransport::new(VerbsConfig {
-            busy_poll: Duration::ZERO,
+            wait: WaitPolicy::Sleep,
             ..VerbsConfig::default()
         });
         let site = Site {
@@ -438,13 +439,13 @@ fn client_disconnect_mid_rpc_and_the_naa_continues() {
 }
 
 /// The server disconnects (shutdown) while a client waits for its reply: the client gets an
-/// error, not a hang, also while it busy-polls (a 60 s busy-poll phase still looks at
+/// error, not a hang, also while it polls without ever sleeping (polling still looks at
 /// connection events).
 #[test]
 fn naa_shutdown_mid_rpc_fails_the_client() {
     verbs_test("server_gone", 120, |ip| {
         let spinning = VerbsConfig {
-            busy_poll: Duration::from_secs(60),
+            wait: WaitPolicy::Poll,
             ..VerbsConfig::default()
         };
         for config in [VerbsConfig::default(), spinning] {

@@ -8,7 +8,8 @@
  * All functions return 0 on success and -1 on failure (the reason is logged on stderr and
  * kept for naa_last_error()), unless their comment says otherwise.
  * Environment: NAAICE_TRANSPORT=verbs|soft (default verbs), NAAICE_RPC_TIMEOUT (seconds,
- * default 3600), NAAICE_LOG (default warn).
+ * default 3600), NAAICE_LOG (default warn), NAAICE_WAIT=adaptive|poll|sleep (how verbs
+ * waits for completions, default adaptive).
  *
  * Reference functions provided: naaice_init_communication_context, naaice_setup_connection,
  * naaice_set_input_mr, naaice_set_output_mr, naaice_set_singlesend_mr,

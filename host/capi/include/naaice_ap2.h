@@ -11,7 +11,8 @@
  * All functions return 0 on success and -1 on failure (the reason is logged on stderr and
  * kept for naa_last_error()).
  * Environment: NAA_SPEC, NAA_LOCAL_IP (spec 6.3), NAAICE_TRANSPORT=verbs|soft (default verbs),
- * NAAICE_RPC_TIMEOUT (seconds, default 3600), NAAICE_LOG (default warn).
+ * NAAICE_RPC_TIMEOUT (seconds, default 3600), NAAICE_LOG (default warn),
+ * NAAICE_WAIT=adaptive|poll|sleep (how verbs waits for completions, default adaptive).
  */
 
 #ifndef NAAICE_AP2_H

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use naaice::transport::{AnyTransport, ParseTransportError};
+use naaice::waiting::WaitPolicy;
 
 /// Benchmarks the RPCs of a NAAICE accelerator (NAA): latency and bandwidth against size.
 #[derive(Parser, Debug)]
@@ -83,7 +84,13 @@ pub(crate) struct Args {
     /// Software transport: override its `ack_delay` (µs; diagnosis only).
     #[arg(long, value_name = "US")]
     pub ack_delay_us: Option<u64>,
-    /// Verbs transport: how long to busy-poll the completion queue before sleeping (µs; for
+    /// Verbs transport: how client and in-process NAA wait for completions: `adaptive`
+    /// (default: spin for a budget learned from recent waits, at most 200 µs, then sleep;
+    /// `adaptive:CAP_US` sets the cap), `poll` (never sleep: a core per connection), `sleep`
+    /// (sleep at once) or `spin:US` (spin a fixed time, then sleep).
+    #[arg(long, value_name = "POLICY", conflicts_with = "busy_poll_us")]
+    pub wait: Option<WaitPolicy>,
+    /// Verbs transport: spin this long before sleeping (µs; the same as --wait spin:US; for
     /// example 100000 to spin like perftest does).
     #[arg(long, value_name = "US")]
     pub busy_poll_us: Option<u64>,
@@ -101,6 +108,13 @@ impl Args {
         self.csv
             .clone()
             .unwrap_or_else(|| self.out.join("lowlevel.csv"))
+    }
+
+    /// The wait policy asked for with --wait or --busy-poll-us, if any.
+    pub(crate) fn wait_policy(&self) -> Option<WaitPolicy> {
+        self.wait.or(self
+            .busy_poll_us
+            .map(|us| WaitPolicy::Spin(std::time::Duration::from_micros(us))))
     }
 
     /// Path of the summary CSV.

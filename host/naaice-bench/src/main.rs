@@ -6,6 +6,7 @@
 
 mod cli;
 mod compare;
+mod cpu;
 mod measure;
 mod plot;
 mod raw;
@@ -37,8 +38,8 @@ pub(crate) type Error = Box<dyn std::error::Error>;
 fn transport(args: &Args) -> Result<AnyTransport, Error> {
     match &args.transport {
         AnyTransport::Soft(_) => {
-            if args.busy_poll_us.is_some() {
-                return Err("--busy-poll-us applies to the verbs transport only".into());
+            if args.wait_policy().is_some() {
+                return Err("--wait and --busy-poll-us apply to the verbs transport only".into());
             }
             let mut config = SoftConfig::default();
             if let Some(us) = args.ack_delay_us {
@@ -53,8 +54,8 @@ fn transport(args: &Args) -> Result<AnyTransport, Error> {
                 return Err("--ack-delay-us applies to the software transport only".into());
             }
             let mut config = VerbsConfig::default();
-            if let Some(us) = args.busy_poll_us {
-                config.busy_poll = Duration::from_micros(us);
+            if let Some(policy) = args.wait_policy() {
+                config.wait = policy;
             }
             Ok(AnyTransport::Verbs(VerbsTransport::new(config)))
         }
@@ -191,11 +192,14 @@ fn run(args: &Args) -> Result<(), Error> {
         )?;
         let us = |v: Option<f64>| v.map_or(f64::NAN, |v| v * 1e6);
         bar.suspend(|| {
+            let (cpu_client, cpu_others) = m.cpu.per_rpc().unzip();
             eprintln!(
-                "{:>10} B: steady {:>10.1} µs, raw {:>10.1} µs, first RPC {:>10.1} µs, \
-                 middleware {:>10.1} µs  [{:.1} s]",
+                "{:>10} B: steady {:>10.1} µs (cpu: client {:.1} µs, others {:.1} µs), \
+                 raw {:>10.1} µs, first RPC {:>10.1} µs, middleware {:>10.1} µs  [{:.1} s]",
                 size.bytes,
                 us(m.steady.p50()),
+                us(cpu_client),
+                us(cpu_others),
                 us(m.raw.p50()),
                 us(m.first.p50()),
                 us(m.middleware.p50()),
@@ -217,6 +221,8 @@ fn run(args: &Args) -> Result<(), Error> {
          steady = RPCs on one connection; fresh = new connections: setup = register + mrsp, \
          transfer = the first RPC; middleware = naa_invoke + naa_wait after naa_create\n\
          times in µs (p50 unless named), MB/s = 2 * size / time; raw = TCP on loopback\n\
+         cpu = CPU time per steady RPC (while it ran): client = the calling thread, others = \
+         the process's other threads (the in-process NAA, transport threads)\n\
          compare = median transfer_time of {} per size",
         env!("CARGO_PKG_VERSION"),
         args.fncode,

@@ -8,6 +8,7 @@ use naaice::{Buffer, Connection, Naa, NaaOptions, Param};
 use naaice_core::{ClientConfig, FunctionCode};
 
 use crate::Error;
+use crate::cpu::{CpuStamp, CpuUse};
 use crate::raw::RawPeer;
 use crate::sizes::{MIB, Size};
 use crate::stats::Samples;
@@ -53,6 +54,9 @@ pub(crate) struct Measured {
     pub middleware: Samples,
     /// Best one-direction raw TCP stream bandwidth (bytes/s), from 1 MiB.
     pub stream_bw: Option<f64>,
+    /// CPU time of the steady-state RPCs (while each ran; the raw round trips between them
+    /// are not counted).
+    pub cpu: CpuUse,
 }
 
 /// A buffer of `size` bytes with every page touched (like a client that fills its input).
@@ -131,6 +135,7 @@ impl Target<'_> {
             first: Samples::default(),
             middleware: Samples::default(),
             stream_bw: None,
+            cpu: CpuUse::default(),
         };
         let stream_peer = self.raw.filter(|_| size.bytes >= MIB);
         let mut streams = Vec::new();
@@ -176,12 +181,18 @@ impl Target<'_> {
             round_trip(None)?;
         }
         // Alternate which goes first so that machine noise hits both alike.
+        let mut rpc = |m: &mut Measured| -> Result<(), Error> {
+            let cpu = CpuStamp::now();
+            m.steady.push(Self::rpc(&mut conn)?);
+            m.cpu.add_since(cpu);
+            Ok(())
+        };
         for i in 0..n {
             if i % 2 == 0 {
                 round_trip(Some(&mut m.raw))?;
-                m.steady.push(Self::rpc(&mut conn)?);
+                rpc(m)?;
             } else {
-                m.steady.push(Self::rpc(&mut conn)?);
+                rpc(m)?;
                 round_trip(Some(&mut m.raw))?;
             }
         }

@@ -10,11 +10,13 @@ use crate::stats::Samples;
 pub(crate) const LOWLEVEL_HEADER: &str = "byte_length,setup_time,transfer_time";
 /// Header of the reference's middleware CSV (spec §8.1).
 pub(crate) const MIDDLEWARE_HEADER: &str = "byte_length,transfer_time";
-/// Header of the summary CSV (times in µs; MB/s = 2·size / time).
+/// Header of the summary CSV (times in µs; MB/s = 2·size / time; CPU time per steady RPC of
+/// the client thread and of the process's other threads).
 pub(crate) const SUMMARY_HEADER: &str = "byte_length,steady_n,steady_rpc_us,steady_rpc_p90_us,\
 steady_rpc_p99_us,steady_rpc_MBps,raw_rtt_us,raw_rtt_MBps,raw_stream_MBps,fresh_setup_us,\
 fresh_register_us,fresh_mrsp_us,fresh_transfer_us,fresh_transfer_p90_us,fresh_transfer_p99_us,\
-middleware_us,middleware_p90_us,middleware_p99_us,compare_transfer_us,fresh_vs_compare";
+middleware_us,middleware_p90_us,middleware_p99_us,compare_transfer_us,fresh_vs_compare,\
+steady_cpu_client_us,steady_cpu_others_us";
 
 /// Bandwidth counting both directions: 2·size / time (bytes/s).
 pub(crate) fn bandwidth(size: u64, seconds: f64) -> f64 {
@@ -79,10 +81,11 @@ pub(crate) fn summary_csv(
             .p50()
             .zip(compare)
             .map(|(ours, theirs)| ours / theirs);
+        let (cpu_client, cpu_others) = m.cpu.per_rpc().unzip();
         let _ = writeln!(
             s,
             "{bytes},{},{steady},{steady90},{steady99},{},{},{},{},{},{},{},{first},{first90},\
-             {first99},{mw},{mw90},{mw99},{},{}",
+             {first99},{mw},{mw90},{mw99},{},{},{},{}",
             m.steady.len(),
             mbps(m.steady.p50()),
             cell(m.raw.p50(), 1e6),
@@ -93,6 +96,8 @@ pub(crate) fn summary_csv(
             cell(m.mrsp.p50(), 1e6),
             cell(compare, 1e6),
             cell(ratio, 1.0),
+            cell(cpu_client, 1e6),
+            cell(cpu_others, 1e6),
         );
     }
     s
@@ -104,11 +109,13 @@ pub(crate) fn table(rows: &[Measured], reference: Option<&Reference>) -> String 
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "{:>10} {:>5} | {:>10} {:>10} {:>10} {:>6} | {:>10} {:>10} {:>9} {:>9} {:>10} | {:>10} {:>6}",
+        "{:>10} {:>5} | {:>10} {:>10} {:>8} {:>8} {:>10} {:>6} | {:>10} {:>10} {:>9} {:>9} {:>10} | {:>10} {:>6}",
         "bytes",
         "n",
         "steady p50",
         "steady p99",
+        "cpu cli",
+        "cpu oth",
         "raw rtt",
         "ratio",
         "first p50",
@@ -128,13 +135,16 @@ pub(crate) fn table(rows: &[Measured], reference: Option<&Reference>) -> String 
         let steady = m.steady.percentiles();
         let first = m.first.percentiles();
         let compare = reference.and_then(|c| c.transfer.get(&m.size.bytes).copied());
+        let (cpu_client, cpu_others) = m.cpu.per_rpc().unzip();
         let _ = writeln!(
             t,
-            "{:>10} {:>5} | {:>10} {:>10} {:>10} {:>6} | {:>10} {:>10} {:>9} {:>9} {:>10} | {:>10} {:>6}",
+            "{:>10} {:>5} | {:>10} {:>10} {:>8} {:>8} {:>10} {:>6} | {:>10} {:>10} {:>9} {:>9} {:>10} | {:>10} {:>6}",
             m.size.bytes,
             m.steady.len(),
             f(steady.map(|p| p.p50)),
             f(steady.map(|p| p.p99)),
+            f(cpu_client),
+            f(cpu_others),
             f(m.raw.p50()),
             r(m.steady.p50(), m.raw.p50()),
             f(first.map(|p| p.p50)),
@@ -147,7 +157,9 @@ pub(crate) fn table(rows: &[Measured], reference: Option<&Reference>) -> String 
         );
     }
     t.push_str(
-        "(µs; ratio = steady p50 / raw TCP round trip, and first RPC p50 / compared median)\n",
+        "(µs; ratio = steady p50 / raw TCP round trip, and first RPC p50 / compared median;\n \
+         cpu = CPU time per steady RPC of the client thread and of the other threads: the\n \
+         in-process NAA and transport threads)\n",
     );
     t
 }

@@ -36,6 +36,7 @@ fn help_explains_every_option() {
         "--summary",
         "--no-plots",
         "--ack-delay-us",
+        "--wait <POLICY>",
         "--busy-poll-us",
         "--log",
     ] {

@@ -11,6 +11,7 @@ use std::time::Duration;
 use clap::{CommandFactory, Parser};
 use naaice::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig};
 use naaice::transport::{AnyTransport, DEFAULT_PORT, ParseTransportError};
+use naaice::waiting::WaitPolicy;
 
 /// `--version`: the version and the transports of this build.
 const LONG_VERSION: &str = if cfg!(feature = "verbs") {
@@ -44,6 +45,12 @@ struct Args {
     /// through librdmacm: RoCEv2, InfiniBand, Soft-RoCE; needs the cargo feature `verbs`).
     #[arg(short, long, default_value = "soft", value_parser = parse_transport)]
     transport: AnyTransport,
+    /// How each connection waits for completions (verbs transport): `adaptive` (spin for a
+    /// budget learned from recent waits, at most 200 µs, then sleep; `adaptive:CAP_US` sets
+    /// the cap), `poll` (never sleep: a dedicated core per connection, like the C software
+    /// NAA), `sleep` (sleep at once) or `spin:US` (spin a fixed time, then sleep).
+    #[arg(short, long, value_name = "POLICY", default_value_t = WaitPolicy::default())]
+    wait: WaitPolicy,
     /// Most concurrent connections (more are rejected). Default: number of cores.
     #[arg(short = 'c', long)]
     max_connections: Option<usize>,
@@ -92,7 +99,7 @@ fn seconds(name: &str, s: f64) -> Result<Duration, String> {
         .map_err(|_| format!("--{name}: {s} is not a valid number of seconds"))
 }
 
-fn run(args: Args) -> Result<(), String> {
+fn run(mut args: Args) -> Result<(), String> {
     let filter = match &args.log {
         Some(f) => tracing_subscriber::EnvFilter::try_new(f).map_err(|e| format!("--log: {e}"))?,
         None => tracing_subscriber::EnvFilter::try_from_default_env()
@@ -134,11 +141,13 @@ fn run(args: Args) -> Result<(), String> {
             .map_err(|e| format!("signal handler: {e}"))?;
     }
     let addr = SocketAddr::new(args.address, args.port);
+    args.transport.set_wait(args.wait);
     let naa = SoftNaa::bind(args.transport, addr, config, KernelRegistry::builtin())
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     eprintln!(
-        "naaice-swnaa listening on {} (kernels 1, 2, 3)",
-        naa.local_addr()
+        "naaice-swnaa listening on {} (kernels 1, 2, 3; waiting: {})",
+        naa.local_addr(),
+        args.wait
     );
     naa.run(&stop).map_err(|e| e.to_string())
 }

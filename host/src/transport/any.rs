@@ -16,6 +16,7 @@ use super::{
     Transport,
 };
 use crate::memory::Buffer;
+use crate::waiting::WaitPolicy;
 
 /// Runs `$body` with `$x` bound to whichever transport's value `$value` holds, wrapping the
 /// result with `$wrap` (the same variant of another enum) when given.
@@ -151,6 +152,21 @@ impl AnyTransport {
             Self::Soft(_) => "soft",
             #[cfg(feature = "verbs")]
             Self::Verbs(_) => "verbs",
+        }
+    }
+}
+
+impl AnyTransport {
+    /// Sets how endpoints created from now on wait for completions. Only the verbs transport
+    /// spins; the software transport always blocks in its socket read (its cheapest wake-up)
+    /// and ignores the policy.
+    pub fn set_wait(&mut self, policy: WaitPolicy) {
+        match self {
+            Self::Soft(_) => {
+                let _ = policy;
+            }
+            #[cfg(feature = "verbs")]
+            Self::Verbs(t) => t.set_wait(policy),
         }
     }
 }

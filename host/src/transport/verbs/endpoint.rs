@@ -14,6 +14,7 @@ use rdma_mummy_sys::{
 use super::cm::{CmId, wait_readable};
 use super::cq::{CompletionChannel, CompletionQueue};
 use super::mr::{KeyTable, VerbsRegion};
+use super::outstanding::Outstanding;
 use super::pd::ProtectionDomain;
 use super::qp::QueuePair;
 use super::{MAX_WR, VerbsConfig, sockaddr};
@@ -22,13 +23,23 @@ use crate::transport::{
     Completion, ConnectionEvent, Endpoint, Result, SendOp, SendWr, Sge, TransportError, WcOpcode,
     WcStatus,
 };
+use crate::waiting::{WaitEnd, Waiter};
 
 /// Completions fetched from the CQ per `ibv_poll_cq`.
 const POLL_BATCH: usize = 32;
-/// How long the busy-poll phase spins without yielding the CPU.
+/// How long a wait spins without yielding the CPU.
 const PURE_SPIN: std::time::Duration = std::time::Duration::from_micros(5);
-/// How often the busy-poll phase looks for connection events.
+/// How often polling looks for connection events (a system call each time).
 const EVENT_CHECK: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// What ended a sleep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Woken {
+    /// A completion is ready.
+    Completion,
+    /// A connection event is ready.
+    Event,
+}
 
 /// Where a connection is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,8 +58,9 @@ pub(super) enum State {
 /// domain and rdma_cm id live on while a [`VerbsRegion`] registered on it does.
 ///
 /// `post_send` checks the whole list (state, length, every SGE against the live
-/// registrations) before posting; if the provider still refuses a request part-way, the
-/// requests before it are posted and complete as usual, and the error is returned.
+/// registrations, room in the send queue) before posting; if the provider still refuses a
+/// request part-way, the error is returned and the requests before it are posted: they
+/// complete with the next signaled send, or flushed when the connection ends.
 pub struct VerbsEndpoint {
     /// Readiness descriptor (epoll over both channels), made by the first `arm_ready`;
     /// declared first so that it closes before the channels.
@@ -58,11 +70,16 @@ pub struct VerbsEndpoint {
     pd: Arc<ProtectionDomain>,
     id: Arc<CmId>,
     keys: Arc<KeyTable>,
-    config: VerbsConfig,
     state: State,
     /// Armed for all completions, and no CQ event consumed since.
     armed: bool,
-    /// Completions taken off the CQ by `wait`, not handed out yet.
+    /// How long waits spin, learned from the recent ones.
+    waiter: Waiter,
+    /// When the rdma_cm channel is read next while polling.
+    next_event_check: Instant,
+    /// The outstanding work requests (tags, room, made-up completions).
+    outstanding: Outstanding,
+    /// Completions taken off the CQ, not handed out yet.
     ready: VecDeque<Completion>,
     events: VecDeque<ConnectionEvent>,
     wcs: Vec<ibv_wc>,
@@ -88,7 +105,7 @@ unsafe impl Send for VerbsEndpoint {}
 
 impl VerbsEndpoint {
     /// Creates PD, completion channel, CQ (armed solicited-only) and QP on `id`.
-    pub(super) fn new(id: Arc<CmId>, config: VerbsConfig, state: State) -> Result<Self> {
+    pub(super) fn new(id: Arc<CmId>, config: &VerbsConfig, state: State) -> Result<Self> {
         let pd = ProtectionDomain::new(&id)?;
         let channel = CompletionChannel::new(&pd)?;
         let cq = CompletionQueue::new(&channel)?;
@@ -102,10 +119,12 @@ impl VerbsEndpoint {
             pd,
             id,
             keys: Arc::new(KeyTable::default()),
-            config,
             state,
             armed: false,
-            ready: VecDeque::new(),
+            waiter: Waiter::new(config.wait),
+            next_event_check: Instant::now(),
+            outstanding: Outstanding::new(MAX_WR as usize, MAX_WR as usize),
+            ready: VecDeque::with_capacity(2 * POLL_BATCH),
             events: VecDeque::new(),
             // SAFETY: `ibv_wc` is plain old data; all-zero is a valid value.
             wcs: (0..POLL_BATCH)
@@ -181,13 +200,66 @@ impl VerbsEndpoint {
         self.events.push_back(ConnectionEvent::Disconnected);
     }
 
-    /// Moves completions from the CQ into `ready`; returns how many.
+    /// Moves completions from the CQ into `ready` (with those of the unsignaled sends they
+    /// imply); returns how many CQ entries were read.
     fn fill(&mut self) -> Result<usize> {
         let n = self.cq.poll(&mut self.wcs)?;
         for wc in &self.wcs[..n] {
-            self.ready.push_back(completion(wc));
+            self.outstanding.complete(completion(wc), &mut self.ready);
         }
         Ok(n)
+    }
+
+    /// Reads the connection's rdma_cm events if [`EVENT_CHECK`] has passed since they were
+    /// last read (reading costs a system call, so polling does it at most that often; a
+    /// sleeping wait sees events at once). True if an event is ready for the caller.
+    fn check_cm_events(&mut self, now: Instant) -> Result<bool> {
+        if now >= self.next_event_check {
+            self.next_event_check = now + EVENT_CHECK;
+            self.read_cm_events()?;
+        }
+        Ok(!self.events.is_empty())
+    }
+
+    /// Arms the CQ and sleeps on the completion and rdma_cm channels until a completion or
+    /// an event is ready (which one) or `deadline` passes (`None`).
+    fn sleep(&mut self, deadline: Instant) -> Result<Option<Woken>> {
+        let fds = [self.cq.channel_fd(), self.id.channel().fd()];
+        let mut rounds = 0u32;
+        loop {
+            rounds += 1;
+            if rounds == 8 {
+                tracing::debug!("verbs: woken 8 times in one wait without a completion");
+            }
+            if !self.armed {
+                self.cq.arm(false)?;
+                self.armed = true;
+                // D-15: a completion queued before the arming raises no event. Poll again.
+                if self.fill()? > 0 {
+                    return Ok(Some(Woken::Completion));
+                }
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            let [cq_ready, cm_ready] = wait_readable(&fds, deadline - now)?;
+            if cq_ready {
+                while self.cq.take_event()? {
+                    self.armed = false;
+                }
+            }
+            if cm_ready {
+                self.next_event_check = Instant::now() + EVENT_CHECK;
+                self.read_cm_events()?;
+                if !self.events.is_empty() {
+                    return Ok(Some(Woken::Event));
+                }
+            }
+            if self.fill()? > 0 {
+                return Ok(Some(Woken::Completion));
+            }
+        }
     }
 
     fn sge(&self, sge: &Sge) -> Result<ibv_sge> {
@@ -250,9 +322,12 @@ impl Endpoint for VerbsEndpoint {
         if self.state == State::Closed {
             return Err(TransportError::NotConnected);
         }
+        if self.outstanding.recv_room() == 0 {
+            return Err(TransportError::InvalidRequest("receive queue full"));
+        }
         let mut sge = buf.map(|s| self.sge(&s)).transpose()?;
         let mut wr = ibv_recv_wr {
-            wr_id,
+            wr_id: self.outstanding.recv_tag(),
             next: std::ptr::null_mut(),
             sg_list: sge
                 .as_mut()
@@ -262,7 +337,9 @@ impl Endpoint for VerbsEndpoint {
         // SAFETY: one request, null-terminated; its SGE (if any) was checked against a live
         // registration, whose region keeps the memory registered (the caller keeps the region
         // until the receive completes, as the seam requires).
-        unsafe { self.qp.post_recv(&mut wr) }
+        unsafe { self.qp.post_recv(&mut wr) }?;
+        self.outstanding.received(wr_id);
+        Ok(())
     }
 
     fn post_send(&mut self, wrs: &[SendWr]) -> Result<()> {
@@ -272,7 +349,7 @@ impl Endpoint for VerbsEndpoint {
         if wrs.is_empty() {
             return Ok(());
         }
-        if wrs.len() > MAX_WR as usize {
+        if wrs.len() > self.outstanding.send_room() {
             return Err(TransportError::InvalidRequest("send queue full"));
         }
         let mut sges = std::mem::take(&mut self.send_sges);
@@ -303,7 +380,11 @@ impl Endpoint for VerbsEndpoint {
                         Some(imm),
                     ),
                 };
-                let mut flags = ibv_send_flags::IBV_SEND_SIGNALED.0;
+                // Only the last request of the list is signaled (see `Outstanding`).
+                let mut flags = 0;
+                if i + 1 == wrs.len() {
+                    flags |= ibv_send_flags::IBV_SEND_SIGNALED.0;
+                }
                 if wr.solicited {
                     flags |= ibv_send_flags::IBV_SEND_SOLICITED.0;
                 }
@@ -314,7 +395,7 @@ impl Endpoint for VerbsEndpoint {
                 // SAFETY: `ibv_send_wr` is plain old data (integers, raw pointers, unions of
                 // them); all-zero is a valid value.
                 let mut w: ibv_send_wr = unsafe { std::mem::zeroed() };
-                w.wr_id = wr.wr_id;
+                w.wr_id = self.outstanding.send_tag(i);
                 w.sg_list = if wr.local.is_some() {
                     std::ptr::from_mut(&mut sges[i])
                 } else {
@@ -336,11 +417,29 @@ impl Endpoint for VerbsEndpoint {
                 let next = std::ptr::from_mut(&mut list[i]);
                 list[i - 1].next = next;
             }
+            let mut bad = std::ptr::null_mut();
             // SAFETY: `list` is a null-terminated chain (the last `next` stays null) of valid
             // requests whose SGEs point into `sges`, both alive for this call (the provider
             // copies requests while posting). Every SGE was checked against a live
             // registration; the regions keep the memory registered until completion.
-            unsafe { self.qp.post_send(list.as_mut_ptr()) }
+            let posted = unsafe { self.qp.post_send(list.as_mut_ptr(), &mut bad) };
+            // The requests before a refused one were posted: account for them.
+            let count = match &posted {
+                Ok(()) => wrs.len(),
+                Err(_) if bad.is_null() => 0,
+                Err(_) => {
+                    let offset = (bad as usize).wrapping_sub(list.as_ptr() as usize);
+                    (offset / size_of::<ibv_send_wr>()).min(wrs.len())
+                }
+            };
+            for wr in &wrs[..count] {
+                let opcode = match wr.op {
+                    SendOp::Send => WcOpcode::Send,
+                    SendOp::Write(_) | SendOp::WriteWithImm(..) => WcOpcode::RdmaWrite,
+                };
+                self.outstanding.sent(wr.wr_id, opcode);
+            }
+            posted
         })();
         self.send_sges = sges;
         self.send_wrs = list;
@@ -355,25 +454,15 @@ impl Endpoint for VerbsEndpoint {
                     out[n] = c;
                     n += 1;
                 }
-                None => break,
-            }
-        }
-        while n < out.len() {
-            let want = (out.len() - n).min(self.wcs.len());
-            let got = self.cq.poll(&mut self.wcs[..want])?;
-            for (slot, wc) in out[n..].iter_mut().zip(&self.wcs[..got]) {
-                *slot = completion(wc);
-            }
-            n += got;
-            if got < want {
-                break;
+                None if self.fill()? == 0 => break,
+                None => {}
             }
         }
         Ok(n)
     }
 
     fn poll_event(&mut self) -> Option<ConnectionEvent> {
-        if let Err(e) = self.read_cm_events() {
+        if let Err(e) = self.check_cm_events(Instant::now()) {
             tracing::warn!(error = %e, "verbs: reading connection events failed");
         }
         // Completions taken off the CQ before a disconnect go first (see `read_cm_events`).
@@ -384,35 +473,32 @@ impl Endpoint for VerbsEndpoint {
     }
 
     fn wait(&mut self, deadline: Instant) -> Result<bool> {
-        if !self.ready.is_empty() || !self.events.is_empty() {
+        if !self.ready.is_empty() || !self.events.is_empty() || self.fill()? > 0 {
             return Ok(true);
         }
-        self.read_cm_events()?;
-        if !self.events.is_empty() || self.fill()? > 0 {
+        let start = Instant::now();
+        if self.check_cm_events(start)? {
             return Ok(true);
         }
         if self.state == State::Closed {
             return Err(TransportError::NotConnected);
         }
-        // Busy-poll briefly: a completion is often microseconds away. After the first few
+        // Spin for the policy's budget (see `crate::waiting`). After the first few
         // microseconds, yield between polls, so that work the kernel deferred on this CPU can
-        // run (Soft-RoCE completes work requests in softirqs, which a spinning thread would
-        // hold off until the next scheduler tick).
-        // Connection events are looked at every millisecond meanwhile.
-        let start = Instant::now();
-        let spin_until = (start + self.config.busy_poll).min(deadline);
+        // run (Soft-RoCE completes work requests in softirqs and kernel threads, which a
+        // spinning thread would hold off until the next scheduler tick).
+        let budget = self.waiter.spin_budget();
+        let spin_until = budget
+            .and_then(|b| start.checked_add(b))
+            .map_or(deadline, |t| t.min(deadline));
         let mut now = start;
-        let mut next_event_check = start + EVENT_CHECK;
         while now < spin_until {
             if self.fill()? > 0 {
+                self.waiter.record(WaitEnd::Spun(now - start));
                 return Ok(true);
             }
-            if now >= next_event_check {
-                self.read_cm_events()?;
-                if !self.events.is_empty() {
-                    return Ok(true);
-                }
-                next_event_check = now + EVENT_CHECK;
+            if self.check_cm_events(now)? {
+                return Ok(true);
             }
             if now - start < PURE_SPIN {
                 std::hint::spin_loop();
@@ -421,36 +507,23 @@ impl Endpoint for VerbsEndpoint {
             }
             now = Instant::now();
         }
-        let fds = [self.cq.channel_fd(), self.id.channel().fd()];
-        loop {
-            if !self.armed {
-                self.cq.arm(false)?;
-                self.armed = true;
-                // D-15: a completion queued before the arming raises no event. Poll again.
-                if self.fill()? > 0 {
-                    return Ok(true);
-                }
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Ok(false);
-            }
-            let [cq_ready, cm_ready] = wait_readable(&fds, deadline - now)?;
-            if cq_ready {
-                while self.cq.take_event()? {
-                    self.armed = false;
-                }
-            }
-            if cm_ready {
-                self.read_cm_events()?;
-                if !self.events.is_empty() {
-                    return Ok(true);
-                }
-            }
+        if budget.is_none() || now >= deadline {
+            // Polling never sleeps; a wait that spun until its deadline is over.
             if self.fill()? > 0 {
+                self.waiter.record(WaitEnd::Spun(now - start));
                 return Ok(true);
             }
+            self.waiter.record(WaitEnd::TimedOut(now - start));
+            return Ok(false);
         }
+        let ready = self.sleep(deadline)?;
+        let waited = Instant::now() - start;
+        match ready {
+            Some(Woken::Completion) => self.waiter.record(WaitEnd::Slept(waited)),
+            Some(Woken::Event) => {}
+            None => self.waiter.record(WaitEnd::TimedOut(waited)),
+        }
+        Ok(ready.is_some())
     }
 
     fn arm_ready(&mut self) -> Result<bool> {

@@ -126,7 +126,7 @@ pub(super) fn connect(
         "rdma_resolve_route",
         deadline,
     )?;
-    let mut ep = VerbsEndpoint::new(Arc::new(id), config.clone(), State::Pending)?;
+    let mut ep = VerbsEndpoint::new(Arc::new(id), config, State::Pending)?;
     let mut param = conn_param();
     // SAFETY: the id is live with its QP created; `param` is valid for the call.
     if unsafe { rdma_connect(ep.id().as_ptr(), &mut param) } != 0 {
@@ -185,7 +185,7 @@ impl VerbsListener {
         // acknowledged when read.
         let mut id = unsafe { CmId::from_request(raw, &self.channel) };
         id.migrate(&EventChannel::new()?)?;
-        let ep = VerbsEndpoint::new(Arc::new(id), self.config.clone(), State::Pending)?;
+        let ep = VerbsEndpoint::new(Arc::new(id), &self.config, State::Pending)?;
         Ok(VerbsIncoming { ep: Some(ep) })
     }
 }

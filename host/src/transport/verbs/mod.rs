@@ -4,18 +4,27 @@
 //!
 //! * One event channel, rdma_cm id (`RDMA_PS_TCP`), protection domain, completion channel,
 //!   completion queue (1026 entries, send and receive) and RC queue pair (1025 send and receive
-//!   work requests, 32 SGEs, inline data tried at 512, 256, 128, 64, 0 bytes, `sq_sig_all = 1`)
-//!   per connection; `initiator_depth = responder_resources = 1`, `retry_count = 7`,
+//!   work requests, 32 SGEs, inline data tried at 512, 256, 128, 64, 0 bytes) per
+//!   connection; `initiator_depth = responder_resources = 1`, `retry_count = 7`,
 //!   `rnr_retry_count = 6`, no private data (spec §1.1).
+//! * The fast path: a list of sends goes out with one `ibv_post_send` (one doorbell); payloads
+//!   up to the negotiated `max_inline_data` are sent inline; only the last request of a list
+//!   is signaled (`sq_sig_all = 0`, unlike the C reference; local only, nothing changes on the
+//!   wire), and the completions of the others are made up from it (`outstanding`), so every
+//!   posted request still completes exactly once and the send queue never overflows. Posting
+//!   and polling allocate nothing and make no system call of their own (Soft-RoCE's provider
+//!   rings its doorbell with one).
 //! * Memory is registered with `IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE` only; a
 //!   [`VerbsRegion`] keeps its [`Buffer`](crate::memory::Buffer) alive while registered.
 //! * The CQ is armed solicited-only at creation (spec §1.1, §1.5); waiting locally re-arms it
 //!   for all completions and **polls the CQ again after every arming**, so a completion that
 //!   arrived in between is never missed (the C server's lost wake-up, defect D-15).
-//! * [`Endpoint::wait`](super::Endpoint::wait) busy-polls the CQ for
-//!   [`VerbsConfig::busy_poll`], then sleeps in `ppoll` on the completion channel and the
-//!   rdma_cm event channel until its deadline; [`Endpoint::poll`](super::Endpoint::poll) never
-//!   blocks. No signals, no alarms.
+//! * [`Endpoint::wait`](super::Endpoint::wait) polls the CQ in a loop for as long as
+//!   [`VerbsConfig::wait`] says (learned from the connection's recent waits by default, see
+//!   [`crate::waiting`]), then sleeps in `ppoll` on the completion channel and the rdma_cm
+//!   event channel until its deadline; [`Endpoint::poll`](super::Endpoint::poll) never
+//!   blocks. No signals, no alarms. While polling, the rdma_cm channel is read at most once a
+//!   millisecond (a system call each time).
 //! * Each accepted connection gets its own event channel (`rdma_migrate_id`), so a
 //!   disconnect in any phase reaches exactly its endpoint (defect D-31): librdmacm moves the QP
 //!   to the error state, outstanding work requests complete with `WrFlush`, and a
@@ -38,6 +47,7 @@ mod endpoint;
 mod listener;
 mod mr;
 mod ops;
+mod outstanding;
 mod pd;
 mod qp;
 mod rdma_core;
@@ -53,13 +63,14 @@ pub use listener::{VerbsIncoming, VerbsListener};
 pub use mr::VerbsRegion;
 
 use super::{Result, Transport, TransportError};
+use crate::waiting::WaitPolicy;
 
 /// Settings of the verbs transport.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VerbsConfig {
-    /// How long [`wait`](super::Endpoint::wait) polls the CQ in a loop before it arms the
-    /// completion channel and sleeps. Zero: sleep at once. Default 20 µs.
-    pub busy_poll: Duration,
+    /// How [`wait`](super::Endpoint::wait) waits: how long it polls the CQ in a loop before
+    /// it arms the completion channel and sleeps ([`crate::waiting`]). Default: adaptive.
+    pub wait: WaitPolicy,
     /// Timeout handed to `rdma_resolve_addr` and `rdma_resolve_route` (also bounded by the
     /// connect deadline). Default 2 s.
     pub resolve_timeout: Duration,
@@ -68,7 +79,7 @@ pub struct VerbsConfig {
 impl Default for VerbsConfig {
     fn default() -> Self {
         Self {
-            busy_poll: Duration::from_micros(20),
+            wait: WaitPolicy::default(),
             resolve_timeout: Duration::from_secs(2),
         }
     }
@@ -89,6 +100,11 @@ impl VerbsTransport {
     /// The configuration in use.
     pub fn config(&self) -> &VerbsConfig {
         &self.config
+    }
+
+    /// Sets how endpoints created from now on wait for completions.
+    pub fn set_wait(&mut self, policy: WaitPolicy) {
+        self.config.wait = policy;
     }
 }
 

@@ -35,18 +35,23 @@ pub(super) unsafe fn req_notify_cq(cq: *mut ibv_cq, solicited_only: bool) -> io:
     errno(unsafe { op(cq, i32::from(solicited_only)) })
 }
 
-/// `ibv_post_send` of the linked list starting at `wr`.
+/// `ibv_post_send` of the linked list starting at `wr`. On failure, `bad` is the request the
+/// provider refused (those before it were posted), or null.
 ///
 /// # Safety
 /// `qp` must point to a live QP; `wr` must be a valid, null-terminated list whose SGEs name
 /// registered memory that stays registered until the work requests complete.
-pub(super) unsafe fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr) -> io::Result<()> {
+pub(super) unsafe fn post_send(
+    qp: *mut ibv_qp,
+    wr: *mut ibv_send_wr,
+    bad: &mut *mut ibv_send_wr,
+) -> io::Result<()> {
     // SAFETY: the caller guarantees `qp` is live.
     let op = unsafe { (*(*qp).context).ops.post_send };
     let op = op.ok_or_else(unsupported)?;
-    let mut bad = std::ptr::null_mut();
+    *bad = std::ptr::null_mut();
     // SAFETY: arguments as guaranteed by the caller; `bad` is a valid out-pointer.
-    errno(unsafe { op(qp, wr, &mut bad) })
+    errno(unsafe { op(qp, wr, bad) })
 }
 
 /// `ibv_post_recv` of the linked list starting at `wr`.

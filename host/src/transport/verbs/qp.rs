@@ -49,7 +49,9 @@ impl QueuePair {
                     max_inline_data: inline,
                 },
                 qp_type: ibv_qp_type::IBV_QPT_RC,
-                sq_sig_all: 1,
+                // Only the requests posted with IBV_SEND_SIGNALED complete on the CQ (the last
+                // of each list; `Outstanding` accounts for the others).
+                sq_sig_all: 0,
             };
             // SAFETY: id, PD and CQ are live and on the same device; `attr` is valid and gets
             // the provider's actual capabilities written back.
@@ -84,14 +86,19 @@ impl QueuePair {
         self.max_inline
     }
 
-    /// Posts a linked list of send work requests.
+    /// Posts a linked list of send work requests with one doorbell. On failure, `bad` is the
+    /// request the provider refused (those before it were posted), or null.
     ///
     /// # Safety
     /// `wr` must be a valid null-terminated list whose SGEs lie in memory registered on this
     /// QP's PD that stays registered until the requests complete.
-    pub(super) unsafe fn post_send(&self, wr: *mut ibv_send_wr) -> Result<()> {
+    pub(super) unsafe fn post_send(
+        &self,
+        wr: *mut ibv_send_wr,
+        bad: &mut *mut ibv_send_wr,
+    ) -> Result<()> {
         // SAFETY: the QP is live; the list as guaranteed by the caller.
-        unsafe { ops::post_send(self.raw.as_ptr(), wr) }.map_err(post_error)
+        unsafe { ops::post_send(self.raw.as_ptr(), wr, bad) }.map_err(post_error)
     }
 
     /// Posts one receive work request.

@@ -1,0 +1,497 @@
+//! How a connection waits for its completions: spin (poll the completion queue in a loop) for
+//! a while, then arm the completion channel and sleep.
+//!
+//! Spinning finds a completion microseconds earlier than a wake-up from sleep does (a
+//! wake-up costs several µs on hardware and tens to hundreds under emulation), but burns a core
+//! while it lasts. The [`WaitPolicy`] says which trade a connection makes:
+//!
+//! * [`WaitPolicy::Adaptive`] (the default) spins for a budget learned from the connection's
+//!   recent waits, bounded by a cap, and backs off to sleeping at once when spinning does not
+//!   pay (see [`Waiter`] for the rule);
+//! * [`WaitPolicy::Poll`] never sleeps (a dedicated core per connection, as the C software NAA
+//!   effectively has);
+//! * [`WaitPolicy::Sleep`] sleeps at once; [`WaitPolicy::Spin`] spins for a fixed time.
+//!
+//! The policy is chosen in Rust with the transport's configuration
+//! ([`VerbsConfig::wait`](crate::transport::verbs::VerbsConfig)), in the C ABI with
+//! `NAAICE_WAIT` ([`crate::environment`]) and on the `naaice-swnaa` command line with `--wait`.
+//! It applies to the verbs transport; the software transport always blocks in its socket read,
+//! which is its cheapest wake-up.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Default cap of the adaptive spin budget.
+pub const DEFAULT_SPIN_CAP: Duration = Duration::from_micros(200);
+/// Largest cap (and fixed spin) accepted from text: one second.
+const MAX_SPIN_TEXT: Duration = Duration::from_secs(1);
+/// Smallest non-zero adaptive budget; a budget halved below it becomes zero (sleep at once).
+const FLOOR: Duration = Duration::from_micros(5);
+/// While spinning does not pay, every this many waits spin once anyway, to notice when waits
+/// become short again.
+const PROBE_EVERY: u32 = 16;
+/// Waits in a row on which spinning did not pay before the budget shrinks.
+const FUTILE_IN_A_ROW: u32 = 4;
+/// Weight of a new sample in the moving average: 1/2^`EWMA_SHIFT`.
+const EWMA_SHIFT: u32 = 3;
+/// A wait that ended while spinning is recent within this many waits.
+const RECENT_HITS: u32 = 64;
+
+/// `average + (sample - average) / 8`, in nanoseconds (waits are far below 2^64 ns).
+fn ewma(average: Duration, sample: Duration) -> Duration {
+    let a = average.as_nanos() as i128;
+    let next = a + ((sample.as_nanos() as i128 - a) >> EWMA_SHIFT);
+    Duration::from_nanos(u64::try_from(next.max(0)).unwrap_or(u64::MAX))
+}
+
+/// How a connection waits for completions (see the [module](self) documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitPolicy {
+    /// Spin for about twice the recent typical wait, at most `cap`, then sleep; spin not at
+    /// all while waits are longer than `cap`.
+    Adaptive {
+        /// Longest spin of one wait.
+        cap: Duration,
+    },
+    /// Never sleep: spin until something is ready or the deadline passes.
+    Poll,
+    /// Sleep at once.
+    Sleep,
+    /// Spin for this long, then sleep.
+    Spin(Duration),
+}
+
+impl Default for WaitPolicy {
+    fn default() -> Self {
+        Self::Adaptive {
+            cap: DEFAULT_SPIN_CAP,
+        }
+    }
+}
+
+/// Why a wait-policy text could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{0:?} is not a wait policy (use adaptive, adaptive:CAP_US, poll, sleep or spin:US, \
+     with at most 1000000 µs)"
+)]
+pub struct ParseWaitPolicyError(String);
+
+impl FromStr for WaitPolicy {
+    type Err = ParseWaitPolicyError;
+
+    /// `adaptive`, `adaptive:CAP_US`, `poll`, `sleep` or `spin:US` (any case; times in µs,
+    /// at most one second).
+    fn from_str(s: &str) -> Result<Self, ParseWaitPolicyError> {
+        let text = s.trim().to_ascii_lowercase();
+        let error = || ParseWaitPolicyError(s.to_owned());
+        let (name, arg) = match text.split_once(':') {
+            Some((name, arg)) => (name.trim(), Some(arg.trim())),
+            None => (text.as_str(), None),
+        };
+        let micros = |arg: &str| -> Result<Duration, ParseWaitPolicyError> {
+            arg.parse::<u64>()
+                .ok()
+                .map(Duration::from_micros)
+                .filter(|d| *d <= MAX_SPIN_TEXT)
+                .ok_or_else(error)
+        };
+        match (name, arg) {
+            ("adaptive", None) => Ok(Self::default()),
+            ("adaptive", Some(cap)) => Ok(Self::Adaptive { cap: micros(cap)? }),
+            ("poll", None) => Ok(Self::Poll),
+            ("sleep", None) => Ok(Self::Sleep),
+            ("spin", Some(us)) => Ok(Self::Spin(micros(us)?)),
+            _ => Err(error()),
+        }
+    }
+}
+
+impl fmt::Display for WaitPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Adaptive { cap } if *cap == DEFAULT_SPIN_CAP => f.write_str("adaptive"),
+            Self::Adaptive { cap } => write!(f, "adaptive:{}", cap.as_micros()),
+            Self::Poll => f.write_str("poll"),
+            Self::Sleep => f.write_str("sleep"),
+            Self::Spin(d) => write!(f, "spin:{}", d.as_micros()),
+        }
+    }
+}
+
+/// How one wait ended, as the transport saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitEnd {
+    /// Something was ready after spinning this long.
+    Spun(Duration),
+    /// Something was ready after spinning the whole budget and sleeping: this long in all,
+    /// the wake-up included.
+    Slept(Duration),
+    /// The deadline passed after this long, with nothing ready.
+    TimedOut(Duration),
+}
+
+/// The waiting state of one connection: how long its next wait spins, learned from how its
+/// recent waits ended.
+///
+/// The adaptive rule, with `cap` the policy's bound:
+/// * `typical` is a moving average (weight 1/8) of how long waits took until something was
+///   ready, each sample capped at `cap` (a wait that slept counts with its wake-up);
+/// * a wait that found something while spinning sets the budget to `2·typical`, within
+///   [5 µs, `cap`];
+/// * a wait that slept but ended within `cap` shows that spinning longer would have paid: the
+///   budget grows to the larger of `2·typical` and twice itself, within [5 µs, `cap`];
+/// * a wait that slept (or timed out) after more than `cap` shows that spinning did not pay:
+///   from the fourth such wait in a row, the budget halves, and becomes zero (sleep at once)
+///   below 5 µs (a few long waits, such as the memory-region setup before the first RPC or a
+///   peer that was descheduled, do not make the next short one sleep); but while one of the
+///   last 64 waits ended while spinning, it stays at least twice the moving average of such
+///   waits (in a ping-pong, a side that sleeps makes the other's waits long: if both then
+///   stopped spinning, both would pay a wake-up on every wait from then on);
+/// * while the budget is zero, every 16th wait spins `2·typical` (within [5 µs, `cap`]) to
+///   notice when waits become short again.
+///
+/// A new connection starts with `typical = cap/2` (the budget is `cap`: optimistic until its
+/// waits are known). So a wait spins at most `cap`, and while waits are long the spinning
+/// costs at most `cap`/16 per wait after a few waits.
+#[derive(Clone, Debug)]
+pub struct Waiter {
+    policy: WaitPolicy,
+    typical: Duration,
+    budget: Duration,
+    waits_since_probe: u32,
+    /// Waits in a row on which spinning did not pay.
+    futile: u32,
+    /// Moving average of the waits that ended while spinning.
+    hit: Duration,
+    /// Waits since the last one that ended while spinning.
+    since_hit: u32,
+}
+
+impl Waiter {
+    /// A new connection's state under `policy`.
+    pub fn new(policy: WaitPolicy) -> Self {
+        let typical = match policy {
+            WaitPolicy::Adaptive { cap } => cap / 2,
+            _ => Duration::ZERO,
+        };
+        let mut waiter = Self {
+            policy,
+            typical,
+            budget: Duration::ZERO,
+            waits_since_probe: 0,
+            futile: 0,
+            hit: Duration::ZERO,
+            since_hit: RECENT_HITS,
+        };
+        waiter.budget = waiter.learned();
+        waiter
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> WaitPolicy {
+        self.policy
+    }
+
+    /// How long the next wait spins before it sleeps; `None`: until its deadline (never
+    /// sleep).
+    pub fn spin_budget(&mut self) -> Option<Duration> {
+        match self.policy {
+            WaitPolicy::Poll => None,
+            WaitPolicy::Sleep => Some(Duration::ZERO),
+            WaitPolicy::Spin(d) => Some(d),
+            WaitPolicy::Adaptive { .. } if self.budget.is_zero() => {
+                self.waits_since_probe += 1;
+                if self.waits_since_probe >= PROBE_EVERY {
+                    self.waits_since_probe = 0;
+                    Some(self.learned())
+                } else {
+                    Some(Duration::ZERO)
+                }
+            }
+            WaitPolicy::Adaptive { .. } => Some(self.budget),
+        }
+    }
+
+    /// Learns from how the last wait ended (only the adaptive policy learns).
+    pub fn record(&mut self, end: WaitEnd) {
+        let WaitPolicy::Adaptive { cap } = self.policy else {
+            return;
+        };
+        match end {
+            WaitEnd::Spun(t) => {
+                self.futile = 0;
+                self.since_hit = 0;
+                self.hit = ewma(self.hit, t.min(cap));
+                self.observe(t.min(cap));
+                self.budget = self.learned();
+            }
+            WaitEnd::Slept(t) if t <= cap => {
+                self.futile = 0;
+                self.since_hit = self.since_hit.saturating_add(1);
+                self.observe(t);
+                self.budget = self
+                    .learned()
+                    .max(self.clamped(self.budget.saturating_mul(2)));
+            }
+            WaitEnd::Slept(_) => {
+                self.since_hit = self.since_hit.saturating_add(1);
+                self.observe(cap);
+                self.back_off();
+            }
+            WaitEnd::TimedOut(t) if t > cap => {
+                self.since_hit = self.since_hit.saturating_add(1);
+                self.back_off();
+            }
+            // A short timeout (a protocol deadline) says nothing about completions.
+            WaitEnd::TimedOut(_) => {}
+        }
+    }
+
+    fn observe(&mut self, sample: Duration) {
+        self.typical = ewma(self.typical, sample);
+    }
+
+    fn back_off(&mut self) {
+        self.futile = self.futile.saturating_add(1);
+        if self.futile < FUTILE_IN_A_ROW {
+            return;
+        }
+        let half = self.budget / 2;
+        let half = if half < FLOOR { Duration::ZERO } else { half };
+        // While waits still end in spinning now and then, keep spinning as long as those
+        // take: a peer that slept makes waits long, and sleeping in turn would keep it so.
+        let floor = if self.since_hit < RECENT_HITS {
+            self.clamped(self.hit.saturating_mul(2))
+        } else {
+            Duration::ZERO
+        };
+        self.budget = half.max(floor);
+    }
+
+    /// `2·typical` within [FLOOR, cap].
+    fn learned(&self) -> Duration {
+        self.clamped(self.typical.saturating_mul(2))
+    }
+
+    fn clamped(&self, d: Duration) -> Duration {
+        match self.policy {
+            WaitPolicy::Adaptive { cap } => d.max(FLOOR).min(cap),
+            _ => d,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const US: Duration = Duration::from_micros(1);
+
+    fn adaptive() -> Waiter {
+        Waiter::new(WaitPolicy::default())
+    }
+
+    fn budget(w: &mut Waiter) -> Duration {
+        w.spin_budget().expect("adaptive waits have a budget")
+    }
+
+    #[test]
+    fn short_waits_are_spun_for_about_twice_their_length() {
+        let mut w = adaptive();
+        assert_eq!(budget(&mut w), DEFAULT_SPIN_CAP, "optimistic at first");
+        for _ in 0..64 {
+            w.record(WaitEnd::Spun(30 * US));
+        }
+        let b = budget(&mut w);
+        assert!(b >= 59 * US && b <= 61 * US, "{b:?}");
+        // Shorter waits shrink the budget, never below the floor.
+        for _ in 0..128 {
+            w.record(WaitEnd::Spun(Duration::ZERO));
+        }
+        assert_eq!(budget(&mut w), FLOOR);
+    }
+
+    #[test]
+    fn the_budget_never_exceeds_the_cap() {
+        let cap = 100 * US;
+        let mut w = Waiter::new(WaitPolicy::Adaptive { cap });
+        for _ in 0..64 {
+            w.record(WaitEnd::Spun(90 * US));
+            assert!(budget(&mut w) <= cap);
+        }
+        assert_eq!(budget(&mut w), cap);
+        for _ in 0..64 {
+            w.record(WaitEnd::Slept(95 * US));
+            assert!(budget(&mut w) <= cap);
+        }
+    }
+
+    #[test]
+    fn a_sleep_that_ended_within_the_cap_grows_the_budget_fast() {
+        let mut w = adaptive();
+        for _ in 0..64 {
+            w.record(WaitEnd::Spun(10 * US));
+        }
+        let small = budget(&mut w);
+        assert!(small >= 20 * US && small <= 21 * US, "{small:?}");
+        // Then waits of 120 µs (80 of them a wake-up): the budget misses them, and doubles.
+        w.record(WaitEnd::Slept(120 * US));
+        let b = budget(&mut w);
+        assert!(b >= 2 * small && b < 50 * US, "doubled: {b:?}");
+        w.record(WaitEnd::Slept(120 * US));
+        let b = budget(&mut w);
+        assert!(b >= 4 * small && b < 100 * US, "doubled again: {b:?}");
+        // Now the waits are found while spinning, after their true 40 µs.
+        for _ in 0..64 {
+            w.record(WaitEnd::Spun(40 * US));
+        }
+        let b = budget(&mut w);
+        assert!(b >= 78 * US && b <= 82 * US, "{b:?}");
+    }
+
+    #[test]
+    fn long_waits_back_off_to_sleeping_and_probes_find_short_ones_again() {
+        let mut w = adaptive();
+        // Kernels of 10 ms: spinning never pays.
+        let mut spun = Duration::ZERO;
+        for _ in 0..10 {
+            spun += budget(&mut w);
+            w.record(WaitEnd::Slept(10_000 * US));
+        }
+        assert_eq!(budget(&mut w), Duration::ZERO, "backed off");
+        // About 1% of the 100 ms waited.
+        assert!(spun < 1_000 * US, "backing off cost {spun:?}");
+        // While sleeping at once, one wait in 16 probes (at most the cap).
+        let mut probes = 0;
+        for _ in 0..(16 * 4) {
+            let b = budget(&mut w);
+            if b > Duration::ZERO {
+                probes += 1;
+                assert!(b <= DEFAULT_SPIN_CAP, "{b:?}");
+            }
+            w.record(WaitEnd::Slept(10_000 * US));
+        }
+        assert_eq!(probes, 4);
+        // Short waits again: the next probe hits and spinning resumes.
+        while budget(&mut w).is_zero() {
+            w.record(WaitEnd::Slept(10_000 * US));
+        }
+        w.record(WaitEnd::Spun(10 * US));
+        assert!(budget(&mut w) > Duration::ZERO);
+    }
+
+    #[test]
+    fn a_few_long_waits_do_not_shrink_the_budget() {
+        let mut w = adaptive();
+        for _ in 0..64 {
+            w.record(WaitEnd::Spun(40 * US));
+        }
+        let before = budget(&mut w);
+        // The memory-region setup, say; then short waits again.
+        w.record(WaitEnd::Slept(5_000 * US));
+        assert_eq!(budget(&mut w), before);
+        w.record(WaitEnd::Spun(40 * US));
+        for _ in 0..3 {
+            w.record(WaitEnd::Slept(5_000 * US));
+        }
+        let again = budget(&mut w);
+        w.record(WaitEnd::Spun(40 * US));
+        assert!(budget(&mut w) >= again, "not in a row");
+        for _ in 0..3 {
+            w.record(WaitEnd::Slept(5_000 * US));
+        }
+        let before = budget(&mut w);
+        w.record(WaitEnd::Slept(5_000 * US));
+        assert_eq!(budget(&mut w), before / 2, "the fourth in a row halves it");
+    }
+
+    #[test]
+    fn recent_hits_keep_spinning_as_long_as_they_take() {
+        let mut w = adaptive();
+        // A ping-pong whose peer sleeps: one wait in four still ends while spinning (60 µs),
+        // the others take 5 ms.
+        for _ in 0..64 {
+            w.record(WaitEnd::Spun(60 * US));
+            for _ in 0..3 {
+                w.record(WaitEnd::Slept(5_000 * US));
+            }
+        }
+        let b = budget(&mut w);
+        assert!(b >= 110 * US && b <= DEFAULT_SPIN_CAP, "{b:?}");
+        // No hit for 64 waits: the budget halves down to nothing.
+        for _ in 0..72 {
+            w.record(WaitEnd::Slept(5_000 * US));
+        }
+        assert_eq!(budget(&mut w), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_short_wait_after_sleeping_at_once_restores_spinning() {
+        let mut w = adaptive();
+        for _ in 0..12 {
+            w.record(WaitEnd::TimedOut(100_000 * US));
+        }
+        assert_eq!(budget(&mut w), Duration::ZERO);
+        w.record(WaitEnd::Slept(30 * US));
+        assert!(budget(&mut w) >= FLOOR);
+    }
+
+    #[test]
+    fn short_timeouts_teach_nothing() {
+        let mut w = adaptive();
+        let before = budget(&mut w);
+        for _ in 0..32 {
+            w.record(WaitEnd::TimedOut(10 * US));
+        }
+        assert_eq!(budget(&mut w), before);
+    }
+
+    #[test]
+    fn fixed_policies_do_not_learn() {
+        for (policy, want) in [
+            (WaitPolicy::Poll, None),
+            (WaitPolicy::Sleep, Some(Duration::ZERO)),
+            (WaitPolicy::Spin(300 * US), Some(300 * US)),
+        ] {
+            let mut w = Waiter::new(policy);
+            for end in [
+                WaitEnd::Spun(US),
+                WaitEnd::Slept(Duration::from_secs(1)),
+                WaitEnd::TimedOut(Duration::from_secs(1)),
+            ] {
+                w.record(end);
+                assert_eq!(w.spin_budget(), want, "{policy}");
+            }
+        }
+    }
+
+    #[test]
+    fn policies_parse_and_print() {
+        for (text, policy) in [
+            ("adaptive", WaitPolicy::default()),
+            (" Adaptive:500 ", WaitPolicy::Adaptive { cap: 500 * US }),
+            ("poll", WaitPolicy::Poll),
+            ("SLEEP", WaitPolicy::Sleep),
+            ("spin:0", WaitPolicy::Spin(Duration::ZERO)),
+            ("spin: 100000", WaitPolicy::Spin(100_000 * US)),
+        ] {
+            let parsed: WaitPolicy = text.parse().unwrap();
+            assert_eq!(parsed, policy, "{text}");
+            assert_eq!(parsed.to_string().parse::<WaitPolicy>(), Ok(policy));
+        }
+        for bad in [
+            "",
+            "spin",
+            "poll:3",
+            "adaptive:",
+            "spin:-1",
+            "spin:2000000",
+            "busy",
+        ] {
+            let e = bad.parse::<WaitPolicy>().unwrap_err().to_string();
+            assert!(e.contains("adaptive") && e.contains("poll"), "{bad}: {e}");
+        }
+    }
+}
