@@ -33,11 +33,13 @@ use super::writer::{Writer, Wrote};
 /// How long the NIC thread leaves the reader to application threads after one used it; within
 /// it, a steady exchange of small messages wakes no engine thread at all.
 pub(crate) const HANDOVER: Duration = Duration::from_millis(2);
-/// Payloads up to this size are written by any thread (non-blocking); larger ones by the NIC
-/// thread, so an application thread never streams a large payload.
-pub(crate) const INLINE_PAYLOAD: usize = 64 * 1024 - 24;
 /// Largest piece of registered memory accessed at once (one system call).
 pub(crate) const CHUNK: usize = 256 * 1024;
+/// Bytes an application thread writes per call (non-blocking) when it posts or before it
+/// sleeps: a frame up to this size leaves from the posting thread in one system call, without
+/// waking the NIC thread; the NIC thread writes the rest of larger ones, so an application
+/// thread never streams a large payload.
+pub(crate) const POST_BUDGET: usize = CHUNK;
 
 /// Where the reader is.
 #[derive(Debug)]
@@ -199,26 +201,31 @@ impl Shared {
         }
     }
 
-    /// Writes what can go out without blocking (data payloads up to `max_payload`), as long
-    /// as the writer is free; returns with it put back (or held by another thread).
-    pub(crate) fn pump<'a>(&'a self, mut st: Guard<'a>, max_payload: usize) -> Guard<'a> {
+    /// Writes what can go out without blocking, as long as the writer is free, until this call
+    /// has written `budget` bytes (it finishes the write that crosses it); returns with the
+    /// writer put back (or held by another thread). Frames of every size may be started: a
+    /// posting thread writes the first [`POST_BUDGET`] bytes itself and leaves the rest to the
+    /// NIC thread (see [`Shared::nudge`]).
+    pub(crate) fn pump<'a>(&'a self, mut st: Guard<'a>, budget: usize) -> Guard<'a> {
+        let budget = u64::try_from(budget).unwrap_or(u64::MAX);
+        let mut spent = 0u64;
         let mut now = Instant::now();
         loop {
             let Some(mut w) = st.writer.take() else {
                 return st;
             };
-            w.refill(&mut st.rc, now, max_payload);
+            w.refill(&mut st.rc, now, usize::MAX);
             if !w.has_work() {
                 st.writer = Some(w);
                 return st;
             }
             drop(st);
+            let before = w.written();
             let wrote = w.write(&self.socket, CHUNK, now);
+            spent += w.written() - before;
             st = self.lock();
-            if max_payload > INLINE_PAYLOAD {
-                // Large payloads take a while: the next chunk is timed afresh.
-                now = Instant::now();
-            }
+            // A chunk takes a while: the next one is timed afresh.
+            now = Instant::now();
             let more = match wrote {
                 Wrote::Progress(done) => {
                     if let Some(msn) = done {
@@ -240,7 +247,7 @@ impl Shared {
             if st.rc.is_closed() || st.rc.has_ready() {
                 self.wake_app(&st);
             }
-            if !more {
+            if !more || spent >= budget {
                 return st;
             }
         }

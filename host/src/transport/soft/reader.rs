@@ -139,7 +139,7 @@ impl Reader {
             }
             self.start += n;
             p.done += n;
-            return Step::Progress;
+            return self.progress();
         }
         if left <= SMALL_READ {
             self.start = 0;
@@ -154,9 +154,20 @@ impl Reader {
         match read_step(got) {
             (Step::Progress, n) => {
                 p.done += n;
-                Step::Progress
+                self.progress()
             }
             (step, _) => step,
+        }
+    }
+
+    /// `Placed` (and the placement ended) if the payload is complete, else `Progress`.
+    fn progress(&mut self) -> Step {
+        match &self.placing {
+            Some(p) if p.done == p.local.len => {
+                self.placing = None;
+                Step::Placed
+            }
+            _ => Step::Progress,
         }
     }
 }

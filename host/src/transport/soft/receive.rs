@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::engine::Inbound;
 use super::frame::{Frame, HDR_LEN};
-use super::queue_pair::{CHUNK, Guard, INLINE_PAYLOAD, ReadSlot, Shared};
+use super::queue_pair::{CHUNK, Guard, POST_BUDGET, ReadSlot, Shared};
 use super::reader::{RX_BUF, Reader, Step};
 use super::socket::Interest;
 
@@ -65,8 +65,12 @@ pub(crate) fn drive<'a>(
                 }
                 Step::Progress => {
                     st.rc.handle_activity(now);
-                    if mode == Mode::Nic && r.is_placing() && r.buffered() == 0 {
-                        break Stop::Busy;
+                    match mode {
+                        Mode::Nic if r.is_placing() && r.buffered() == 0 => break Stop::Busy,
+                        // The caller's completion goes first; the placement continues with
+                        // its next call (or the NIC thread's, see `ReadSlot::AppIdle`).
+                        Mode::App if st.rc.has_ready() => break Stop::Idle,
+                        _ => {}
                     }
                 }
                 Step::WouldBlock => break Stop::Idle,
@@ -104,12 +108,15 @@ pub(crate) fn drive<'a>(
                     Frame::Write { len, .. } => (len as usize, false),
                     _ => (0, false),
                 };
-                if mode == Mode::App
-                    && (payload > RX_BUF - HDR_LEN || (needs_recv && !st.rc.has_recv()))
-                {
+                if mode == Mode::App && needs_recv && !st.rc.has_recv() {
                     break Stop::HandBack;
                 }
-                if mode == Mode::Nic || r.buffered() >= HDR_LEN + payload {
+                // A payload that fits the receive buffer is handled once it is there in
+                // full; a larger one is placed from the socket straight away, by either mode.
+                if mode == Mode::Nic
+                    || payload > RX_BUF - HDR_LEN
+                    || r.buffered() >= HDR_LEN + payload
+                {
                     r.next_frame();
                     let inbound = st.rc.handle_frame(now, frame);
                     if let Some(stop) = follow(inbound, r, &mut produced) {
@@ -171,7 +178,7 @@ pub(crate) fn receive_inline<'a>(
 ) -> Guard<'a> {
     // A blocking caller has just found nothing ready (its `poll` read the socket): it sleeps
     // in the socket first instead of reading once more.
-    let mut sleep_first = deadline.is_some() && r.peek().is_none();
+    let mut sleep_first = deadline.is_some() && !r.is_placing() && r.peek().is_none();
     let hand_back = loop {
         if !std::mem::take(&mut sleep_first) {
             let (g, stop) = drive(shared, st, &mut r, Mode::App);
@@ -190,7 +197,7 @@ pub(crate) fn receive_inline<'a>(
         // This thread cannot post a reply while it sleeps: a due ACK goes out first.
         let now = Instant::now();
         st.rc.flush_ack(now);
-        st = shared.pump(st, INLINE_PAYLOAD);
+        st = shared.pump(st, POST_BUDGET);
         shared.nudge(&mut st);
         if st.rc.has_ready() || st.rc.is_closed() {
             break st.rc.is_closed();
