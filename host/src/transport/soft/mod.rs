@@ -11,11 +11,13 @@
 //!   `writer` (frames being written, payloads streamed from registered memory), and
 //!   `queue_pair`, which says who may use each direction of the socket: whoever holds the
 //!   reader reads, whoever holds the writer writes.
-//! * the threads: a posting thread writes small frames itself (`pump`), and an application
-//!   thread that waits for a completion receives itself (`receive`) while the endpoint's NIC
-//!   thread (`nic`) is idle, so that a small request/response exchange costs no hand-off
-//!   between threads. The NIC thread does the rest: large payloads in both directions, a
-//!   message waiting for a receive, timers, and teardown.
+//! * the threads: a posting thread writes the first 256 KiB of its frames itself (`pump`),
+//!   and an application thread that waits for a completion receives itself (`receive`),
+//!   placing payloads of any size, while the endpoint's NIC thread (`nic`) is idle, so that
+//!   a request/response exchange up to 256 KiB each way costs no hand-off between threads
+//!   (and larger ones one per direction). The NIC thread does the rest: the remainder of
+//!   larger frames, what arrives while no application thread waits, a message waiting for a
+//!   receive, timers, and teardown. The wire format is unchanged by this division of work.
 //!
 //! Every posted work request completes exactly once; teardown (error, disconnect, peer loss)
 //! flushes what is outstanding with [`WcStatus::WrFlush`](crate::transport::WcStatus) and

@@ -1,8 +1,10 @@
 //! Receiving: reads frames with the [`Reader`], hands them to the engine, and places payloads
 //! where the engine says. Both the NIC thread and an application thread that waits for a
-//! completion receive this way ([`Mode`]); the application thread handles only what cannot
-//! block (frames whose payload is already buffered, receives that are posted) and hands the
-//! reader back to the NIC thread for anything else.
+//! completion receive this way ([`Mode`]); the application thread handles what needs no
+//! waiting for the application (frames whose receive is posted, payloads of any size, read
+//! without blocking as they arrive) and hands the reader back to the NIC thread for anything
+//! else. If its own completion becomes ready in the middle of a payload, it returns with the
+//! reader still placing: its next call continues, or the NIC thread after the hand-over time.
 
 use std::time::{Duration, Instant};
 
@@ -21,7 +23,8 @@ const SLICE: Duration = Duration::from_millis(50);
 pub(crate) enum Mode {
     /// The NIC thread: handles everything, returns after each step of a large payload.
     Nic,
-    /// An application thread: handles only what cannot block.
+    /// An application thread: everything but a message waiting for a receive; returns once
+    /// a completion or event is ready.
     App,
 }
 
