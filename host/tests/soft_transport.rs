@@ -906,17 +906,23 @@ fn rpc_ping_pong_alternating_large_and_small() {
     ping_pong(60, |i| if i % 2 == 0 { 300_000 } else { 100 });
 }
 
-/// `rounds` RPCs, one WRITE WITH IMM of `len(i)` bytes each way.
-fn ping_pong(rounds: u32, len: fn(u32) -> usize) {
-    const MAX: usize = 1 << 20;
-    let (mut client, mut server, (sr, sbuf)) = pair(config(), |ep| {
-        let sbuf = Buffer::zeroed(MAX);
+/// A pair for RPCs: a `max`-byte region at each end (server's, then client's, with their
+/// buffers) and one receive posted at the server.
+fn rpc_pair(max: usize) -> (Ep, Ep, (SoftRegion, Buffer), (SoftRegion, Buffer)) {
+    let (mut client, server, (sr, sbuf)) = pair(config(), move |ep| {
+        let sbuf = Buffer::zeroed(max);
         let r = ep.register(&sbuf).unwrap();
         ep.post_recv(0, None).unwrap();
         (r, sbuf)
     });
-    let cbuf = Buffer::zeroed(MAX);
+    let cbuf = Buffer::zeroed(max);
     let cr = client.region(&cbuf);
+    (client, server, (sr, sbuf), (cr, cbuf))
+}
+
+/// `rounds` RPCs, one WRITE WITH IMM of `len(i)` bytes each way.
+fn ping_pong(rounds: u32, len: fn(u32) -> usize) {
+    let (mut client, mut server, (sr, sbuf), (cr, _cbuf)) = rpc_pair(1 << 20);
     let to_client = remote(&cr, 0);
     let to_server = remote(&sr, 0);
     let server_thread = thread::spawn(move || {
@@ -1131,10 +1137,11 @@ fn register_at_uses_the_chosen_address_and_key() {
 
 #[test]
 fn echo_across_the_hand_off_sizes() {
-    // Sizes around the receive buffer (64 KiB), the posting thread's write budget and chunk
-    // (256 KiB) and beyond: the waiting threads place every payload, the posting threads write
-    // the first part of each frame and the NIC threads the rest. Each side checks the bytes.
-    const SIZES: [usize; 9] = [
+    // Sizes around the receive buffer (64 KiB), the write chunk (256 KiB), the posting
+    // thread's write budget (1 MiB) and beyond: the waiting threads place every payload, the
+    // posting threads write the first part of each frame and the NIC threads the rest. Each
+    // side checks the bytes.
+    const SIZES: [usize; 10] = [
         65_536 - 25,
         65_536 - 24,
         65_536,
@@ -1142,18 +1149,11 @@ fn echo_across_the_hand_off_sizes() {
         262_144 - 24,
         262_144,
         262_145,
+        (1 << 20) - 24,
         (1 << 20) + 7,
         (3 << 20) + 1,
     ];
-    const MAX: usize = 4 << 20;
-    let (mut client, mut server, (sr, sbuf)) = pair(config(), |ep| {
-        let sbuf = Buffer::zeroed(MAX);
-        let r = ep.register(&sbuf).unwrap();
-        ep.post_recv(0, None).unwrap();
-        (r, sbuf)
-    });
-    let cbuf = Buffer::zeroed(MAX);
-    let cr = client.region(&cbuf);
+    let (mut client, mut server, (sr, sbuf), (cr, cbuf)) = rpc_pair(4 << 20);
     let (to_client, to_server) = (remote(&cr, 0), remote(&sr, 0));
     let server_thread = thread::spawn(move || {
         let reply = server.region(&sbuf);

@@ -36,10 +36,10 @@ pub(crate) const HANDOVER: Duration = Duration::from_millis(2);
 /// Largest piece of registered memory accessed at once (one system call).
 pub(crate) const CHUNK: usize = 256 * 1024;
 /// Bytes an application thread writes per call (non-blocking) when it posts or before it
-/// sleeps: a frame up to this size leaves from the posting thread in one system call, without
-/// waking the NIC thread; the NIC thread writes the rest of larger ones, so an application
-/// thread never streams a large payload.
-pub(crate) const POST_BUDGET: usize = CHUNK;
+/// sleeps: a frame up to this size usually leaves from the posting thread, without waking
+/// the NIC thread (when the send buffer has room for it); the NIC thread writes the
+/// rest of larger ones, so an application thread never streams a large payload.
+pub(crate) const POST_BUDGET: usize = 1 << 20;
 
 /// Where the reader is.
 #[derive(Debug)]
