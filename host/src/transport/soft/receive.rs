@@ -3,8 +3,9 @@
 //! completion receive this way ([`Mode`]); the application thread handles what needs no
 //! waiting for the application (frames whose receive is posted, payloads of any size, read
 //! without blocking as they arrive) and hands the reader back to the NIC thread for anything
-//! else. If its own completion becomes ready in the middle of a payload, it returns with the
-//! reader still placing: its next call continues, or the NIC thread after the hand-over time.
+//! else. If its own completion becomes ready in the middle of a payload, or after 1 MiB of
+//! it, it returns with the reader still placing: its next call continues, or the NIC thread
+//! after the hand-over time.
 
 use std::time::{Duration, Instant};
 
@@ -17,6 +18,10 @@ use super::socket::Interest;
 /// Longest single sleep of an application thread in the socket (it re-checks the connection
 /// after each).
 const SLICE: Duration = Duration::from_millis(50);
+
+/// Most placement steps (each one chunk at most) of an application thread per call: as many
+/// bytes as it may write per call.
+const APP_PLACE_STEPS: usize = POST_BUDGET / CHUNK;
 
 /// Who receives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +58,7 @@ pub(crate) fn drive<'a>(
     let mut produced = false;
     // One reading of the clock per call: it never blocks, so the time stays accurate enough.
     let now = Instant::now();
+    let mut app_steps = 0;
     let stop = loop {
         if st.rc.is_closed() {
             break Stop::Closed;
@@ -68,11 +74,16 @@ pub(crate) fn drive<'a>(
                 }
                 Step::Progress => {
                     st.rc.handle_activity(now);
+                    app_steps += 1;
                     match mode {
                         Mode::Nic if r.is_placing() && r.buffered() == 0 => break Stop::Busy,
-                        // The caller's completion goes first; the placement continues with
-                        // its next call (or the NIC thread's, see `ReadSlot::AppIdle`).
-                        Mode::App if st.rc.has_ready() => break Stop::Idle,
+                        // The caller's completion goes first, and one call places at most
+                        // `APP_PLACE_STEPS` chunks (a non-blocking poll stays short); the
+                        // placement continues with the next call (or the NIC thread's, see
+                        // `ReadSlot::AppIdle`).
+                        Mode::App if st.rc.has_ready() || app_steps >= APP_PLACE_STEPS => {
+                            break Stop::Idle;
+                        }
                         _ => {}
                     }
                 }
