@@ -20,3 +20,7 @@ pub const NAA_PAGE: u64 = 4096;
 
 /// Largest requested NAA address plus one: the field is 56 bits wide (spec §2.3).
 pub const NAA_ADDR_LIMIT: u64 = 1 << 56;
+
+/// Largest region an NAA accepts: 1 GiB, the NIC's maximum message size and the design's limit
+/// per region (spec §2.8). Larger requests are refused with MRSP error 0x01.
+pub const MAX_REGION_BYTES: u32 = 1 << 30;

@@ -413,7 +413,13 @@ fn kernel_2_and_requested_placement_at_the_window_edges() {
 
 /// Runs the MRSP against a refusing server. The error SEND must complete before the server
 /// fails and disconnects (D-17); `server_before` is what the server does before its SEND.
+/// The server reports the code as its error.
 fn assert_refused(p: &mut Pair, code: MrspErrorCode, server_before: &[Act]) {
+    assert_refused_because(p, code, server_before, Error::MrspRejected(code));
+}
+
+/// [`assert_refused`] where the server reports `cause` (the client gets only the code).
+fn assert_refused_because(p: &mut Pair, code: MrspErrorCode, server_before: &[Act], cause: Error) {
     p.connect();
     assert_eq!(p.take(Side::Server), [RECV_MSG]);
     p.snic.hold_completions = true;
@@ -435,10 +441,7 @@ fn assert_refused(p: &mut Pair, code: MrspErrorCode, server_before: &[Act]) {
     );
     p.release(Side::Server);
     p.run();
-    assert_eq!(
-        p.take(Side::Server),
-        [Act::Failed(Error::MrspRejected(code)), Act::Disconnect]
-    );
+    assert_eq!(p.take(Side::Server), [Act::Failed(cause), Act::Disconnect]);
     assert_eq!(
         (p.client.phase(), p.server.phase()),
         (Phase::Error, Phase::Error)
@@ -451,7 +454,8 @@ fn mrsp_too_many_regions() {
     let mut scfg = server_config();
     scfg.max_regions = 3;
     let mut p = vector_b_with(1, scfg);
-    assert_refused(&mut p, MrspErrorCode::TooManyRegions, &[]);
+    let cause = Error::TooManyRegions { count: 4, max: 3 };
+    assert_refused_because(&mut p, MrspErrorCode::TooManyRegions, &[], cause);
 }
 
 #[test]
@@ -469,7 +473,7 @@ fn mrsp_record_count_beyond_the_wire_limit() {
         [
             RECV_MSG,
             Act::Send(4),
-            Act::Failed(Error::MrspRejected(MrspErrorCode::TooManyRegions)),
+            Act::Failed(Error::Malformed(wire::Error::TooManyRecords(40))),
             Act::Disconnect
         ]
     );
@@ -614,47 +618,112 @@ fn corrupt_request(edit: impl FnOnce(&mut Vec<u8>)) -> (Pair, Vec<Act>) {
     (p, server)
 }
 
+/// Whatever is wrong with the request, the client gets an MRSP Error message with a code
+/// (spec §11) before the NAA hangs up; the NAA reports the precise cause.
 #[test]
 fn mrsp_malformed_request() {
     type Edit = fn(&mut Vec<u8>);
-    let cases: [(Edit, Error); 4] = [
+    let invalid = MrspErrorCode::InvalidAddress;
+    let cases: [(Edit, MrspErrorCode, Error); 9] = [
         (
             |m| m[4] = 0x03,
+            invalid,
             Error::Malformed(wire::Error::InvalidFlags {
                 index: 0,
                 flags: 0x03,
             }),
         ),
         (
+            |m| m[4] = 0xFF,
+            invalid,
+            Error::Malformed(wire::Error::InvalidFlags {
+                index: 0,
+                flags: 0xFF,
+            }),
+        ),
+        (
             |m| m.truncate(50),
+            invalid,
             Error::Malformed(wire::Error::Truncated {
                 needed: 100,
                 len: 50,
             }),
         ),
-        (|m| m[0] = 0x03, Error::Malformed(wire::Error::ReservedType)),
+        (
+            |m| m[0] = 0x03,
+            invalid,
+            Error::Malformed(wire::Error::ReservedType),
+        ),
+        (
+            |m| m[0] = 0x07,
+            invalid,
+            Error::Malformed(wire::Error::UnknownType(0x07)),
+        ),
         (
             |m| m[0] = 0x02,
+            invalid,
             Error::UnexpectedMessage(wire::MsgType::Advertise),
         ),
+        (|m| m[1] = 0, invalid, Error::NoParameterRegions),
+        (
+            // The first record becomes the internal one: only internal regions remain.
+            |m| {
+                m[1] = 1;
+                m.truncate(4 + 24);
+                m[4..28].fill(0);
+                m[4] = 0x01;
+                m[27] = 8;
+            },
+            invalid,
+            Error::NoParameterRegions,
+        ),
+        (
+            |m| m[4 + 20..4 + 24].fill(0),
+            invalid,
+            Error::RegionSize { region: 0, size: 0 },
+        ),
     ];
-    for (edit, error) in cases {
+    for (edit, code, cause) in cases {
         let (mut p, server) = corrupt_request(edit);
-        assert_eq!(server, [Act::Failed(error), Act::Disconnect]);
+        assert_eq!(
+            server,
+            [Act::Send(4), Act::Failed(cause), Act::Disconnect],
+            "{cause:?}"
+        );
+        assert_eq!(p.snic.sent.last(), Some(&vec![0x00, code as u8, 0, 0]));
         assert_eq!(p.server.phase(), Phase::Error);
-        // The client's SEND completed, then the NAA hung up.
         assert_eq!(
             p.take(Side::Client),
             [
                 RECV_MSG,
                 Act::Send(100),
-                Act::Failed(Error::PeerDisconnected {
-                    phase: Phase::MrspReceiving
-                })
-            ]
+                Act::Failed(Error::MrspRejected(code))
+            ],
+            "{cause:?}"
         );
         assert_eq!(p.client.phase(), Phase::Error);
     }
+}
+
+/// Regions over 1 GiB are refused with 0x01 (not enough memory), whatever the NAA's
+/// per-connection limit.
+#[test]
+fn mrsp_region_over_one_gib() {
+    let (p, server) = corrupt_request(|m| {
+        m[4 + 20..4 + 24].copy_from_slice(&((1u32 << 30) + 1).to_be_bytes());
+    });
+    assert_eq!(p.snic.sent.last(), Some(&vec![0x00, 0x01, 0, 0]));
+    assert_eq!(
+        server,
+        [
+            Act::Send(4),
+            Act::Failed(Error::RegionSize {
+                region: 0,
+                size: (1 << 30) + 1
+            }),
+            Act::Disconnect
+        ]
+    );
 }
 
 /// Runs the MRSP with the server's Advertisement edited in flight; returns the client's

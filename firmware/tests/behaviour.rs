@@ -434,13 +434,15 @@ fn malformed_request_and_events_for_unknown_connections_are_harmless() {
     engine.events.push_back(EngineEvent::Disconnected(98));
     engine.events.push_back(EngineEvent::ConnectRequest(1));
     settle(&mut fw);
-    // A count that promises more records than the message holds: the connection ends.
+    // A count that promises more records than the message holds: refused as malformed
+    // (0x02, the spec's closest code), nothing allocated.
     let mut msg = aar(&standard_request());
     msg[1] = 3;
     fw.hardware_mut().engine.deliver(1, &msg);
     settle(&mut fw);
-    assert_eq!(fw.connections(), 0);
-    assert_eq!(fw.hardware().engine.disconnected, [1]);
+    let reply = fw.hardware().engine.last_reply(1);
+    assert_eq!(refusal(&reply), MrspErrorCode::InvalidAddress);
+    assert!(fw.hardware().engine.tables.is_empty());
 
     // A count over the limit is answered with 0x03 before anything else is read.
     let mut msg = aar(&standard_request());

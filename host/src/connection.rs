@@ -19,11 +19,12 @@
 //! ```
 
 use std::net::SocketAddr;
+use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
 use naaice_core::machine::{Machine, RpcResult};
 use naaice_core::region::InternalId;
-use naaice_core::{Client, ClientConfig, Phase, RegionId};
+use naaice_core::{Client, ClientConfig, FunctionCode, Phase, RegionId};
 
 use crate::clock;
 use crate::driver::{ClientEvent, Driver};
@@ -86,8 +87,13 @@ impl<E: Endpoint> Connection<E> {
         deadline: Instant,
     ) -> Result<Self> {
         let ep = transport.connect(remote, local, deadline)?;
-        let driver = Driver::client(ep, config)?;
         tracing::debug!(%remote, "connected");
+        Self::from_endpoint(ep, config)
+    }
+
+    /// A connection over an endpoint that is already connected.
+    pub(crate) fn from_endpoint(ep: E, config: ClientConfig) -> Result<Self> {
+        let driver = Driver::client(ep, config)?;
         Ok(Self {
             driver,
             params: Vec::new(),
@@ -209,6 +215,20 @@ impl<E: Endpoint> Connection<E> {
         self.progress(false)
     }
 
+    /// Starts an RPC with its own function code, user bytes (spec §3.2) and deadline; they
+    /// stay in effect for later RPCs until changed.
+    pub fn init_transfer_with(
+        &mut self,
+        fncode: FunctionCode,
+        user: [u8; 3],
+        timeout: Duration,
+    ) -> Result<()> {
+        self.check_failed()?;
+        self.client_mut().set_fncode(fncode)?;
+        self.client_mut().set_user_bytes(user)?;
+        self.init_transfer_with_timeout(timeout)
+    }
+
     /// True from [`Connection::init_transfer`] until [`Connection::poll`] or
     /// [`Connection::wait`] returned the RPC's result (or an error).
     pub fn rpc_in_flight(&self) -> bool {
@@ -275,6 +295,34 @@ impl<E: Endpoint> Connection<E> {
             }
         }
         self.check_failed()
+    }
+
+    /// Makes progress like [`Connection::poll`] without taking the result: `Ok(true)` once
+    /// the RPC in flight has finished (a later `poll` or `wait` returns its result).
+    pub(crate) fn advance(&mut self) -> Result<bool> {
+        self.progress(true)?;
+        Ok(!self.client().is_busy())
+    }
+
+    /// The error the connection failed with, if it failed.
+    pub(crate) fn failure(&self) -> Option<Error> {
+        self.check_failed().err()
+    }
+
+    /// Arms the readiness descriptor for a wait outside [`Connection::wait`]; `Ok(true)` if
+    /// the caller must poll instead of sleeping.
+    pub(crate) fn arm_ready(&mut self) -> Result<bool> {
+        Ok(self.driver.arm_ready()?)
+    }
+
+    /// The readiness descriptor (`None`: the transport has none; sleep briefly instead).
+    pub(crate) fn ready_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.driver.ready_fd()
+    }
+
+    /// When the connection must be polled even without readiness (the RPC's deadline).
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.driver.next_deadline()
     }
 
     fn check_failed(&self) -> Result<()> {

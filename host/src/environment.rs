@@ -3,7 +3,7 @@
 //!
 //! | variable | meaning |
 //! |---|---|
-//! | `NAA_SPEC` | the NAAs ([`crate::spec`]) |
+//! | `NAA_SPEC` | the NAAs ([`crate::spec`]; `local:fn_code:param_count` is the in-process NAA of [`crate::local`]) |
 //! | `NAA_LOCAL_IP` | local source address (optional) |
 //! | `NAAICE_RPC_TIMEOUT` | per-RPC deadline in seconds ([`DEFAULT_RPC_TIMEOUT`] when unset) |
 //! | `NAAICE_CONNECT_TIMEOUT` | connect deadline in seconds, retries and failover included ([`crate::connection::CONNECT_TIMEOUT`] when unset) |

@@ -36,6 +36,10 @@ pub enum Error {
     /// The connection is closed.
     #[error("connection closed")]
     Closed,
+    /// The RPC was cancelled ([`crate::Naa::cancel`]); the handle reconnects on its next
+    /// invoke.
+    #[error("the RPC was cancelled; the next invoke reconnects")]
+    Cancelled,
 }
 
 impl From<machine::Error> for Error {

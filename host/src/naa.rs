@@ -19,6 +19,11 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Beyond the reference: [`Naa::invoke_with`] takes per-call arguments ([`Call`]: function
+//! code, the immediate's user bytes, deadline), [`Naa::cancel`] abandons an RPC (the handle
+//! reconnects on its next invoke), and [`NaaOptions::local`] / `NAA_SPEC=local:FN:N` run the
+//! kernel in-process ([`crate::local`]).
+//!
 //! **Buffer safety.** The handle owns its parameter buffers. While an RPC is in flight,
 //! [`Naa::input`] and [`Naa::output`] return [`Error::Busy`], and a guard they returned
 //! borrows the handle, so it cannot live across [`Naa::invoke`]: neither the NIC nor the NAA
@@ -30,6 +35,13 @@ use std::time::Duration;
 
 use naaice_core::machine::RpcResult;
 use naaice_core::{ClientConfig, FunctionCode, Phase, RegionId, ReturnCode};
+
+mod call;
+mod cancel;
+mod link;
+
+pub use call::Call;
+use link::Link;
 
 use crate::connection::Connection;
 use crate::environment::Rank;
@@ -131,6 +143,12 @@ impl NaaOptions {
             ..Self::default()
         }
     }
+
+    /// Options that connect to the in-process NAA of local mode ([`crate::local`]) instead
+    /// of consulting `NAA_SPEC`; starts it if it is not running.
+    pub fn local() -> Result<Self> {
+        Ok(Self::at(crate::local::address()?))
+    }
 }
 
 /// A connection to an NAA prepared for one function (AP2 `naa_handle`).
@@ -139,10 +157,11 @@ impl NaaOptions {
 /// [`AnyTransport`](crate::transport::AnyTransport) chosen at run time; a concrete transport
 /// (e.g. [`SoftTransport`](crate::transport::soft::SoftTransport)) gives `Naa<ItsEndpoint>`.
 pub struct Naa<E: Endpoint = AnyEndpoint> {
-    conn: Connection<E>,
-    inputs: Vec<RegionId>,
-    outputs: Vec<RegionId>,
+    /// The connection; `None` after [`Naa::cancel`] until the next invoke reconnects.
+    conn: Option<Connection<E>>,
     fncode: FunctionCode,
+    /// How to connect again (after [`Naa::cancel`]) and the parameters to register then.
+    link: Link<E>,
     _reservation: Option<Reservation>,
 }
 
@@ -160,7 +179,7 @@ impl<E: Endpoint> Naa<E> {
     /// failing over to further entries: [`crate::select`]), connects, registers the
     /// parameters and runs the MRSP. Options from the environment
     /// ([`NaaOptions::from_env`]), as in the C ABI.
-    pub fn create<T: Transport<Endpoint = E>>(
+    pub fn create<T: Transport<Endpoint = E> + Clone + 'static>(
         transport: &T,
         fncode: u32,
         inputs: Vec<Param>,
@@ -171,19 +190,14 @@ impl<E: Endpoint> Naa<E> {
     }
 
     /// `naa_create` with explicit options (e.g. the NAA's address).
-    pub fn create_with<T: Transport<Endpoint = E>>(
+    pub fn create_with<T: Transport<Endpoint = E> + Clone + 'static>(
         transport: &T,
         fncode: u32,
         inputs: Vec<Param>,
         outputs: Vec<Param>,
         options: &NaaOptions,
     ) -> Result<Self> {
-        let code = u8::try_from(fncode)
-            .ok()
-            .and_then(FunctionCode::new)
-            .ok_or_else(|| {
-                Error::InvalidArgument(format!("function code {fncode} is not in 1..=127"))
-            })?;
+        let code = call::function_code(fncode)?;
         let local = match options.local {
             Some(l) => Some(l),
             None => spec::local_ip_from_env()?,
@@ -191,8 +205,12 @@ impl<E: Endpoint> Naa<E> {
         let mut config = ClientConfig::new(code);
         config.mrsp_timeout = options.mrsp_timeout;
         config.rpc_timeout = options.rpc_timeout;
-        let connect =
-            |remote, until| Connection::connect_until(transport, remote, local, config, until);
+        let chosen = std::cell::Cell::new(None);
+        let connect = |remote, until| {
+            let conn = link::connect(transport, remote, local, config, until)?;
+            chosen.set(Some(remote));
+            Ok(conn)
+        };
         let (mut conn, reservation) = match options.remote {
             Some(addr) => (
                 connect(addr, std::time::Instant::now() + options.connect_timeout)?,
@@ -212,37 +230,15 @@ impl<E: Endpoint> Naa<E> {
                 (conn, Some(r))
             }
         };
-        let mut known: Vec<(Buffer, RegionId)> = Vec::new();
-        let mut region_of = |conn: &mut Connection<E>, p: &Param| -> Result<RegionId> {
-            if let Some((_, id)) = known.iter().find(|(b, _)| same_memory(b, &p.buffer)) {
-                return Ok(*id);
-            }
-            let id = conn.add_param(&p.buffer)?;
-            known.push((p.buffer.clone(), id));
-            Ok(id)
-        };
-        let mut ins = Vec::with_capacity(inputs.len());
-        for p in &inputs {
-            let id = region_of(&mut conn, p)?;
-            if p.single_send {
-                conn.set_single_send(id)?;
-            } else {
-                conn.set_input(id)?;
-            }
-            ins.push(id);
-        }
-        let mut outs = Vec::with_capacity(outputs.len());
-        for p in &outputs {
-            let id = region_of(&mut conn, p)?;
-            conn.set_output(id)?;
-            outs.push(id);
-        }
-        conn.do_mrsp()?;
+        attach(&mut conn, &inputs, &outputs)?;
+        let remote = chosen
+            .get()
+            .ok_or(Error::State("connected without an address"))?;
+        let link = Link::new(transport, remote, local, config, options, inputs, outputs);
         Ok(Self {
-            conn,
-            inputs: ins,
-            outputs: outs,
+            conn: Some(conn),
             fncode: code,
+            link,
             _reservation: reservation,
         })
     }
@@ -263,16 +259,13 @@ impl<E: Endpoint> Naa<E> {
         self.invoke_with_timeout(timeout)
     }
 
-    /// Starts one RPC with its own deadline.
+    /// Starts one RPC with its own deadline (the handle's function code, user bytes 0).
     pub fn invoke_with_timeout(&mut self, timeout: Duration) -> Result<()> {
-        if self.is_busy() {
-            return Err(Error::Busy);
-        }
-        self.conn.init_transfer_with_timeout(timeout)
+        self.invoke_with(&Call::new().timeout(timeout))
     }
 
     fn rpc_timeout(&self) -> Duration {
-        self.conn.rpc_timeout()
+        self.link.rpc_timeout()
     }
 
     /// `naa_test`: makes progress without blocking; `Some(status)` once the RPC finished.
@@ -281,7 +274,8 @@ impl<E: Endpoint> Naa<E> {
         if !self.is_busy() {
             return self.last().map(Some);
         }
-        Ok(self.conn.poll()?.map(|r| self.status_of(r)))
+        let r = self.live()?.poll()?;
+        Ok(r.map(|r| self.status_of(r)))
     }
 
     /// `naa_wait`: blocks until the RPC finishes (or fails, or its deadline passes).
@@ -289,13 +283,15 @@ impl<E: Endpoint> Naa<E> {
         if !self.is_busy() {
             return self.last();
         }
-        let r = self.conn.wait()?;
+        let r = self.live()?.wait()?;
         Ok(self.status_of(r))
     }
 
     fn last(&self) -> Result<Status> {
         let r = self
             .conn
+            .as_ref()
+            .ok_or(Error::Cancelled)?
             .last_result()
             .ok_or(Error::State("no RPC was invoked"))?;
         Ok(self.status_of(r))
@@ -303,7 +299,7 @@ impl<E: Endpoint> Naa<E> {
 
     fn status_of(&self, r: RpcResult) -> Status {
         Status {
-            state: self.conn.phase(),
+            state: self.state(),
             naa_error: r.status,
             bytes_received: u64::from(r.bytes_received),
         }
@@ -311,50 +307,98 @@ impl<E: Endpoint> Naa<E> {
 
     /// The connection's current phase (`naa_status.state`): MRSP_DONE after create,
     /// DATA_SENDING / DATA_RECEIVING while an RPC is in flight, FINISHED after one, ERROR
-    /// after a failure.
+    /// after a failure, DISCONNECTED after [`Naa::cancel`] until the next invoke.
     pub fn state(&self) -> Phase {
-        self.conn.phase()
+        self.conn
+            .as_ref()
+            .map_or(Phase::Disconnected, Connection::phase)
     }
 
     /// True while an RPC is in flight.
     pub fn is_busy(&self) -> bool {
-        self.conn.rpc_in_flight()
+        self.conn.as_ref().is_some_and(Connection::rpc_in_flight)
+    }
+
+    /// The connection, or [`Error::Cancelled`] after [`Naa::cancel`].
+    fn live(&mut self) -> Result<&mut Connection<E>> {
+        self.conn.as_mut().ok_or(Error::Cancelled)
     }
 
     /// Read/write access to input `index` (as passed to create); [`Error::Busy`] while an
     /// RPC is in flight.
     pub fn input(&self, index: usize) -> Result<BufferGuard<'_>> {
-        let id = *self
-            .inputs
+        let p = self
+            .link
+            .inputs()
             .get(index)
             .ok_or_else(|| bad_index("input", index))?;
-        self.access(id)
+        self.access(p)
     }
 
     /// Read/write access to output `index`; [`Error::Busy`] while an RPC is in flight.
     pub fn output(&self, index: usize) -> Result<BufferGuard<'_>> {
-        let id = *self
-            .outputs
+        let p = self
+            .link
+            .outputs()
             .get(index)
             .ok_or_else(|| bad_index("output", index))?;
-        self.access(id)
+        self.access(p)
     }
 
-    fn access(&self, id: RegionId) -> Result<BufferGuard<'_>> {
+    fn access<'a>(&'a self, p: &'a Param) -> Result<BufferGuard<'a>> {
         if self.is_busy() {
             return Err(Error::Busy);
         }
-        let buffer = self
-            .conn
-            .param(id)
-            .ok_or(Error::State("region without buffer"))?;
-        Ok(buffer.lock())
+        Ok(p.buffer.lock())
+    }
+
+    /// The connection, for waiting on many handles ([`crate::naa_set`]) and futures
+    /// ([`crate::rpc_future`]); `None` after [`Naa::cancel`].
+    pub(crate) fn connection_mut(&mut self) -> Option<&mut Connection<E>> {
+        self.conn.as_mut()
+    }
+
+    /// The connection (read-only).
+    pub(crate) fn connection(&self) -> Option<&Connection<E>> {
+        self.conn.as_ref()
     }
 
     /// `naa_finalize`: disconnects and releases everything (also done on drop).
     pub fn finalize(self) {
         drop(self);
     }
+}
+
+/// Registers the parameters on a new connection (an in-place parameter, the same buffer as
+/// input and output, is one region) and runs the MRSP; returns the region ids of the inputs
+/// and outputs.
+fn attach<E: Endpoint>(
+    conn: &mut Connection<E>,
+    inputs: &[Param],
+    outputs: &[Param],
+) -> Result<()> {
+    let mut known: Vec<(Buffer, RegionId)> = Vec::new();
+    let mut region_of = |conn: &mut Connection<E>, p: &Param| -> Result<RegionId> {
+        if let Some((_, id)) = known.iter().find(|(b, _)| same_memory(b, &p.buffer)) {
+            return Ok(*id);
+        }
+        let id = conn.add_param(&p.buffer)?;
+        known.push((p.buffer.clone(), id));
+        Ok(id)
+    };
+    for p in inputs {
+        let id = region_of(conn, p)?;
+        if p.single_send {
+            conn.set_single_send(id)?;
+        } else {
+            conn.set_input(id)?;
+        }
+    }
+    for p in outputs {
+        let id = region_of(conn, p)?;
+        conn.set_output(id)?;
+    }
+    conn.do_mrsp()
 }
 
 fn bad_index(what: &str, index: usize) -> Error {

@@ -250,6 +250,7 @@ mod tests {
                     port,
                     fncode: 1,
                     param_count: 1,
+                    local: false,
                 })
                 .collect(),
         )

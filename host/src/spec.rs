@@ -1,7 +1,9 @@
 //! NAA discovery from the environment (spec §6.3): `NAA_SPEC` and `NAA_LOCAL_IP`.
 //!
 //! `NAA_SPEC` is a comma-separated list of `address:port:fn_code:param_count` entries, e.g.
-//! `10.0.0.5::3:1,10.0.0.6:12346:7:2` (an empty port means 12345). Differences from the C
+//! `10.0.0.5::3:1,10.0.0.6:12346:7:2` (an empty port means 12345). An entry
+//! `local:fn_code:param_count` (no port) is the in-process NAA of local mode
+//! ([`crate::local`]). Differences from the C
 //! reference, all in the direction of clearer errors: a malformed entry is an error naming
 //! the entry and field (the C code skips it silently); ports must be 1–65535 and function
 //! codes 1–127 (the C code wraps them); spaces around fields are ignored; an IPv6 literal may
@@ -106,11 +108,22 @@ pub struct NaaEntry {
     pub fncode: u8,
     /// Number of input parameters.
     pub param_count: u32,
+    /// True for a `local:fn_code:param_count` entry: the in-process NAA of local mode
+    /// ([`crate::local`]); `host` is `local`, `port` 0.
+    pub local: bool,
 }
 
 impl NaaEntry {
-    /// Resolves the NAA's socket address (first result, like `getaddrinfo`).
+    /// Resolves the NAA's socket address (first result, like `getaddrinfo`); for a local
+    /// entry, the in-process NAA's, which starts it if it is not running.
     pub fn resolve(&self) -> Result<SocketAddr, SpecError> {
+        if self.local {
+            return crate::local::address().map_err(|e| SpecError::Resolve {
+                what: "the in-process NAA",
+                addr: self.host.clone(),
+                reason: e.to_string(),
+            });
+        }
         resolve("NAA address", &self.host, self.port)
     }
 }
@@ -129,10 +142,15 @@ pub fn parse(spec: &str) -> Result<Vec<NaaEntry>, SpecError> {
             reason,
         };
         let (host, rest) = split_host(entry).map_err(|r| bad(r.into()))?;
-        let fields: Vec<&str> = rest.split(':').map(str::trim).collect();
+        let mut fields: Vec<&str> = rest.split(':').map(str::trim).collect();
+        let local = host == crate::local::LOCAL_HOST && fields.len() == 2;
+        if local {
+            fields.insert(0, "0");
+        }
         let [port, fncode, count] = fields[..] else {
             return Err(bad(format!(
-                "expected address:port:fn_code:param_count, found {} fields",
+                "expected address:port:fn_code:param_count (or local:fn_code:param_count), \
+                 found {} fields",
                 fields.len() + 1
             )));
         };
@@ -140,6 +158,7 @@ pub fn parse(spec: &str) -> Result<Vec<NaaEntry>, SpecError> {
             return Err(bad("empty address".into()));
         }
         let port = match port {
+            _ if local => 0,
             "" => DEFAULT_PORT,
             p => p
                 .parse::<u16>()
@@ -164,6 +183,7 @@ pub fn parse(spec: &str) -> Result<Vec<NaaEntry>, SpecError> {
             port,
             fncode,
             param_count,
+            local,
         });
     }
     if entries.is_empty() {
@@ -343,6 +363,7 @@ mod tests {
             port,
             fncode,
             param_count: n,
+            local: false,
         }
     }
 
@@ -364,6 +385,33 @@ mod tests {
             vec![entry("host.example", 99, 5, 0)]
         );
         assert_eq!(parse("[::1]:7:1:1").unwrap(), vec![entry("::1", 7, 1, 1)]);
+    }
+
+    #[test]
+    fn local_entries() {
+        let local = NaaEntry {
+            port: 0,
+            local: true,
+            ..entry("local", 0, 7, 2)
+        };
+        assert_eq!(
+            parse("local:7:2, 10.0.0.5::3:1").unwrap(),
+            vec![local, entry("10.0.0.5", 12345, 3, 1)]
+        );
+        // With a port field, "local" is a host name like any other.
+        assert_eq!(
+            parse("local:99:7:2").unwrap(),
+            vec![entry("local", 99, 7, 2)]
+        );
+        for (spec, needle) in [
+            ("local:0:2", "function code \"0\""),
+            ("local:128:2", "function code \"128\""),
+            ("local:1:x", "param_count \"x\""),
+            ("local:1", "found 2 fields"),
+        ] {
+            let err = parse(spec).unwrap_err().to_string();
+            assert!(err.contains(needle), "{spec}: {err}");
+        }
     }
 
     #[test]

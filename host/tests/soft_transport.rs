@@ -9,7 +9,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use naaice::memory::Buffer;
-use naaice::transport::soft::{SoftConfig, SoftEndpoint, SoftRegion, SoftTransport};
+use naaice::transport::soft::{
+    FaultAction, FaultPlan, FrameKind, SoftConfig, SoftEndpoint, SoftRegion, SoftTransport,
+};
 use naaice::transport::{
     Completion, ConnectionEvent, Endpoint, Incoming, Listener, MemoryRegion, RemoteAddr, SendOp,
     SendWr, Sge, Transport, TransportError, WcOpcode, WcStatus,
@@ -147,8 +149,18 @@ fn pair_on<T: Send + 'static>(
     addr: SocketAddr,
     prepare: impl FnOnce(&mut SoftEndpoint) -> T + Send + 'static,
 ) -> (Ep, Ep, T) {
-    let transport = SoftTransport::new(cfg);
-    let mut listener = transport.listen(addr).unwrap();
+    pair_apart(cfg.clone(), cfg, addr, prepare)
+}
+
+/// [`pair_on`] with a configuration for each side.
+fn pair_apart<T: Send + 'static>(
+    client_cfg: SoftConfig,
+    server_cfg: SoftConfig,
+    addr: SocketAddr,
+    prepare: impl FnOnce(&mut SoftEndpoint) -> T + Send + 'static,
+) -> (Ep, Ep, T) {
+    let transport = SoftTransport::new(client_cfg);
+    let mut listener = SoftTransport::new(server_cfg).listen(addr).unwrap();
     let target = listener.local_addr();
     let server = thread::spawn(move || {
         let mut incoming = listener
@@ -1245,4 +1257,280 @@ fn a_completion_ready_in_the_middle_of_a_placement() {
                 .all(|c| c.status == WcStatus::Success)
         );
     }
+}
+
+/// How often the teardown races below are repeated (each is a fresh connection).
+const RACE_ROUNDS: usize = 200;
+
+/// The responder's owner drops its endpoint as soon as it sees the error (as the software
+/// NAA's worker does): the requester must still get the NAK's status, never a flush or EOF.
+/// The responder registers a 64-byte region and posts one 8-byte receive into it; `post`
+/// sends the offending request with wr_id 7 and returns the client's region.
+fn refusal_survives_an_immediate_drop(
+    post: impl Fn(&mut Ep, RemoteAddr) -> SoftRegion,
+    want: WcStatus,
+) {
+    for round in 0..RACE_ROUNDS {
+        let (mut client, server, r) = pair(config(), |ep| {
+            let r = ep.register(&Buffer::zeroed(64)).unwrap();
+            ep.post_recv(1, Some(sge(&r, 0, 8))).unwrap();
+            r
+        });
+        let target = remote(&r, 0);
+        let dropper = thread::spawn(move || {
+            let mut server = server;
+            server.disconnected(LONG);
+            drop(server);
+            drop(r);
+        });
+        let _s = post(&mut client, target);
+        let c = client.completions(1, LONG);
+        assert_eq!(
+            (c[0].wr_id, c[0].status),
+            (7, want),
+            "round {round}: the requester did not see the refusal"
+        );
+        client.disconnected(LONG);
+        dropper.join().unwrap();
+    }
+}
+
+#[test]
+fn wrong_rkey_nak_arrives_although_the_responder_drops_at_once() {
+    refusal_survives_an_immediate_drop(
+        |client, target| {
+            let s = client.region(&Buffer::zeroed(32));
+            let bad = RemoteAddr {
+                rkey: target.rkey ^ 0x5a5a,
+                ..target
+            };
+            client
+                .ep
+                .post_send(&[wr(7, SendOp::Write(bad), Some(sge(&s, 0, 32)))])
+                .unwrap();
+            s
+        },
+        WcStatus::RemoteAccess,
+    );
+}
+
+#[test]
+fn oversized_send_nak_arrives_although_the_responder_drops_at_once() {
+    refusal_survives_an_immediate_drop(
+        |client, _| {
+            let s = client.region(&Buffer::zeroed(32));
+            client
+                .ep
+                .post_send(&[wr(7, SendOp::Send, Some(sge(&s, 0, 32)))])
+                .unwrap();
+            s
+        },
+        WcStatus::RemoteInvalidRequest,
+    );
+}
+
+#[test]
+fn wrong_rkey_nak_arrives_while_the_requester_still_streams_the_payload() {
+    // The responder refuses at the header and closes while the 4 MiB payload is still on its
+    // way: the requester's writes fail, yet the NAK before them must be read.
+    refusal_survives_an_immediate_drop(
+        |client, target| {
+            let s = client.region(&Buffer::zeroed(4 << 20));
+            let bad = RemoteAddr {
+                rkey: target.rkey ^ 0x5a5a,
+                ..target
+            };
+            client
+                .ep
+                .post_send(&[wr(7, SendOp::Write(bad), Some(sge(&s, 0, 4 << 20)))])
+                .unwrap();
+            s
+        },
+        WcStatus::RemoteAccess,
+    );
+}
+
+// ---- fault injection (`SoftConfig::faults`) -------------------------------------------------
+
+/// A pair whose server has one 64-byte region and one posted receive, with `client` and
+/// `server` fault plans.
+fn faulty_pair(
+    client: FaultPlan,
+    server: FaultPlan,
+    ack_timeout: Duration,
+) -> (Ep, Ep, SoftRegion) {
+    let cfg = |faults| SoftConfig {
+        ack_timeout,
+        faults,
+        ..config()
+    };
+    pair_apart(
+        cfg(client),
+        cfg(server),
+        "127.0.0.1:0".parse().unwrap(),
+        |ep| {
+            let r = ep.register(&Buffer::zeroed(64)).unwrap();
+            ep.post_recv(1, None).unwrap();
+            r
+        },
+    )
+}
+
+#[test]
+fn fault_reset_ends_the_connection_on_both_sides() {
+    let plan = FaultPlan::new().on_sent(FrameKind::WriteImm, 1, FaultAction::Reset);
+    let (mut client, mut server, r) = faulty_pair(plan.clone(), FaultPlan::new(), LONG);
+    client
+        .ep
+        .post_send(&[
+            wr(1, SendOp::Write(remote(&r, 0)), None),
+            wr(2, SendOp::WriteWithImm(remote(&r, 0), 3), None),
+        ])
+        .unwrap();
+    let c = client.completions(2, LONG);
+    // The WRITE went out before the reset, its ACK did not come back: both are flushed.
+    assert_eq!(
+        c.iter().map(|c| c.status).collect::<Vec<_>>(),
+        [WcStatus::WrFlush, WcStatus::WrFlush]
+    );
+    client.disconnected(LONG);
+    server.disconnected(LONG);
+    assert_eq!(server.completions(1, LONG)[0].status, WcStatus::WrFlush);
+    assert_eq!(plan.fired(), 1);
+}
+
+#[test]
+fn fault_dropped_input_leaves_the_requester_to_its_ack_timeout() {
+    let plan = FaultPlan::new().on_received(FrameKind::Send, 1, FaultAction::Drop);
+    let (mut client, mut server, _r) =
+        faulty_pair(FaultPlan::new(), plan.clone(), Duration::from_millis(300));
+    client.ep.post_send(&[wr(1, SendOp::Send, None)]).unwrap();
+    assert_eq!(
+        client.completions(1, LONG)[0].status,
+        WcStatus::RetryExceeded
+    );
+    client.disconnected(LONG);
+    // The responder never saw the SEND: its receive is flushed when the requester leaves.
+    server.disconnected(LONG);
+    assert_eq!(server.completions(1, LONG)[0].status, WcStatus::WrFlush);
+    assert_eq!(plan.fired(), 1);
+}
+
+#[test]
+fn fault_delayed_ack_past_the_ack_timeout_fails_the_request() {
+    // No retransmission over TCP: an ACK later than `ack_timeout` fails the request with
+    // RetryExceeded (like an RC requester that exhausted its retries).
+    let late = FaultPlan::new().on_sent(
+        FrameKind::Ack,
+        1,
+        FaultAction::Delay(Duration::from_secs(2)),
+    );
+    let (mut client, mut server, _r) =
+        faulty_pair(FaultPlan::new(), late.clone(), Duration::from_millis(200));
+    client.ep.post_send(&[wr(1, SendOp::Send, None)]).unwrap();
+    assert_eq!(
+        client.completions(1, LONG)[0].status,
+        WcStatus::RetryExceeded
+    );
+    assert_eq!(server.completions(1, LONG)[0].status, WcStatus::Success);
+    server.disconnected(LONG);
+    assert_eq!(late.fired(), 1);
+}
+
+#[test]
+fn fault_delayed_ack_within_the_ack_timeout_is_only_late() {
+    let late = FaultPlan::new().on_sent(
+        FrameKind::Ack,
+        1,
+        FaultAction::Delay(Duration::from_millis(50)),
+    );
+    let (mut client, mut server, _r) = faulty_pair(FaultPlan::new(), late.clone(), LONG);
+    client.ep.post_send(&[wr(1, SendOp::Send, None)]).unwrap();
+    assert_eq!(client.completions(1, LONG)[0].status, WcStatus::Success);
+    assert_eq!(server.completions(1, LONG)[0].status, WcStatus::Success);
+    assert_eq!(late.fired(), 1);
+    client.ep.disconnect();
+    server.disconnected(LONG);
+}
+
+/// Sleeps in poll(2) on `ep`'s readiness descriptor (at most `LONG`); true if it became
+/// readable.
+fn readable(ep: &SoftEndpoint, timeout: Duration) -> bool {
+    let fd = ep
+        .ready_fd()
+        .expect("the soft transport has a readiness descriptor");
+    let mut fds = [rustix::event::PollFd::new(
+        &fd,
+        rustix::event::PollFlags::IN,
+    )];
+    let ts = rustix::event::Timespec {
+        tv_sec: timeout.as_secs() as i64,
+        tv_nsec: i64::from(timeout.subsec_nanos()),
+    };
+    rustix::event::poll(&mut fds, Some(&ts)).expect("poll") == 1
+}
+
+#[test]
+fn readiness_descriptor_wakes_a_waiter_for_small_and_large_messages_and_teardown() {
+    const BIG: usize = 4 << 20;
+    let (mut client, mut server, (r, rbuf)) = pair(config(), |ep| {
+        let rbuf = Buffer::zeroed(BIG);
+        let r = ep.register(&rbuf).unwrap();
+        ep.post_recv(1, None).unwrap();
+        ep.post_recv(2, None).unwrap();
+        (r, rbuf)
+    });
+    let mut out = [Completion {
+        wr_id: 0,
+        status: WcStatus::General,
+        opcode: WcOpcode::Send,
+        byte_len: 0,
+        imm: None,
+    }; 4];
+    // Nothing yet: armed, and the descriptor stays silent.
+    assert_eq!(server.ep.poll(&mut out).unwrap(), 0);
+    assert!(!server.ep.arm_ready().unwrap());
+    assert!(!readable(&server.ep, Duration::from_millis(20)));
+    // A small WRITE WITH IMMEDIATE, then a large one (placed by the NIC thread): each wakes
+    // the armed waiter, and the completion is there when it polls.
+    let sbuf = Buffer::from_vec(pattern(BIG, 3));
+    let s = client.region(&sbuf);
+    for (i, len) in [(1u64, 64usize), (2, BIG)] {
+        let op = SendOp::WriteWithImm(remote(&r, 0), i as u32);
+        client
+            .ep
+            .post_send(&[wr(i, op, Some(sge(&s, 0, len)))])
+            .unwrap();
+        let deadline = soon(LONG);
+        let c = loop {
+            if server.ep.arm_ready().unwrap() {
+                let n = server.ep.poll(&mut out).unwrap();
+                if n > 0 {
+                    break out[0];
+                }
+                continue;
+            }
+            assert!(Instant::now() < deadline, "no completion");
+            assert!(
+                readable(&server.ep, LONG),
+                "the descriptor did not wake the waiter"
+            );
+        };
+        assert_eq!(
+            (c.wr_id, c.status, c.imm),
+            (i, WcStatus::Success, Some(i as u32))
+        );
+        assert_eq!(c.byte_len as usize, len);
+    }
+    assert_eq!(rbuf.to_vec(), sbuf.to_vec());
+    // The peer leaves: the armed waiter wakes, and arming reports it from then on.
+    assert!(!server.ep.arm_ready().unwrap());
+    client.ep.disconnect();
+    assert!(
+        readable(&server.ep, LONG),
+        "teardown did not wake the waiter"
+    );
+    assert!(server.ep.arm_ready().unwrap());
+    server.drain_events();
+    assert_eq!(server.events, [ConnectionEvent::Disconnected]);
 }

@@ -4,6 +4,9 @@
 
 pub mod fpga;
 pub mod fpga_client;
+pub mod join;
+pub mod raw_client;
+pub mod rendezvous;
 pub mod soc;
 pub mod suite;
 
@@ -11,8 +14,10 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
+use naaice::core::ClientConfig;
 use naaice::swnaa::{KernelContext, KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle};
-use naaice::transport::soft::SoftTransport;
+use naaice::transport::soft::{SoftEndpoint, SoftTransport};
+use naaice::{Buffer, Connection};
 use naaice_core::{FunctionCode, ReturnCode};
 
 /// Kernel that sleeps for the time given in its first user byte (in 10 ms units).
@@ -82,6 +87,22 @@ pub fn start_naa(config: SoftNaaConfig) -> SoftNaaHandle {
     let naa = SoftNaa::bind(SoftTransport::default(), loopback(), config, test_kernels())
         .expect("bind software NAA");
     naa.spawn().expect("spawn software NAA")
+}
+
+/// A connection to the software NAA at `addr` with one in-place region (input and output) of
+/// `len` zero bytes, returned with it (it must outlive the connection); MRSP done.
+pub fn in_place_connection(
+    addr: SocketAddr,
+    config: ClientConfig,
+    len: usize,
+) -> naaice::Result<(Connection<SoftEndpoint>, Buffer)> {
+    let mut conn = Connection::connect(&SoftTransport::default(), addr, None, config)?;
+    let buf = Buffer::zeroed(len);
+    let id = conn.add_param(&buf)?;
+    conn.set_input(id)?;
+    conn.set_output(id)?;
+    conn.do_mrsp()?;
+    Ok((conn, buf))
 }
 
 /// 127.0.0.1 with a free port.

@@ -98,6 +98,7 @@ macro_rules! suite_tests {
             application_error_and_kernel_panic,
             mrsp_errors_reach_the_client,
             poll_and_test_never_block,
+            many_naas_overlap_from_one_thread,
         );
     };
     (@each $run:expr; $($name:ident),+ $(,)?) => {
@@ -482,4 +483,42 @@ pub fn poll_and_test_never_block(site: &Site) {
     );
     assert!(h.output(0).is_ok());
     assert!(matches!(h.input(5), Err(Error::InvalidArgument(_))));
+}
+
+/// One thread keeps 4 NAAs busy through `naa_set::wait_all` and through futures joined on one
+/// thread: their kernels meet at one rendezvous, which serialised RPCs would miss. Both wait
+/// through the transport's readiness descriptors (`Endpoint::ready_fd`).
+pub fn many_naas_overlap_from_one_thread(site: &Site) {
+    use crate::rendezvous::{self, Rendezvous};
+    const N: usize = 4;
+    let meet = Rendezvous::new(N);
+    let fleet = rendezvous::fleet(site, N, &meet);
+    let mut naas = rendezvous::handles(site, &fleet, 4096);
+    for naa in &mut naas {
+        naa.invoke().expect("invoke");
+    }
+    for (i, outcome) in naaice::naa_set::wait_all(&mut naas).into_iter().enumerate() {
+        let status = outcome.expect("in flight").expect("RPC succeeded");
+        assert_eq!(
+            status.naa_error,
+            ReturnCode::SUCCESS,
+            "NAA {i} missed the rendezvous"
+        );
+    }
+    let calls = naas.iter_mut().map(Naa::call);
+    for (i, status) in pollster::block_on(crate::join::join_all(calls))
+        .into_iter()
+        .enumerate()
+    {
+        let status = status.expect("RPC succeeded");
+        assert_eq!(
+            status.naa_error,
+            ReturnCode::SUCCESS,
+            "NAA {i} missed the rendezvous"
+        );
+    }
+    for (i, naa) in naas.iter().enumerate() {
+        let out = naa.output(0).expect("output");
+        assert!(out.iter().all(|&b| b == i as u8 + 2), "NAA {i} result");
+    }
 }

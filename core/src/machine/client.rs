@@ -19,7 +19,8 @@ use crate::wire::{FunctionCode, ReturnCode};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct ClientConfig {
-    /// Function code of every RPC on this connection.
+    /// Function code of the RPCs on this connection ([`Client::set_fncode`] changes it
+    /// between RPCs).
     pub fncode: FunctionCode,
     /// How long the MRSP may take.
     pub mrsp_timeout: Duration,
@@ -182,6 +183,14 @@ impl Client {
     pub fn set_user_bytes(&mut self, user: [u8; 3]) -> Result<(), Error> {
         self.check_quiet()?;
         self.user = user;
+        Ok(())
+    }
+
+    /// Sets the function code of the next RPCs (spec §3.2: any code the NAA serves); not
+    /// during an RPC.
+    pub fn set_fncode(&mut self, fncode: FunctionCode) -> Result<(), Error> {
+        self.check_quiet()?;
+        self.config.fncode = fncode;
         Ok(())
     }
 

@@ -257,6 +257,13 @@ pub enum Error {
     },
     /// The request declares no parameter region (nothing to reply into).
     NoParameterRegions,
+    /// A requested region is empty or larger than [`crate::config::MAX_REGION_BYTES`].
+    RegionSize {
+        /// Region index.
+        region: u8,
+        /// Requested size in bytes.
+        size: u32,
+    },
     /// More regions than allowed.
     TooManyRegions {
         /// Regions declared.
@@ -340,6 +347,11 @@ impl core::fmt::Display for Error {
                 write!(f, "NAA region {region}: address range wraps around")
             }
             Self::NoParameterRegions => f.write_str("no parameter region declared"),
+            Self::RegionSize { region, size } => write!(
+                f,
+                "region {region}: {size} bytes is outside 1 byte ..= {} bytes",
+                crate::config::MAX_REGION_BYTES
+            ),
             Self::TooManyRegions { count, max } => {
                 write!(f, "{count} regions exceed the limit of {max}")
             }

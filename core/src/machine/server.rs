@@ -14,7 +14,7 @@ use super::{
     Error, Input, KernelCall, Machine, Phase, Post, QUEUE_LEN, RecvBuffer, ServerAction, WrId,
     WrKind, Write, expired,
 };
-use crate::config::MAX_REGIONS;
+use crate::config::{MAX_REGION_BYTES, MAX_REGIONS};
 use crate::region::{LocalRegion, RegionId, ServerRegions};
 use crate::time::Instant;
 use crate::wire::mrsp::{self, Repr, RequestRecord};
@@ -137,8 +137,8 @@ enum State {
     /// The Advertisement is posted ([`Phase::MrspSending`]). Timer: completion.
     Advertising,
     /// The MRSP error message is posted; teardown after its completion (D-17,
-    /// [`Phase::MrspSending`]). Timer: completion.
-    Refusing { code: MrspErrorCode },
+    /// [`Phase::MrspSending`]), reporting `cause`. Timer: completion.
+    Refusing { code: MrspErrorCode, cause: Error },
     /// Waiting for an RPC: [`Phase::MrspDone`] before the first, [`Phase::DataReceiving`]
     /// after. Timer: the idle timeout, if configured.
     Idle,
@@ -244,60 +244,76 @@ impl Server {
         });
     }
 
+    /// Validates the MRSP request. Whatever is wrong with it, the client gets an MRSP Error
+    /// message before the teardown (spec §11: "on failure reply with 0x00 and code 0x01, 0x02
+    /// or 0x03"); the NAA reports the precise cause. See [`refusal`] for the codes.
     fn on_request(&mut self, now: Instant, id: WrId, data: &[u8]) {
         if self.state != State::AwaitRequest || id.kind() != Some(WrKind::MrspRecv) {
             return self.unexpected();
         }
-        let records = match Repr::parse(data) {
-            Ok(Repr::AdvertiseRequest(records)) => records,
-            Ok(other) => return self.fail(Error::UnexpectedMessage(other.msg_type())),
-            Err(wire::Error::TooManyRecords(_)) => {
-                return self.refuse(now, MrspErrorCode::TooManyRegions);
-            }
-            Err(e) => return self.fail(Error::Malformed(e)),
+        let checked = match Repr::parse(data) {
+            Ok(Repr::AdvertiseRequest(records)) => self.check_limits(&records).map(|()| records),
+            Ok(other) => Err(Error::UnexpectedMessage(other.msg_type())),
+            Err(e) => Err(Error::Malformed(e)),
         };
-        if records
-            .iter()
-            .all(|r| r.flags.contains(crate::region::RegionFlags::INTERNAL))
-        {
-            return self.fail(Error::NoParameterRegions);
-        }
-        if let Err(code) = self.check_limits(&records) {
-            return self.refuse(now, code);
-        }
+        let records = match checked {
+            Ok(records) => records,
+            Err(cause) => return self.refuse(now, refusal(&cause), cause),
+        };
         match ServerRegions::from_records(&records) {
             Ok(table) => self.regions = table,
-            Err(_) => return self.refuse(now, MrspErrorCode::TooManyRegions),
+            Err(e) => return self.refuse(now, MrspErrorCode::TooManyRegions, e.into()),
         }
         self.state = State::Allocating { next: 0 };
         self.push(Pending::Allocations);
     }
 
     /// Every limit is checked before the caller allocates anything.
-    fn check_limits(&self, records: &[RequestRecord]) -> Result<(), MrspErrorCode> {
-        if records.len() > usize::from(self.config.max_regions.min(MAX_REGIONS as u8)) {
-            return Err(MrspErrorCode::TooManyRegions);
+    fn check_limits(&self, records: &[RequestRecord]) -> Result<(), Error> {
+        let max = self.config.max_regions.min(MAX_REGIONS as u8);
+        if records.len() > usize::from(max) {
+            return Err(Error::TooManyRegions {
+                count: records.len() as u8,
+                max,
+            });
+        }
+        if records
+            .iter()
+            .all(|r| r.flags.contains(crate::region::RegionFlags::INTERNAL))
+        {
+            return Err(Error::NoParameterRegions);
+        }
+        if let Some((i, r)) = records
+            .iter()
+            .enumerate()
+            .find(|(_, r)| r.size == 0 || r.size > MAX_REGION_BYTES)
+        {
+            return Err(Error::RegionSize {
+                region: i as u8,
+                size: r.size,
+            });
         }
         let total: u64 = records.iter().map(|r| u64::from(r.size)).sum();
+        let rejected = Error::MrspRejected;
         if total > self.config.max_total_bytes {
-            return Err(MrspErrorCode::NotEnoughMemory);
+            return Err(rejected(MrspErrorCode::NotEnoughMemory));
         }
         if let Placement::Requested { base, len } = self.config.placement {
             let end = base.saturating_add(len);
             for (i, r) in records.iter().enumerate() {
                 let start = r.requested_addr;
                 if start < base || start >= end {
-                    return Err(MrspErrorCode::InvalidAddress);
+                    return Err(rejected(MrspErrorCode::InvalidAddress));
                 }
                 if start + u64::from(r.size) > end {
-                    return Err(MrspErrorCode::NotEnoughMemory);
+                    return Err(rejected(MrspErrorCode::NotEnoughMemory));
                 }
                 let overlaps = records[..i].iter().any(|o| {
                     start < o.requested_addr + u64::from(o.size)
                         && o.requested_addr < start + u64::from(r.size)
                 });
                 if overlaps {
-                    return Err(MrspErrorCode::InvalidAddress);
+                    return Err(rejected(MrspErrorCode::InvalidAddress));
                 }
             }
         }
@@ -349,15 +365,16 @@ impl Server {
     pub fn assignment_failed(&mut self, now: Instant, id: RegionId) -> Result<(), Error> {
         // Only a region handed out for allocation and not assigned yet can fail.
         self.check_allocation(id)?;
-        self.refuse(now, MrspErrorCode::NotEnoughMemory);
+        let code = MrspErrorCode::NotEnoughMemory;
+        self.refuse(now, code, Error::MrspRejected(code));
         Ok(())
     }
 
-    fn refuse(&mut self, now: Instant, code: MrspErrorCode) {
+    fn refuse(&mut self, now: Instant, code: MrspErrorCode, cause: Error) {
         self.queue.clear();
         self.push(Pending::SendError(code));
         self.enter(
-            State::Refusing { code },
+            State::Refusing { code, cause },
             Some(now + self.config.completion_timeout),
         );
     }
@@ -378,7 +395,7 @@ impl Server {
         }
         match self.state {
             // The error message is delivered; only now tear down (D-17).
-            State::Refusing { code, .. } => self.fail(Error::MrspRejected(code)),
+            State::Refusing { cause, .. } => self.fail(cause),
             State::Advertising => {
                 self.push(Pending::MrspComplete);
                 self.enter_idle(now);
@@ -686,6 +703,24 @@ impl Machine for Server {
             State::Failed(e) => Some(e),
             _ => None,
         }
+    }
+}
+
+/// The MRSP error code a refused request gets (spec §2.7 defines only three):
+///
+/// | cause | code |
+/// |---|---|
+/// | more records than the NAA's region limit | 0x03 too many regions |
+/// | a region over [`MAX_REGION_BYTES`], more bytes than the connection or NAA may hold, memory that cannot be allocated, a region past the end of the FPGA window | 0x01 not enough memory |
+/// | anything else: no records, only internal regions, an empty region, invalid flags, an internal record with an address, a truncated message, a type other than 0x01, a requested address outside or overlapping in the FPGA window | 0x02 invalid address (the request's region description is invalid) |
+fn refusal(cause: &Error) -> MrspErrorCode {
+    match *cause {
+        Error::MrspRejected(code) => code,
+        Error::TooManyRegions { .. } | Error::Malformed(wire::Error::TooManyRecords(_)) => {
+            MrspErrorCode::TooManyRegions
+        }
+        Error::RegionSize { size, .. } if size > MAX_REGION_BYTES => MrspErrorCode::NotEnoughMemory,
+        _ => MrspErrorCode::InvalidAddress,
     }
 }
 

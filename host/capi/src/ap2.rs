@@ -34,24 +34,33 @@ use crate::types::{
 const MAX_PARAMS: usize = 32;
 
 /// One `naa_create` handle.
-struct Handle {
+pub(crate) struct Handle {
     /// The connection; `None` once finalized.
-    naa: Mutex<Option<Naa>>,
+    pub(crate) naa: Mutex<Option<Naa>>,
     /// Last known state, for `naa_test` while another thread holds `naa`.
     state: AtomicU8,
 }
 
 impl Handle {
-    fn lock(&self) -> MutexGuard<'_, Option<Naa>> {
+    /// Waits for the handle (another thread's call on it).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Option<Naa>> {
         self.naa.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn remember(&self, naa: &Naa) {
+    /// Takes the handle if no other thread is using it.
+    pub(crate) fn try_lock(
+        &self,
+    ) -> Result<MutexGuard<'_, Option<Naa>>, TryLockError<MutexGuard<'_, Option<Naa>>>> {
+        self.naa.try_lock()
+    }
+
+    /// Records the handle's state for `naa_test` on other threads.
+    pub(crate) fn remember(&self, naa: &Naa) {
         self.state.store(naa.state().value(), Ordering::Relaxed);
     }
 }
 
-static HANDLES: Handles<Handle> = Handles::new();
+pub(crate) static HANDLES: Handles<Handle> = Handles::new();
 
 /// Number of live handles.
 pub(crate) fn live_handles() -> usize {
@@ -302,11 +311,28 @@ pub unsafe extern "C" fn naa_create(
     })
 }
 
+/// A C handle for a connected `naa` (what `naa_create` hands out), for unit tests.
+#[cfg(test)]
+pub(crate) fn adopt(naa: Naa, function_code: naa_function_code_t) -> naa_handle {
+    let state = AtomicU8::new(naa.state().value());
+    let id = HANDLES.insert(Handle {
+        naa: Mutex::new(Some(naa)),
+        state,
+    });
+    naa_handle {
+        function_code,
+        comm_ctx: as_ptr::<naaice_communication_context>(id),
+    }
+}
+
 /// The live handle `*handle` refers to.
 ///
 /// # Safety
 /// `handle` must be NULL or point to a readable `naa_handle`.
-unsafe fn lookup(name: &'static str, handle: *const naa_handle) -> Result<Arc<Handle>, c_int> {
+pub(crate) unsafe fn lookup(
+    name: &'static str,
+    handle: *const naa_handle,
+) -> Result<Arc<Handle>, c_int> {
     if handle.is_null() {
         return Err(fail(name, "handle is NULL"));
     }

@@ -99,7 +99,9 @@ impl From<naaice::Error> for Failure {
             },
             naaice::Error::Region(_) | naaice::Error::InvalidArgument(_) => NAA_ERRKIND_ARGUMENT,
             naaice::Error::Timeout(_) => NAA_ERRKIND_TIMEOUT,
-            naaice::Error::Busy | naaice::Error::State(_) => NAA_ERRKIND_STATE,
+            naaice::Error::Busy | naaice::Error::State(_) | naaice::Error::Cancelled => {
+                NAA_ERRKIND_STATE
+            }
             naaice::Error::Spec(_) => NAA_ERRKIND_CONFIG,
             _ => NAA_ERRKIND_PROTOCOL,
         };

@@ -20,15 +20,23 @@
 //!   (0 on success, -1 on failure). A C program written against the reference compiles against
 //!   the header and runs unchanged. The differences, all fixes of spec section 9 defects, are listed
 //!   per function in [`ap2`].
+//! * **Extensions (not in the reference)**, MPI-like ([`ap2_set`]): `naa_waitany`,
+//!   `naa_waitall`, `naa_testany`, `naa_testall` progress many handles together in one
+//!   thread.
 //! * **Software NAA with C kernels** ([`swnaa`]): `naa_swnaa_*` runs the software NAA (the
 //!   reference's server) in a C program, with kernels written in C and registered by function
 //!   code.
+//! * **naaice-rs extensions (not in the reference)**, at the end of `naaice_ap2.h`: per-call
+//!   function code, user bytes and deadline, the full return code and cancellation
+//!   ([`ap2_call`]: `naa_invoke_with`, `naa_invoke_timeout`, `naa_get_return_code`,
+//!   `naa_cancel`); local (lookaside) mode ([`local`]: `NAA_SPEC=local:FN_CODE:PARAM_COUNT`,
+//!   `naa_local_register_kernel`).
 //!
 //! Environment (read by the library, never written):
 //!
 //! | variable | meaning |
 //! |---|---|
-//! | `NAA_SPEC` | NAAs as `address:port:fn_code:param_count,...` (spec section 6.3), read once per process |
+//! | `NAA_SPEC` | NAAs as `address:port:fn_code:param_count,...` (spec section 6.3), or `local:fn_code:param_count` for the in-process NAA of local mode, read once per process |
 //! | `NAA_LOCAL_IP` | local source address for connections (optional) |
 //! | `NAAICE_TRANSPORT` | `verbs` (default: RDMA, RoCEv2) or `soft` (the software transport over TCP, for machines without RDMA) |
 //! | `NAAICE_RPC_TIMEOUT` | per-RPC deadline in seconds (default 3600, like the reference) |
@@ -45,9 +53,12 @@
 pub mod ap1;
 pub mod ap1_types;
 pub mod ap2;
+pub mod ap2_call;
+pub mod ap2_set;
 mod boundary;
 pub mod error;
 mod handles;
+pub mod local;
 pub mod swnaa;
 mod transport;
 pub mod types;

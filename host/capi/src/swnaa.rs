@@ -82,13 +82,24 @@ pub type naa_swnaa_kernel = Option<
 >;
 
 /// The kernel function of a [`CKernel`].
-type KernelFn =
+pub(crate) type KernelFn =
     unsafe extern "C" fn(*mut c_void, *const naa_swnaa_call, *mut naa_swnaa_region, usize) -> u32;
 
 /// A C kernel and its user data.
-struct CKernel {
+pub(crate) struct CKernel {
     run: KernelFn,
     user_data: UserData,
+}
+
+impl CKernel {
+    /// The kernel `run`, called with `user_data` (see `naa_swnaa_register_kernel` for the
+    /// thread-safety contract the C program accepts).
+    pub(crate) fn new(run: KernelFn, user_data: *mut c_void) -> Self {
+        Self {
+            run,
+            user_data: UserData(user_data),
+        }
+    }
 }
 
 /// The C program's `user_data` pointer, passed back to its kernel.
@@ -176,7 +187,7 @@ fn with_server(
 }
 
 /// The function code `code` if it is 1-127.
-fn function_code(name: &'static str, code: c_uint) -> Result<FunctionCode, c_int> {
+pub(crate) fn function_code(name: &'static str, code: c_uint) -> Result<FunctionCode, c_int> {
     u8::try_from(code)
         .ok()
         .and_then(FunctionCode::new)
@@ -237,13 +248,7 @@ pub extern "C" fn naa_swnaa_register_kernel(
         if let Err(rc) = stopped(NAME, state) {
             return rc;
         }
-        state.kernels.register(
-            code,
-            CKernel {
-                run,
-                user_data: UserData(user_data),
-            },
-        );
+        state.kernels.register(code, CKernel::new(run, user_data));
         SUCCESS
     })
 }

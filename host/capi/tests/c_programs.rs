@@ -305,3 +305,29 @@ fn ap2_one_to_thirty_two_in_place_parameters_and_last_error() {
         f.stderr
     );
 }
+
+#[test]
+fn many_naas_example_overlaps_rpcs_from_one_thread() {
+    let bin = build_sanitized(&out_dir("c"), "many_naas", &["examples/many_naas.c"]);
+    let f = run_ok(sanitizer_env(&mut Command::new(bin)).arg("8"), LIMIT);
+    assert!(
+        f.stdout.contains(
+            "round 1: 8 RPCs overlapped (naa_waitall)\nround 2: 8 RPCs overlapped (naa_waitany)"
+        ),
+        "{}\n{}",
+        f.stdout,
+        f.stderr
+    );
+}
+
+#[test]
+fn set_functions_semantics_under_sanitizers() {
+    let bin = build_sanitized(&out_dir("c"), "ap2_sets", &["tests/c/ap2_sets.c"]);
+    let f = run_ok(sanitizer_env(&mut Command::new(bin)), LIMIT);
+    assert!(
+        f.stdout.contains(", 0 failed"),
+        "{}\n{}",
+        f.stdout,
+        f.stderr
+    );
+}

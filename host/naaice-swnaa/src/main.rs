@@ -56,9 +56,18 @@ struct Args {
     /// Seconds a connection may idle between RPCs before it is dropped (default: forever).
     #[arg(long)]
     idle_timeout: Option<f64>,
-    /// Most bytes of region memory one connection may request.
+    /// When all connection slots are taken, a new client takes the slot of the connection
+    /// idle the longest between RPCs if it has been idle at least this many seconds (it is
+    /// disconnected cleanly); `never`: the new client is rejected instead.
+    #[arg(long, default_value = "30", value_name = "SECONDS|never")]
+    evict_idle_after: String,
+    /// Most bytes of region memory one connection may request (each region at most 1 GiB).
     #[arg(long, default_value_t = 4 << 30)]
     max_bytes: u64,
+    /// Most bytes of region memory of all connections together; a client whose request does
+    /// not fit gets MRSP error 0x01 (not enough memory). Default: half of the physical memory.
+    #[arg(long)]
+    memory_budget: Option<u64>,
     /// Log filter (e.g. info, debug, naaice=trace); overrides RUST_LOG.
     #[arg(short, long)]
     log: Option<String>,
@@ -101,9 +110,21 @@ fn run(args: Args) -> Result<(), String> {
             .idle_timeout
             .map(|s| seconds("idle-timeout", s))
             .transpose()?,
+        evict_idle_after: match args.evict_idle_after.as_str() {
+            "never" => None,
+            s => Some(seconds(
+                "evict-idle-after",
+                s.parse().map_err(|_| {
+                    format!("--evict-idle-after: {s:?} is neither seconds nor `never`")
+                })?,
+            )?),
+        },
         max_bytes_per_connection: args.max_bytes,
         ..SoftNaaConfig::default()
     };
+    if let Some(bytes) = args.memory_budget {
+        config.memory_budget = bytes;
+    }
     if let Some(n) = args.max_connections {
         config.max_connections = n;
     }

@@ -25,6 +25,8 @@ fn help_and_version_describe_the_server() {
         "--port",
         "--transport",
         "--kernel-timeout",
+        "--evict-idle-after",
+        "--memory-budget",
         "--log",
     ] {
         assert!(text.contains(option), "{option} missing from --help");
@@ -90,5 +92,16 @@ fn logs_to_a_file_have_no_colour_codes() {
     assert!(
         status.success(),
         "SIGTERM ends the server cleanly: {status}"
+    );
+}
+
+#[test]
+fn a_bad_eviction_grace_is_a_clear_error() {
+    let out = swnaa(&["--port", "0", "--evict-idle-after", "soon"]);
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("--evict-idle-after") && text.contains("never"),
+        "{text}"
     );
 }

@@ -9,6 +9,7 @@
 //! `server`.
 
 mod client;
+mod readiness;
 mod regions;
 mod role;
 mod server;
@@ -130,7 +131,35 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
 
     /// Feeds every ready connection event and completion to the machine, then its expired
     /// deadlines. Never blocks.
+    ///
+    /// Order: completions that precede the first flushed one, then the connection events,
+    /// then the rest. The completions of a connection that fails carry the cause first (the
+    /// NAK's status or `RetryExceeded` on the failed request, as on a real RC queue pair),
+    /// then the flushes; the machine must see that cause before the disconnect it led to,
+    /// while a connection that simply ended is reported as the disconnect, not as flushes.
     pub(crate) fn pump(&mut self) -> Result<()> {
+        let mut events_fed = false;
+        loop {
+            let n = self.ep.poll(&mut self.completions)?;
+            for i in 0..n {
+                let wc = self.completions[i];
+                if wc.status == WcStatus::WrFlush && !events_fed {
+                    self.feed_events();
+                    events_fed = true;
+                }
+                self.feed_completion(wc);
+            }
+            if n < self.completions.len() {
+                break;
+            }
+        }
+        self.feed_events();
+        self.machine.handle_timeout(clock::now());
+        Ok(())
+    }
+
+    /// Feeds the ready connection events.
+    fn feed_events(&mut self) {
         while let Some(event) = self.ep.poll_event() {
             match event {
                 // Fed by `established` when connect/accept returned.
@@ -141,18 +170,6 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
                 }
             }
         }
-        loop {
-            let n = self.ep.poll(&mut self.completions)?;
-            for i in 0..n {
-                let wc = self.completions[i];
-                self.feed_completion(wc);
-            }
-            if n < self.completions.len() {
-                break;
-            }
-        }
-        self.machine.handle_timeout(clock::now());
-        Ok(())
     }
 
     /// Blocks until the transport has something ready, the machine's next deadline, or

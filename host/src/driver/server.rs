@@ -74,6 +74,14 @@ impl<E: Endpoint> Driver<E, Server> {
         }
     }
 
+    /// Answers an allocation request with a refusal without allocating anything (the MRSP
+    /// is answered with 0x01, not enough memory).
+    pub(crate) fn refuse_allocation(&mut self, region: RegionId) {
+        if let Err(e) = self.machine.assignment_failed(clock::now(), region) {
+            tracing::error!(error = %e, "region refusal not accepted");
+        }
+    }
+
     /// The regions with their flags and memory, for kernels (shared, so an RPC costs a
     /// reference count, not a copy).
     pub(crate) fn kernel_regions(&self) -> Arc<[(RegionFlags, Buffer)]> {

@@ -15,7 +15,37 @@
 //! (its outputs are not written back): the client cannot start its next RPC while the
 //! runaway kernel still holds the regions, and the connection survives. Kernels that may run
 //! long check [`KernelContext::timed_out`] and return early. A kernel that never returns
-//! leaves the client to its own RPC deadline.
+//! leaves the client to its own RPC deadline, or to [`Naa::cancel`](crate::Naa::cancel): the
+//! client disconnects, and the worker, still inside the kernel, finds the connection gone
+//! when the kernel returns, drops the results and ends (freeing its connection slot; a kernel
+//! that never returns keeps its thread and its slot).
+//!
+//! **Hostile and hogging peers.** Every resource a client can make the NAA hold is bounded:
+//!
+//! * *Connection slots* ([`SoftNaaConfig::max_connections`]): when all are taken, the
+//!   connection idle the longest between RPCs gives its slot to the newcomer if it has been
+//!   idle for [`SoftNaaConfig::evict_idle_after`] (default 30 s); it is disconnected cleanly
+//!   and its client's next call fails with a disconnect error. Otherwise the newcomer is
+//!   rejected with [`OVERLOAD_REASON`]. A connection that keeps running RPCs is never
+//!   evicted; the MRSP, kernels and write-backs have their own deadlines; an optional
+//!   [`SoftNaaConfig::idle_timeout`] drops idle connections even when nobody waits.
+//! * *Memory*: each region 1 byte ..= 1 GiB, at most
+//!   [`SoftNaaConfig::max_bytes_per_connection`] per connection, and at most
+//!   [`SoftNaaConfig::memory_budget`] for all connections together (default: half of the
+//!   physical memory). The whole request is reserved from the budget before its first region
+//!   is allocated; a request that does not fit is refused with MRSP error 0x01.
+//! * *Handshakes* (software transport): see [`crate::transport::soft::SoftListener`] (at most
+//!   [`MAX_PENDING_HANDSHAKES`](crate::transport::soft::MAX_PENDING_HANDSHAKES), running out of
+//!   descriptors pauses `accept` without stopping the rest).
+//!
+//! **Refused MRSP requests** get an MRSP Error message with a code (spec §2.7 defines three;
+//! the NAA's log names the precise cause) before the connection is closed:
+//!
+//! | request | code |
+//! |---|---|
+//! | more records than [`SoftNaaConfig::max_regions`] (or than 32) | 0x03 too many regions |
+//! | a region over 1 GiB; more than the connection's or the NAA's memory budget; allocation failed | 0x01 not enough memory |
+//! | count 0; only internal regions; a zero-size region; unknown flag bits (e.g. 0xFF); an internal region with an address or rkey; a truncated message; type 0x00, 0x02, 0x03 or unknown | 0x02 invalid address (the request is invalid) |
 //!
 //! ```no_run
 //! use naaice::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig};
@@ -36,20 +66,27 @@
 //! # Ok(()) }
 //! ```
 
+mod budget;
 mod kernel;
+mod slots;
 mod worker;
 
+pub use budget::default_memory_budget;
 pub use kernel::{KERNEL_FAILED, Kernel, KernelContext, KernelRegion, KernelRegistry};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use naaice_core::{Placement, ServerConfig};
 
+use budget::MemoryBudget;
+use slots::{Activity, Admission, Slots};
+
 use crate::error::{Error, Result};
+use crate::throttle::LogThrottle;
 use crate::transport::{Incoming, Listener, Transport};
 
 /// Settings of a software NAA.
@@ -66,10 +103,18 @@ pub struct SoftNaaConfig {
     pub completion_timeout: Duration,
     /// Idle time between RPCs after which a connection is dropped (`None`: never).
     pub idle_timeout: Option<Duration>,
+    /// When every slot is taken, a new client takes the slot of the connection idle the
+    /// longest between RPCs, if that one has been idle at least this long (`None`: never;
+    /// the newcomer is rejected). Default 30 s. See the module documentation.
+    pub evict_idle_after: Option<Duration>,
     /// Most regions per connection (≤ 32).
     pub max_regions: u8,
-    /// Most bytes of region memory per connection.
+    /// Most bytes of region memory per connection (each region at most 1 GiB).
     pub max_bytes_per_connection: u64,
+    /// Most bytes of region memory of all connections together; an MRSP request that does
+    /// not fit is refused with 0x01 (not enough memory) before anything is allocated.
+    /// Default: half of the physical memory ([`default_memory_budget`]).
+    pub memory_budget: u64,
 }
 
 impl Default for SoftNaaConfig {
@@ -80,8 +125,10 @@ impl Default for SoftNaaConfig {
             mrsp_timeout: Duration::from_secs(10),
             completion_timeout: Duration::from_secs(10),
             idle_timeout: None,
+            evict_idle_after: Some(Duration::from_secs(30)),
             max_regions: naaice_core::config::MAX_REGIONS as u8,
             max_bytes_per_connection: 4 << 30,
+            memory_budget: default_memory_budget(),
         }
     }
 }
@@ -152,44 +199,70 @@ where
     /// Serves until `shutdown` is set (the master loop; checks the flag every 100 ms).
     /// Workers are told to stop and joined before it returns.
     pub fn run(mut self, shutdown: &Arc<AtomicBool>) -> Result<()> {
-        let active = Arc::new(AtomicUsize::new(0));
         let server_config = self.server_config();
-        let mut workers: Vec<JoinHandle<()>> = Vec::new();
-        tracing::info!(addr = %self.local_addr(), max = self.config.max_connections, "software NAA listening");
+        let budget = MemoryBudget::new(self.config.memory_budget);
+        let mut slots = Slots::new(self.config.max_connections, self.config.evict_idle_after);
+        let mut listen_errors = LogThrottle::new(Duration::from_secs(5));
+        let mut rejections = LogThrottle::new(Duration::from_secs(5));
+        tracing::info!(
+            addr = %self.local_addr(),
+            max = self.config.max_connections,
+            memory_budget = self.config.memory_budget,
+            "software NAA listening"
+        );
         while !shutdown.load(Ordering::Relaxed) {
-            workers.retain(|w| !w.is_finished());
+            slots.reap();
             let deadline = Instant::now() + Duration::from_millis(100);
             let incoming = match self.listener.next_request(deadline) {
                 Ok(Some(i)) => i,
                 Ok(None) => continue,
                 Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
+                    if let Some(count) = listen_errors.hit(Instant::now()) {
+                        tracing::warn!(error = %e, count, "accept failed (count since the last such line)");
+                    }
                     std::thread::sleep(Duration::from_millis(10));
                     continue;
                 }
             };
-            if active.load(Ordering::Acquire) >= self.config.max_connections {
-                tracing::warn!(peer = ?incoming.peer_addr(), "connection limit reached; rejecting");
-                incoming.reject(OVERLOAD_REASON);
-                continue;
+            let peer = incoming.peer_addr();
+            match slots.admit(Instant::now()) {
+                Admission::Free => {}
+                Admission::Evicted { idle } => {
+                    tracing::info!(
+                        ?peer,
+                        ?idle,
+                        "all slots taken: the connection idle the longest gives way"
+                    );
+                }
+                Admission::Full => {
+                    if let Some(count) = rejections.hit(Instant::now()) {
+                        tracing::warn!(
+                            ?peer,
+                            count,
+                            "connection limit reached; rejecting (count since the last such line)"
+                        );
+                    }
+                    incoming.reject(OVERLOAD_REASON);
+                    continue;
+                }
             }
-            active.fetch_add(1, Ordering::AcqRel);
-            let slot = Slot(Arc::clone(&active));
-            let (kernels, stop) = (Arc::clone(&self.kernels), Arc::clone(shutdown));
+            let activity = Arc::new(Activity::default());
+            let connection = worker::Connection {
+                config: server_config,
+                kernels: Arc::clone(&self.kernels),
+                budget: Arc::clone(&budget),
+                activity: Arc::clone(&activity),
+            };
+            let stop = Arc::clone(shutdown);
             let spawned = std::thread::Builder::new()
                 .name("naaice-worker".into())
-                .spawn(move || {
-                    let _slot = slot;
-                    worker::serve(incoming, server_config, &kernels, &stop);
-                });
+                .spawn(move || worker::serve(incoming, &connection, &stop));
             match spawned {
-                Ok(w) => workers.push(w),
+                Ok(w) => slots.insert(w, activity),
                 Err(e) => tracing::error!(error = %e, "cannot start a worker thread"),
             }
         }
-        for w in workers {
-            let _ = w.join();
-        }
+        slots.join_all();
         tracing::info!("software NAA stopped");
         Ok(())
     }
@@ -218,15 +291,6 @@ where
             stop,
             thread: Some(thread),
         })
-    }
-}
-
-/// Returns a connection slot when the worker ends, however it ends.
-struct Slot(Arc<AtomicUsize>);
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

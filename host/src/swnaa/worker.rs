@@ -6,6 +6,7 @@
 //! cannot arrive before the client has its answer (see [`super`] for the reasoning).
 
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -14,7 +15,9 @@ use naaice_core::config::MAX_REGIONS;
 use naaice_core::machine::{self, KernelCall, Machine, WorkError};
 use naaice_core::{Phase, RegionFlags, ReturnCode, Server, ServerConfig};
 
+use super::budget::{MemoryBudget, Reservation};
 use super::kernel::{KERNEL_FAILED, KernelContext, KernelRegion, KernelRegistry};
+use super::slots::Activity;
 use crate::clock;
 use crate::driver::{self, Driver, ServerEvent};
 use crate::memory::Buffer;
@@ -23,33 +26,52 @@ use crate::transport::{Endpoint, Incoming};
 /// How often a worker looks at the shutdown flag while idle.
 const SHUTDOWN_POLL: Duration = Duration::from_millis(100);
 
+/// What a worker needs besides its connection request.
+pub(crate) struct Connection {
+    /// The protocol machine's settings.
+    pub(crate) config: ServerConfig,
+    /// The kernels by function code.
+    pub(crate) kernels: Arc<KernelRegistry>,
+    /// The NAA's memory budget, shared by all connections.
+    pub(crate) budget: Arc<MemoryBudget>,
+    /// What this worker tells the slot policy (idle or busy; eviction).
+    pub(crate) activity: Arc<Activity>,
+}
+
 /// Serves one connection request to the end. Never panics on peer input; returns when the
-/// client disconnects, the connection fails, or `shutdown` is set.
-pub(crate) fn serve<I: Incoming>(
-    incoming: I,
-    config: ServerConfig,
-    kernels: &KernelRegistry,
-    shutdown: &AtomicBool,
-) {
+/// client disconnects, the connection fails, it is evicted, or `shutdown` is set.
+pub(crate) fn serve<I: Incoming>(incoming: I, conn: &Connection, shutdown: &AtomicBool) {
     let peer = incoming.peer_addr();
-    let server = Server::new(config, clock::now());
+    // Declared before the driver: given back only after the region memory is freed.
+    let mut memory: Option<Reservation> = None;
+    let server = Server::new(conn.config, clock::now());
     let Some(mut driver) = driver::accept(incoming, server) else {
         return;
     };
     tracing::info!(?peer, "client connected");
-    run(&mut driver, kernels, shutdown);
+    run(&mut driver, conn, &mut memory, shutdown);
     driver.disconnect();
     tracing::info!(?peer, "connection closed");
 }
 
 fn run<E: Endpoint>(
     driver: &mut Driver<E, Server>,
-    kernels: &KernelRegistry,
+    conn: &Connection,
+    memory: &mut Option<Reservation>,
     shutdown: &AtomicBool,
 ) {
     // Region buffers with their flags, for kernels (filled after the MRSP).
-    let mut regions: std::sync::Arc<[(RegionFlags, Buffer)]> = std::sync::Arc::new([]);
+    let mut regions: Arc<[(RegionFlags, Buffer)]> = Arc::new([]);
+    let mut idle = false;
     while !shutdown.load(Ordering::Relaxed) {
+        let between_rpcs = matches!(
+            driver.machine().phase(),
+            Phase::MrspDone | Phase::DataReceiving
+        );
+        if between_rpcs != idle {
+            idle = between_rpcs;
+            conn.activity.set_idle(idle.then(Instant::now));
+        }
         let event = match driver.poll() {
             Ok(event) => event,
             Err(e) => {
@@ -62,10 +84,19 @@ fn run<E: Endpoint>(
                 region,
                 size,
                 internal,
-            }) => driver.allocate(region, size, internal),
+            }) => {
+                if memory.is_none() {
+                    *memory = reserve(driver, &conn.budget);
+                }
+                if memory.is_some() {
+                    driver.allocate(region, size, internal);
+                } else {
+                    driver.refuse_allocation(region);
+                }
+            }
             Some(ServerEvent::RunKernel(call)) => {
                 let timeout = driver.machine().config().kernel_timeout;
-                let rc = run_kernel(kernels, call, &regions, Instant::now() + timeout);
+                let rc = run_kernel(&conn.kernels, call, &regions, Instant::now() + timeout);
                 driver.kernel_done(rc);
             }
             Some(ServerEvent::MrspComplete) => {
@@ -83,6 +114,11 @@ fn run<E: Endpoint>(
             Some(ServerEvent::Failed(e)) => tracing::warn!(error = %e, "connection failed"),
             Some(ServerEvent::Disconnect) => return,
             None if matches!(driver.machine().phase(), Phase::Error | Phase::Finished) => return,
+            // Evicted: leaves only with nothing pending, so an RPC that arrived first is served.
+            None if idle && conn.activity.evicted() => {
+                tracing::info!("evicted: idle the longest while a new client needed the slot");
+                return;
+            }
             None => {
                 if let Err(e) = driver.wait(Instant::now() + SHUTDOWN_POLL) {
                     tracing::warn!(error = %e, "transport wait failed");
@@ -91,6 +127,31 @@ fn run<E: Endpoint>(
             }
         }
     }
+}
+
+/// Reserves the memory of the whole MRSP request (every region, before the first is
+/// allocated); `None` when the NAA's budget has no room for it.
+fn reserve<E: Endpoint>(
+    driver: &Driver<E, Server>,
+    budget: &Arc<MemoryBudget>,
+) -> Option<Reservation> {
+    let total: u64 = driver
+        .machine()
+        .regions()
+        .regions()
+        .iter()
+        .map(|r| u64::from(r.size))
+        .sum();
+    let reservation = budget.reserve(total);
+    if reservation.is_none() {
+        tracing::warn!(
+            requested = total,
+            reserved = budget.used(),
+            budget = budget.limit(),
+            "memory budget exhausted: refusing the MRSP request with 0x01 (not enough memory)"
+        );
+    }
+    reservation
 }
 
 /// Runs the kernel inline. A panic becomes [`KERNEL_FAILED`].

@@ -4,6 +4,7 @@
 //! per call (no boxing, no allocation).
 
 use std::net::SocketAddr;
+use std::os::fd::BorrowedFd;
 use std::str::FromStr;
 use std::time::Instant;
 
@@ -188,6 +189,18 @@ impl Transport for AnyTransport {
     fn listen(&self, addr: SocketAddr) -> Result<AnyListener> {
         dispatch!(Self, self, t => t.listen(addr), AnyListener)
     }
+
+    /// The in-process NAA is always reached with the software transport (verbs too has
+    /// no loopback without an RDMA device), so local mode works whichever transport the
+    /// program chose.
+    fn connect_local(&self, remote: SocketAddr, deadline: Instant) -> Result<AnyEndpoint> {
+        let soft = match self {
+            Self::Soft(t) => t.clone(),
+            #[cfg(feature = "verbs")]
+            Self::Verbs(_) => SoftTransport::default(),
+        };
+        Ok(AnyEndpoint(Ep::Soft(soft.connect(remote, None, deadline)?)))
+    }
 }
 
 impl Listener for AnyListener {
@@ -283,6 +296,18 @@ impl Endpoint for AnyEndpoint {
     }
     fn wait(&mut self, deadline: Instant) -> Result<bool> {
         with_endpoint!(self, e => e.wait(deadline))
+    }
+    fn arm_ready(&mut self) -> Result<bool> {
+        with_endpoint!(self, e => e.arm_ready())
+    }
+    fn ready_fd(&self) -> Option<BorrowedFd<'_>> {
+        // Requests not accepted yet are the server's; nobody waits on many of them.
+        match &self.0 {
+            Ep::Soft(e) => e.ready_fd(),
+            #[cfg(feature = "verbs")]
+            Ep::Verbs(e) => e.ready_fd(),
+            _ => None,
+        }
     }
     fn disconnect(&mut self) {
         with_endpoint!(self, e => e.disconnect())

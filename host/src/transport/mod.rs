@@ -11,7 +11,9 @@
 //!   RDMA WRITE WITH IMMEDIATE, optionally solicited, posted as one list);
 //! * completions: [`Endpoint::poll`] (never blocks) and [`Endpoint::wait`] (blocks until a
 //!   completion or a connection event is ready, or the deadline passes);
-//! * connection events: [`Endpoint::poll_event`].
+//! * connection events: [`Endpoint::poll_event`];
+//! * readiness for one thread waiting on many endpoints: [`Endpoint::arm_ready`] and
+//!   [`Endpoint::ready_fd`] (a file descriptor for poll(2) or an async reactor).
 //!
 //! [`AnyTransport`] is the transport chosen at run time (`"soft".parse()`, `"verbs".parse()`),
 //! behind the same traits.
@@ -27,6 +29,7 @@ pub mod soft;
 pub mod verbs;
 
 use std::net::SocketAddr;
+use std::os::fd::BorrowedFd;
 use std::time::Instant;
 
 pub use any::{
@@ -234,6 +237,23 @@ pub trait Endpoint: Send {
     fn disconnect(&mut self);
     /// The peer's address.
     fn peer_addr(&self) -> Option<SocketAddr>;
+
+    /// Prepares [`Endpoint::ready_fd`] for a wait by another means than [`Endpoint::wait`]
+    /// (poll(2) over many endpoints, an async reactor). Returns `Ok(true)` if a completion or
+    /// connection event is ready, or the connection is gone: the caller must not sleep but
+    /// poll. After `Ok(false)`, the descriptor becomes readable once something is ready
+    /// (it may also wake spuriously); the caller polls, and arms again before its next sleep.
+    /// Never blocks. The default (a transport without a descriptor) returns `Ok(false)`: the
+    /// caller sleeps briefly and polls again.
+    fn arm_ready(&mut self) -> Result<bool> {
+        Ok(false)
+    }
+    /// The file descriptor that [`Endpoint::arm_ready`] prepares (level-triggered: readable
+    /// until the next `arm_ready`), or `None` if the transport has none. Valid once
+    /// `arm_ready` was called.
+    fn ready_fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
 }
 
 /// A connection request that has not been accepted yet. It already is an endpoint: the
@@ -276,4 +296,11 @@ pub trait Transport: Send + Sync {
     ) -> Result<Self::Endpoint>;
     /// Listens on `addr` (port 0 picks a free port).
     fn listen(&self, addr: SocketAddr) -> Result<Self::Listener>;
+    /// Connects to the in-process NAA of local mode at `remote` (a software NAA on the
+    /// loopback interface, [`crate::local`]). The default connects like
+    /// [`Transport::connect`]; a transport that cannot reach it reports
+    /// [`TransportError::Unavailable`].
+    fn connect_local(&self, remote: SocketAddr, deadline: Instant) -> Result<Self::Endpoint> {
+        self.connect(remote, None, deadline)
+    }
 }

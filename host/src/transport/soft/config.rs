@@ -1,8 +1,10 @@
-//! [`SoftConfig`]: what a user of the software transport may tune (timeouts and queue sizes).
+//! [`SoftConfig`]: what a user of the software transport may tune (timeouts, queue sizes, and
+//! faults to inject in tests).
 
 use std::time::Duration;
 
 use super::engine::Settings;
+use super::fault::FaultPlan;
 
 /// Settings of the software transport.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,6 +28,8 @@ pub struct SoftConfig {
     pub max_send_wr: usize,
     /// Most outstanding receives. Default 1025.
     pub max_recv_wr: usize,
+    /// Faults to inject, for tests of deadlines and error paths. Default: none.
+    pub faults: FaultPlan,
 }
 
 impl Default for SoftConfig {
@@ -37,6 +41,7 @@ impl Default for SoftConfig {
             ack_delay: Duration::from_micros(200),
             max_send_wr: 1025,
             max_recv_wr: 1025,
+            faults: FaultPlan::default(),
         }
     }
 }
@@ -60,6 +65,7 @@ impl SoftConfig {
             ack_delay: self.ack_delay,
             max_send_wr: self.max_send_wr,
             max_recv_wr: self.max_recv_wr,
+            faults: self.faults.clone(),
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use std::io::IoSlice;
 use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::BorrowedFd;
 use std::sync::{Arc, PoisonError, Weak};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -10,7 +11,8 @@ use super::config::SoftConfig;
 use super::engine::Engine;
 use super::frame::{Frame, MAX_REASON};
 use super::nic;
-use super::queue_pair::{POST_BUDGET, Shared};
+use super::queue_pair::{POST_BUDGET, ReadSlot, Shared};
+use super::readiness::ReadyBell;
 use super::receive::receive_inline;
 use super::socket::Socket;
 use crate::memory::Buffer;
@@ -55,7 +57,9 @@ impl Drop for SoftRegion {
 
 /// One end of a software RC connection (see the [module](super) documentation).
 ///
-/// Dropping it disconnects (or rejects, if it is an unaccepted request) and joins its thread.
+/// Dropping it disconnects (or rejects, if it is an unaccepted request) and joins its thread,
+/// which first sends the final frame due (the DREQ, or the NAK of a message it refused: the
+/// peer always learns why the connection ended), for at most `ack_timeout`.
 #[derive(Debug)]
 pub struct SoftEndpoint {
     shared: Arc<Shared>,
@@ -72,8 +76,12 @@ impl SoftEndpoint {
         })?;
         let peer = socket.peer_addr();
         let rc = Engine::new(config.settings(), Instant::now());
+        let ready = ReadyBell::new().map_err(|source| TransportError::Io {
+            call: "eventfd",
+            source,
+        })?;
         Ok(Self {
-            shared: Arc::new(Shared::new(config, socket, rc)),
+            shared: Arc::new(Shared::new(config, socket, rc, ready)),
             nic: None,
             peer,
         })
@@ -231,6 +239,28 @@ impl Endpoint for SoftEndpoint {
         }
     }
 
+    fn arm_ready(&mut self) -> Result<bool> {
+        let shared = &*self.shared;
+        let mut st = shared.lock();
+        shared.ready.arm();
+        if st.rc.has_ready() || st.rc.is_closed() {
+            return Ok(true);
+        }
+        // This thread will sleep elsewhere, not receive: a reader it left idle goes to the NIC
+        // thread now instead of after the hand-over time.
+        if let ReadSlot::AppIdle(..) = st.read
+            && let ReadSlot::AppIdle(r, _) = std::mem::replace(&mut st.read, ReadSlot::Nic)
+        {
+            st.read = ReadSlot::Reserved(r);
+            shared.nudge(&mut st);
+        }
+        Ok(false)
+    }
+
+    fn ready_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.shared.ready.fd())
+    }
+
     fn disconnect(&mut self) {
         let shared = &*self.shared;
         let mut st = shared.lock();
@@ -240,7 +270,7 @@ impl Endpoint for SoftEndpoint {
         tracing::debug!("soft transport: disconnect");
         st.rc.disconnect();
         shared.wake_app(&st);
-        let mut st = nic::flush_finals(shared, st);
+        let mut st = nic::flush_finals(shared, st, false);
         shared.nudge(&mut st);
         drop(st);
         shared.socket.shutdown(Shutdown::Write);
@@ -265,11 +295,16 @@ impl Drop for SoftEndpoint {
         } else if connected {
             self.disconnect();
         }
-        self.shared.socket.shutdown(Shutdown::Both);
+        // The queue pair is torn down now. Its NIC thread still writes the final frames (the
+        // NAK of a refused message, the DREQ: the peer must see why the connection ended, as
+        // from a real RC queue pair), bounded by `ack_timeout`; only its wait for the peer's
+        // remaining input is cut short (shutting the read side down ends it).
+        self.shared.socket.shutdown(Shutdown::Read);
         if let Some(t) = self.nic.take()
             && t.join().is_err()
         {
             tracing::error!("soft transport: NIC thread panicked");
         }
+        self.shared.socket.shutdown(Shutdown::Both);
     }
 }

@@ -21,6 +21,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use super::fault::{Direction, FaultAction, FaultPlan};
 use super::frame::Frame;
 use super::regions::{Local, Regions};
 use crate::transport::{
@@ -40,6 +41,8 @@ pub(crate) struct Settings {
     pub(crate) max_send_wr: usize,
     /// Most outstanding receives.
     pub(crate) max_recv_wr: usize,
+    /// Faults to inject into transmitted frames.
+    pub(crate) faults: FaultPlan,
 }
 
 /// Connection phase.
@@ -193,6 +196,15 @@ pub(crate) struct Engine {
     nop_due: bool,
     /// Frames to send before the socket closes.
     finals: VecDeque<Frame>,
+    /// True once teardown queued a final frame (NAK or DREQ) for the peer.
+    final_queued: bool,
+    /// A fault dropped a transmitted frame: nothing is transmitted any more.
+    mute: bool,
+    /// A fault the I/O part carries out before it writes what it took last.
+    io_fault: Option<FaultAction>,
+    /// A write to the peer failed: the connection ends once the input that arrived before
+    /// is read (it may hold the NAK that explains the failure).
+    send_failed: bool,
     cq: VecDeque<Completion>,
     events: VecDeque<ConnectionEvent>,
 }
@@ -218,6 +230,10 @@ impl Engine {
             ack_at: None,
             nop_due: false,
             finals: VecDeque::new(),
+            final_queued: false,
+            send_failed: false,
+            mute: false,
+            io_fault: None,
             cq: VecDeque::new(),
             events: VecDeque::new(),
         }
@@ -393,6 +409,23 @@ impl Engine {
         self.close(Cause::Flush, None);
     }
 
+    /// Writing to the peer failed (it reset or closed the connection). The connection is not
+    /// torn down yet: a NAK may wait in the input, and a real RC requester would see it, so
+    /// the I/O part reads on and calls [`Engine::handle_peer_gone`] once the input runs dry.
+    pub(crate) fn handle_send_failed(&mut self) {
+        if self.phase == Phase::Connected && !self.send_failed {
+            tracing::debug!("soft transport: send failed; reading what the peer sent before");
+            self.send_failed = true;
+        } else if self.phase == Phase::Pending {
+            self.handle_peer_gone();
+        }
+    }
+
+    /// True if a write failed and the connection ends once the input runs dry.
+    pub(crate) fn send_failed(&self) -> bool {
+        self.send_failed
+    }
+
     /// The peer broke the protocol (malformed frame).
     pub(crate) fn handle_violation(&mut self, why: &'static str) {
         self.violation(why);
@@ -448,6 +481,55 @@ impl Engine {
     /// then data messages whose payload is at most `max_payload`; after teardown, the ACK still
     /// due and the final frames.
     pub(crate) fn poll_transmit(&mut self, now: Instant, max_payload: usize) -> Option<Transmit> {
+        loop {
+            let t = self.next_transmit(now, max_payload)?;
+            if !self.mute && self.settings.faults.is_empty() {
+                return Some(t);
+            }
+            if let Some(t) = self.inject(now, t) {
+                return Some(t);
+            }
+        }
+    }
+
+    /// A fault the I/O part must carry out before it writes what it took last (a delay, or
+    /// a reset of the connection instead).
+    pub(crate) fn take_io_fault(&mut self) -> Option<FaultAction> {
+        self.io_fault.take()
+    }
+
+    /// Applies the fault plan to a frame about to be handed out; `None` if it is swallowed.
+    fn inject(&mut self, now: Instant, t: Transmit) -> Option<Transmit> {
+        let frame = match &t {
+            Transmit::Control(f) | Transmit::Data { frame: f, .. } => *f,
+        };
+        let action = if self.mute {
+            Some(FaultAction::Drop)
+        } else {
+            self.settings.faults.check(Direction::Sent, &frame)
+        };
+        match action {
+            None => Some(t),
+            Some(FaultAction::Delay(d)) => {
+                self.io_fault = Some(FaultAction::Delay(d));
+                Some(t)
+            }
+            Some(a @ (FaultAction::Drop | FaultAction::Reset)) => {
+                if a == FaultAction::Reset {
+                    self.io_fault = Some(a);
+                }
+                // Lost on the way: a data message counts as transmitted (its ACK never comes).
+                self.mute = true;
+                if let Transmit::Data { msn, .. } = t {
+                    self.handle_transmitted(now, msn);
+                }
+                None
+            }
+        }
+    }
+
+    /// [`Engine::poll_transmit`] without faults.
+    fn next_transmit(&mut self, now: Instant, max_payload: usize) -> Option<Transmit> {
         let data = self.next_data(max_payload);
         if self.rx_msn > self.ack_sent
             && (self.phase == Phase::Closed
@@ -539,6 +621,11 @@ impl Engine {
     /// True if a receive is posted.
     pub(crate) fn has_recv(&self) -> bool {
         !self.recvs.is_empty()
+    }
+
+    /// True if teardown queued a final frame (NAK or DREQ) for the peer.
+    pub(crate) fn final_queued(&self) -> bool {
+        self.final_queued
     }
 
     /// How the connection ended.
@@ -749,6 +836,7 @@ impl Engine {
         }
         if was_connected {
             self.events.push_back(ConnectionEvent::Disconnected);
+            self.final_queued = last.is_some();
             self.finals.extend(last);
         }
     }
@@ -770,6 +858,7 @@ mod tests {
             ack_delay: Duration::from_millis(1),
             max_send_wr: 8,
             max_recv_wr: 8,
+            faults: FaultPlan::default(),
         }
     }
 
@@ -1195,5 +1284,48 @@ mod tests {
             Some(Transmit::Data { msn: 1, .. })
         ));
         assert!(!a.has_data());
+    }
+
+    #[test]
+    fn a_dropped_frame_mutes_the_sender_and_the_request_times_out() {
+        use super::super::fault::FrameKind;
+        let t0 = Instant::now();
+        let plan = FaultPlan::new().on_sent(FrameKind::WriteImm, 1, FaultAction::Drop);
+        let mut a = Engine::new(
+            Settings {
+                faults: plan.clone(),
+                ..settings()
+            },
+            t0,
+        );
+        let key = a.regions.next_key().unwrap();
+        a.regions.insert(&Buffer::zeroed(64), 0x1000, key).unwrap();
+        a.establish(t0);
+        let (mut b, _, bk) = engine(t0);
+        b.post_recv(1, None).unwrap();
+        a.post_send(&[
+            wr(1, SendOp::Write(remote(bk, 0)), Some(sge(key, 0, 4))),
+            wr(2, SendOp::WriteWithImm(remote(bk, 0), 5), None),
+            wr(3, SendOp::Send, None),
+        ])
+        .unwrap();
+        // Only the WRITE before the fault reaches the peer; nothing follows it.
+        let frames = deliver(&mut a, &mut b, t0);
+        assert!(matches!(frames[..], [Frame::Write { .. }]), "{frames:?}");
+        assert_eq!(plan.fired(), 1);
+        b.flush_ack(t0);
+        assert_eq!(deliver(&mut b, &mut a, t0), [Frame::Ack { msn: 1 }]);
+        // The lost messages count as transmitted: the ACK timeout fails them.
+        let expiry = a.poll_timeout(false).expect("ACK timer running");
+        a.handle_timeout(expiry);
+        assert_eq!(
+            completions(&mut a),
+            [
+                (1, WcStatus::Success, WcOpcode::RdmaWrite),
+                (2, WcStatus::RetryExceeded, WcOpcode::RdmaWrite),
+                (3, WcStatus::WrFlush, WcOpcode::Send),
+            ]
+        );
+        assert!(a.poll_transmit(expiry, usize::MAX).is_none());
     }
 }

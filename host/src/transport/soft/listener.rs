@@ -13,6 +13,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use super::config::SoftConfig;
 use super::endpoint::SoftEndpoint;
 use super::frame::{Frame, HDR_LEN};
+use crate::throttle::LogThrottle;
 use crate::transport::{Incoming, Listener, Result, TransportError};
 
 /// Maps a handshake I/O error: timeouts become [`TransportError::TimedOut`], a closed
@@ -113,6 +114,23 @@ pub(crate) fn connect(
     }
 }
 
+/// Most TCP connections whose HELLO is still awaited. A connection beyond it pushes out the
+/// oldest one: a peer that opens connections and stays silent cannot grow the list (or hold
+/// descriptors) without bound, and a new client always gets in.
+pub const MAX_PENDING_HANDSHAKES: usize = 256;
+
+/// When `accept` runs out of descriptors or memory, handshakes waiting longer than this for
+/// their HELLO are dropped to free their descriptors (a client sends HELLO right after its
+/// TCP handshake, so such a connection is stalled, not slow).
+pub const STALLED_HANDSHAKE: Duration = Duration::from_millis(500);
+
+/// First and longest pause of `accept` after it ran out of resources (doubling in between);
+/// the pending handshakes are still read and expired meanwhile.
+const ACCEPT_BACKOFF: (Duration, Duration) = (Duration::from_millis(5), Duration::from_millis(200));
+
+/// At most one log line per this interval about failing `accept` calls.
+const ACCEPT_LOG_INTERVAL: Duration = Duration::from_secs(5);
+
 /// A connection whose HELLO is still arriving.
 #[derive(Debug)]
 struct Handshake {
@@ -152,13 +170,51 @@ impl Handshake {
     }
 }
 
+/// What an `accept` error means for the listener.
+enum AcceptError {
+    /// The connection went away before it was accepted, or a signal: try again at once.
+    Retry,
+    /// Out of descriptors, memory or buffers (EMFILE, ENFILE, ENOBUFS, ENOMEM) or another
+    /// passing condition: free stalled handshakes, pause accepting, keep serving.
+    Exhausted,
+    /// The listening socket itself is unusable.
+    Fatal,
+}
+
+fn classify(e: &io::Error) -> AcceptError {
+    match e.kind() {
+        io::ErrorKind::Interrupted
+        | io::ErrorKind::ConnectionAborted
+        | io::ErrorKind::ConnectionReset => AcceptError::Retry,
+        _ => match e.raw_os_error() {
+            Some(libc::EBADF | libc::EINVAL | libc::ENOTSOCK | libc::EOPNOTSUPP | libc::EFAULT) => {
+                AcceptError::Fatal
+            }
+            _ => AcceptError::Exhausted,
+        },
+    }
+}
+
 /// A listening software-transport endpoint.
+///
+/// Connections are accepted into a list of handshakes whose HELLO is awaited (bounded by
+/// [`MAX_PENDING_HANDSHAKES`]; a handshake is dropped after the `connect_timeout` of its
+/// [`SoftConfig`]). When `accept` fails for lack of descriptors or memory, the listener drops
+/// handshakes older than [`STALLED_HANDSHAKE`], pauses accepting for a few milliseconds
+/// (doubling up to 200 ms while it keeps failing), and goes on reading and expiring the
+/// pending handshakes, so it recovers as soon as descriptors are free again. Such failures
+/// are logged at most once every 5 s, with their count.
 #[derive(Debug)]
 pub struct SoftListener {
     listener: TcpListener,
     config: SoftConfig,
     local: SocketAddr,
+    /// Oldest first.
     pending: Vec<Handshake>,
+    /// `accept` is not called before this instant (after it ran out of resources).
+    paused_until: Option<Instant>,
+    backoff: Duration,
+    accept_errors: LogThrottle,
 }
 
 impl SoftListener {
@@ -176,18 +232,36 @@ impl SoftListener {
             config,
             local,
             pending: Vec::new(),
+            paused_until: None,
+            backoff: ACCEPT_BACKOFF.0,
+            accept_errors: LogThrottle::new(ACCEPT_LOG_INTERVAL),
         })
     }
 
-    /// Accepts every queued TCP connection into the handshake list.
+    /// Handshakes in progress (connections whose HELLO is awaited).
+    pub fn pending_handshakes(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Accepts every queued TCP connection into the handshake list. Only an unusable
+    /// listening socket is an error; running out of resources pauses accepting.
     fn accept_all(&mut self) -> Result<bool> {
         let mut any = false;
+        let now = Instant::now();
+        if self.paused_until.is_some_and(|t| now < t) {
+            return Ok(false);
+        }
+        self.paused_until = None;
         loop {
             match self.listener.accept() {
                 Ok((stream, peer)) => {
                     any = true;
+                    self.backoff = ACCEPT_BACKOFF.0;
                     if stream.set_nonblocking(true).is_ok() {
                         tracing::trace!(%peer, "soft transport: TCP connection");
+                        if self.pending.len() >= MAX_PENDING_HANDSHAKES {
+                            self.pending.remove(0);
+                        }
                         self.pending.push(Handshake {
                             stream,
                             hdr: [0; HDR_LEN],
@@ -197,34 +271,55 @@ impl SoftListener {
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(any),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::Interrupted
-                            | io::ErrorKind::ConnectionAborted
-                            | io::ErrorKind::ConnectionReset
-                    ) => {}
-                Err(source) => {
-                    return Err(TransportError::Io {
-                        call: "accept",
-                        source,
-                    });
-                }
+                Err(e) => match classify(&e) {
+                    AcceptError::Retry => {}
+                    AcceptError::Fatal => {
+                        return Err(TransportError::Io {
+                            call: "accept",
+                            source: e,
+                        });
+                    }
+                    AcceptError::Exhausted => {
+                        self.exhausted(now, &e);
+                        return Ok(any);
+                    }
+                },
             }
         }
     }
 
-    /// Advances the handshakes; returns a connection whose HELLO is complete.
+    /// `accept` ran out of resources: drops stalled handshakes, pauses accepting.
+    fn exhausted(&mut self, now: Instant, e: &io::Error) {
+        let before = self.pending.len();
+        self.pending
+            .retain(|h| now.saturating_duration_since(h.since) < STALLED_HANDSHAKE);
+        let dropped = before - self.pending.len();
+        self.paused_until = Some(now + self.backoff);
+        self.backoff = (self.backoff * 2).min(ACCEPT_BACKOFF.1);
+        if let Some(count) = self.accept_errors.hit(now) {
+            tracing::warn!(
+                error = %e,
+                count,
+                pending = self.pending.len(),
+                dropped_stalled = dropped,
+                "soft transport: accept failed (count = failures since the last such line); \
+                 backing off"
+            );
+        }
+    }
+
+    /// Advances the handshakes; returns a connection whose HELLO is complete. Drops
+    /// connections that closed, sent something else or exceeded the handshake timeout.
     fn next_ready(&mut self) -> Option<TcpStream> {
         let mut i = 0;
         while i < self.pending.len() {
             match self.pending[i].advance() {
-                Step::Ready => return Some(self.pending.swap_remove(i).stream),
+                Step::Ready => return Some(self.pending.remove(i).stream),
                 Step::Drop => {
-                    self.pending.swap_remove(i);
+                    self.pending.remove(i);
                 }
                 Step::Wait if self.pending[i].since.elapsed() > self.config.connect_timeout => {
-                    self.pending.swap_remove(i);
+                    self.pending.remove(i);
                 }
                 Step::Wait => i += 1,
             }

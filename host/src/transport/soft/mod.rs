@@ -18,6 +18,12 @@
 //!   (larger ones one per direction). The NIC thread does the rest: the remainder of
 //!   larger frames, what arrives while no application thread waits, a message waiting for a
 //!   receive, timers, and teardown. The wire format is unchanged by this division of work.
+//! * `readiness`: for a thread that waits on many endpoints (or an async reactor) instead of
+//!   in `wait`, an eventfd rung when a completion or event is ready; arming it hands the
+//!   reader to the NIC thread at once.
+//!
+//! Testing: a [`FaultPlan`] in [`SoftConfig::faults`] drops, delays or resets the connection
+//! at a chosen frame (the `fault` module), deterministically; it is empty by default.
 //!
 //! Every posted work request completes exactly once; teardown (error, disconnect, peer loss)
 //! flushes what is outstanding with [`WcStatus::WrFlush`](crate::transport::WcStatus) and
@@ -26,11 +32,13 @@
 mod config;
 mod endpoint;
 mod engine;
+mod fault;
 mod frame;
 mod listener;
 mod nic;
 mod queue_pair;
 mod reader;
+mod readiness;
 mod receive;
 mod regions;
 mod socket;
@@ -41,7 +49,8 @@ use std::time::Instant;
 
 pub use config::SoftConfig;
 pub use endpoint::{SoftEndpoint, SoftRegion};
-pub use listener::{SoftIncoming, SoftListener};
+pub use fault::{Direction, Fault, FaultAction, FaultPlan, FrameKind};
+pub use listener::{MAX_PENDING_HANDSHAKES, STALLED_HANDSHAKE, SoftIncoming, SoftListener};
 
 use super::{Result, Transport};
 

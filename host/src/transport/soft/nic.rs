@@ -89,6 +89,8 @@ fn sleep<'a>(shared: &'a Shared, mut st: Guard<'a>, read: bool, now: Instant) ->
         .flatten()
         .min();
     let plan = Sleep { until, write };
+    // Timers may have produced completions (flushes) that an armed waiter must see.
+    shared.signal_ready(&st);
     if st.nic_must_act(plan) {
         // Something changed since this thread last looked.
         return st;
@@ -109,14 +111,32 @@ fn sleep<'a>(shared: &'a Shared, mut st: Guard<'a>, read: bool, now: Instant) ->
 
 /// Sends the final frames still due (the ACK for what was placed, then the NAK or DREQ; none
 /// if a data frame was cut off), waiting for the writer and for room, at most `ack_timeout`.
-pub(crate) fn flush_finals<'a>(shared: &'a Shared, mut st: Guard<'a>) -> Guard<'a> {
+/// With `report`, a final frame that could not be sent is logged (a warning: the peer does
+/// not learn why the connection ended).
+pub(crate) fn flush_finals<'a>(shared: &'a Shared, mut st: Guard<'a>, report: bool) -> Guard<'a> {
     let give_up = Instant::now() + shared.config.ack_timeout;
     loop {
         st = shared.pump(st, usize::MAX);
         let held_elsewhere = st.writer.is_none();
         let busy = held_elsewhere || st.writer.as_ref().is_some_and(Writer::has_work);
         let now = Instant::now();
-        if !busy || now >= give_up {
+        if !busy {
+            if report && st.writer.as_ref().is_some_and(Writer::is_torn) && st.rc.final_queued() {
+                tracing::warn!(
+                    "soft transport: final frame (NAK or DREQ) not sent: \
+                     a frame was cut off or the socket failed"
+                );
+            }
+            return st;
+        }
+        if now >= give_up {
+            if !report {
+                return st;
+            }
+            tracing::warn!(
+                timeout = ?shared.config.ack_timeout,
+                "soft transport: final frames (NAK or DREQ) not delivered: the peer does not read"
+            );
             return st;
         }
         drop(st);
@@ -140,9 +160,10 @@ pub(crate) fn flush_finals<'a>(shared: &'a Shared, mut st: Guard<'a>) -> Guard<'
 /// peer's remaining bytes arrive until it closes too, so that our close does not reset frames
 /// still in flight to it.
 fn teardown(shared: &Shared, st: Guard<'_>) {
-    let st = flush_finals(shared, st);
+    let st = flush_finals(shared, st, true);
     let ending = st.rc.ending();
     shared.app_cv.notify_all();
+    shared.signal_ready(&st);
     drop(st);
     shared.socket.shutdown(Shutdown::Write);
     if ending == Ending::Linger {

@@ -26,7 +26,9 @@ use std::time::{Duration, Instant};
 
 use super::config::SoftConfig;
 use super::engine::Engine;
+use super::fault::FaultAction;
 use super::reader::Reader;
+use super::readiness::ReadyBell;
 use super::socket::Socket;
 use super::writer::{Writer, Wrote};
 
@@ -81,6 +83,8 @@ pub(crate) struct Core {
     pub(crate) app_waiters: u32,
     /// Set while the NIC thread sleeps.
     pub(crate) nic_sleep: Option<Sleep>,
+    /// An injected fault dropped a received frame: all further input is discarded unseen.
+    pub(crate) deaf: bool,
 }
 
 impl Core {
@@ -102,7 +106,9 @@ impl Core {
     pub(crate) fn take_reader_for_nic(&mut self, now: Instant) -> Option<Reader> {
         let due = match &self.read {
             ReadSlot::Free(_) | ReadSlot::Reserved(_) => true,
-            ReadSlot::AppIdle(_, since) => now >= *since + HANDOVER || self.rc.is_closed(),
+            ReadSlot::AppIdle(_, since) => {
+                now >= *since + HANDOVER || self.rc.is_closed() || self.rc.send_failed()
+            }
             ReadSlot::Nic | ReadSlot::App => false,
         };
         if !due {
@@ -136,7 +142,11 @@ impl Core {
             .writer
             .as_ref()
             .is_some_and(|w| w.has_work() || self.rc.has_data());
+        // After a failed write the input is read to its end at once (unless an application
+        // thread reads it).
+        let lost = self.rc.send_failed() && !matches!(self.read, ReadSlot::App);
         self.rc.is_closed()
+            || lost
             || (write_work && !sleep.write)
             || self.rc.can_resume()
             || matches!(self.read, ReadSlot::Reserved(_))
@@ -156,6 +166,8 @@ pub(crate) struct Shared {
     pub(crate) core: Mutex<Core>,
     /// Wakes application threads in `wait` (completions or events queued, reader offered).
     pub(crate) app_cv: Condvar,
+    /// Wakes an application thread armed on the readiness descriptor.
+    pub(crate) ready: ReadyBell,
 }
 
 /// The locked core.
@@ -163,7 +175,7 @@ pub(crate) type Guard<'a> = MutexGuard<'a, Core>;
 
 impl Shared {
     /// A new queue pair on `socket`, not established yet.
-    pub(crate) fn new(config: SoftConfig, socket: Socket, rc: Engine) -> Self {
+    pub(crate) fn new(config: SoftConfig, socket: Socket, rc: Engine, ready: ReadyBell) -> Self {
         let now = Instant::now();
         Self {
             config,
@@ -174,8 +186,10 @@ impl Shared {
                 writer: Some(Writer::new(now)),
                 app_waiters: 0,
                 nic_sleep: None,
+                deaf: false,
             }),
             app_cv: Condvar::new(),
+            ready,
         }
     }
 
@@ -189,6 +203,15 @@ impl Shared {
     pub(crate) fn wake_app(&self, st: &Core) {
         if st.app_waiters > 0 {
             self.app_cv.notify_all();
+        }
+        self.signal_ready(st);
+    }
+
+    /// Rings the readiness descriptor if what an armed waiter waits for is there: a
+    /// completion or event, or the end of the connection (a reader offered is not).
+    pub(crate) fn signal_ready(&self, st: &Core) {
+        if st.rc.has_ready() || st.rc.is_closed() {
+            self.ready.ring();
         }
     }
 
@@ -216,6 +239,19 @@ impl Shared {
                 return st;
             };
             w.refill(&mut st.rc, now, usize::MAX);
+            match st.rc.take_io_fault() {
+                Some(FaultAction::Delay(d)) => {
+                    drop(st);
+                    std::thread::sleep(d);
+                    st = self.lock();
+                    now = Instant::now();
+                }
+                Some(FaultAction::Reset) => {
+                    self.socket.abort();
+                    st.rc.handle_peer_gone();
+                }
+                Some(FaultAction::Drop) | None => {}
+            }
             if !w.has_work() {
                 st.writer = Some(w);
                 return st;
@@ -240,7 +276,8 @@ impl Shared {
                     true
                 }
                 Wrote::Failed => {
-                    st.rc.handle_peer_gone();
+                    // The receive side reads what arrived before (a NAK) and then ends it.
+                    st.rc.handle_send_failed();
                     false
                 }
             };
@@ -263,6 +300,7 @@ mod tests {
     use super::*;
     use crate::memory::Buffer;
     use crate::transport::soft::frame::{Frame, HDR_LEN};
+    use crate::transport::soft::readiness::ReadyBell;
     use crate::transport::{RemoteAddr, SendOp, SendWr, Sge};
 
     /// An established queue pair with one registered `len`-byte region (its key), and the
@@ -278,7 +316,12 @@ mod tests {
         rc.regions.insert(&Buffer::zeroed(len), 0, key).unwrap();
         rc.establish(now);
         (
-            Shared::new(config, Socket::new(ours).unwrap(), rc),
+            Shared::new(
+                config,
+                Socket::new(ours).unwrap(),
+                rc,
+                ReadyBell::new().unwrap(),
+            ),
             key,
             peer,
         )

@@ -108,6 +108,11 @@ impl Reader {
         }
     }
 
+    /// Discards what is buffered (input ignored after an injected fault).
+    pub(crate) fn discard(&mut self) {
+        self.start = self.end;
+    }
+
     /// Starts placing a payload into `local`.
     pub(crate) fn start_placement(&mut self, local: Local) {
         self.placing = Some(Placement { local, done: 0 });

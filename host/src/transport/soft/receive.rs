@@ -10,6 +10,7 @@
 use std::time::{Duration, Instant};
 
 use super::engine::Inbound;
+use super::fault::{Direction, FaultAction};
 use super::frame::{Frame, HDR_LEN};
 use super::queue_pair::{CHUNK, Guard, POST_BUDGET, ReadSlot, Shared};
 use super::reader::{RX_BUF, Reader, Step};
@@ -57,11 +58,27 @@ pub(crate) fn drive<'a>(
 ) -> (Guard<'a>, Stop) {
     let mut produced = false;
     // One reading of the clock per call: it never blocks, so the time stays accurate enough.
-    let now = Instant::now();
+    let mut now = Instant::now();
     let mut app_steps = 0;
     let stop = loop {
         if st.rc.is_closed() {
             break Stop::Closed;
+        }
+        if st.deaf {
+            // An injected fault dropped the input from some frame on: read on, unseen (the
+            // end of the connection is still noticed).
+            r.discard();
+            drop(st);
+            let step = r.fill(&shared.socket);
+            st = shared.lock();
+            match step {
+                Step::WouldBlock => break dry(&mut st),
+                Step::Gone => {
+                    st.rc.handle_peer_gone();
+                    break Stop::Closed;
+                }
+                _ => continue,
+            }
         }
         if r.is_placing() {
             drop(st);
@@ -87,7 +104,7 @@ pub(crate) fn drive<'a>(
                         _ => {}
                     }
                 }
-                Step::WouldBlock => break Stop::Idle,
+                Step::WouldBlock => break dry(&mut st),
                 Step::Inaccessible => {
                     st.rc.handle_place_failed();
                     produced = true;
@@ -107,6 +124,7 @@ pub(crate) fn drive<'a>(
                     }
                     continue;
                 }
+                None if st.rc.send_failed() => break dry(&mut st),
                 None if mode == Mode::App => break Stop::HandBack,
                 None => break Stop::Stalled,
             }
@@ -131,6 +149,27 @@ pub(crate) fn drive<'a>(
                     || payload > RX_BUF - HDR_LEN
                     || r.buffered() >= HDR_LEN + payload
                 {
+                    match shared.config.faults.check(Direction::Received, &frame) {
+                        None => {}
+                        Some(FaultAction::Drop) => {
+                            st.deaf = true;
+                            continue;
+                        }
+                        Some(FaultAction::Delay(d)) => {
+                            drop(st);
+                            std::thread::sleep(d);
+                            st = shared.lock();
+                            now = Instant::now();
+                            if st.rc.is_closed() {
+                                break Stop::Closed;
+                            }
+                        }
+                        Some(FaultAction::Reset) => {
+                            shared.socket.abort();
+                            st.rc.handle_peer_gone();
+                            break Stop::Closed;
+                        }
+                    }
                     r.next_frame();
                     let inbound = st.rc.handle_frame(now, frame);
                     if let Some(stop) = follow(inbound, r, &mut produced) {
@@ -151,7 +190,7 @@ pub(crate) fn drive<'a>(
         st = shared.lock();
         match step {
             Step::Progress => st.rc.handle_activity(now),
-            Step::WouldBlock => break Stop::Idle,
+            Step::WouldBlock => break dry(&mut st),
             _ => {
                 st.rc.handle_peer_gone();
                 break Stop::Closed;
@@ -162,6 +201,17 @@ pub(crate) fn drive<'a>(
         shared.wake_app(&st);
     }
     (st, stop)
+}
+
+/// The input has run dry: idle, unless a write failed (then the peer is gone: everything it
+/// sent before has been read, a NAK among it included).
+fn dry(st: &mut Guard<'_>) -> Stop {
+    if st.rc.send_failed() {
+        st.rc.handle_peer_gone();
+        Stop::Closed
+    } else {
+        Stop::Idle
+    }
 }
 
 /// Carries out the engine's answer to a frame; `Some` if receiving must stop.

@@ -128,6 +128,16 @@ impl Socket {
         }
     }
 
+    /// Aborts the connection: the peer gets an RST, and every later transfer on this socket
+    /// fails (fault injection). The descriptor stays open until the socket is dropped.
+    pub(crate) fn abort(&self) {
+        // connect(AF_UNSPEC) disconnects a TCP socket with a reset, without closing it under
+        // the threads that use it.
+        if let Err(e) = rustix::net::connect_unspec(&self.stream) {
+            tracing::debug!(error = %e, "soft transport: abort");
+        }
+    }
+
     /// The peer's address.
     pub(crate) fn peer_addr(&self) -> Option<std::net::SocketAddr> {
         self.stream.peer_addr().ok()

@@ -83,6 +83,12 @@ impl Writer {
         !self.torn && (self.ctrl_sent < self.ctrl_len || self.data.is_some())
     }
 
+    /// True if frames were cut off (teardown in the middle of a frame, or a failed socket):
+    /// nothing more can be written.
+    pub(crate) fn is_torn(&self) -> bool {
+        self.torn
+    }
+
     /// When the writer last made progress (for the stall timeout while it has work).
     pub(crate) fn last_progress(&self) -> Instant {
         self.last_progress
@@ -156,6 +162,8 @@ impl Writer {
             Ok(Err(e)) if transient(&e) => return Wrote::WouldBlock,
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, "soft transport: send failed");
+                // Nothing can follow on a failed socket.
+                self.torn = true;
                 return Wrote::Failed;
             }
             Err(_) => {

@@ -2,6 +2,7 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -49,6 +50,9 @@ pub(super) enum State {
 /// registrations) before posting; if the provider still refuses a request part-way, the
 /// requests before it are posted and complete as usual, and the error is returned.
 pub struct VerbsEndpoint {
+    /// Readiness descriptor (epoll over both channels), made by the first `arm_ready`;
+    /// declared first so that it closes before the channels.
+    ready_fd: Option<OwnedFd>,
     qp: QueuePair,
     cq: Arc<CompletionQueue>,
     pd: Arc<ProtectionDomain>,
@@ -92,6 +96,7 @@ impl VerbsEndpoint {
         // SAFETY: the id is live; rdma_cm keeps its addresses in `sockaddr_storage` fields.
         let peer = unsafe { sockaddr::from_c(rdma_get_peer_addr(&*id.as_ptr())) };
         Ok(Self {
+            ready_fd: None,
             qp,
             cq,
             pd,
@@ -446,6 +451,37 @@ impl Endpoint for VerbsEndpoint {
                 return Ok(true);
             }
         }
+    }
+
+    fn arm_ready(&mut self) -> Result<bool> {
+        if self.ready_fd.is_none() {
+            let fds = [self.cq.channel_fd(), self.id.channel().fd()];
+            self.ready_fd = Some(super::readiness::epoll_over(&fds)?);
+        }
+        // Consume the CQ events that woke the caller (the CQ must be re-armed after them).
+        while self.cq.take_event()? {
+            self.armed = false;
+        }
+        if !self.ready.is_empty() || !self.events.is_empty() {
+            return Ok(true);
+        }
+        self.read_cm_events()?;
+        if !self.events.is_empty() || self.fill()? > 0 || self.state == State::Closed {
+            return Ok(true);
+        }
+        if !self.armed {
+            self.cq.arm(false)?;
+            self.armed = true;
+            // D-15: a completion queued before the arming raises no event. Poll again.
+            if self.fill()? > 0 {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    fn ready_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.ready_fd.as_ref().map(AsFd::as_fd)
     }
 
     fn disconnect(&mut self) {

@@ -41,6 +41,7 @@ mod ops;
 mod pd;
 mod qp;
 mod rdma_core;
+mod readiness;
 mod sockaddr;
 
 use std::io;
@@ -108,6 +109,14 @@ impl Transport for VerbsTransport {
     fn listen(&self, addr: SocketAddr) -> Result<VerbsListener> {
         rdma_core::check()?;
         VerbsListener::bind(self.config.clone(), addr)
+    }
+
+    fn connect_local(&self, _remote: SocketAddr, _deadline: Instant) -> Result<VerbsEndpoint> {
+        Err(TransportError::Unavailable(
+            "the in-process NAA of local mode (NAA_SPEC local:...) is reached with the \
+             software transport: use SoftTransport or AnyTransport"
+                .into(),
+        ))
     }
 }
 

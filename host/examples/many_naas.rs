@@ -1,0 +1,133 @@
+//! One thread keeps many NAAs busy (`naaice::naa_set`), and how much that overlaps.
+//!
+//! It starts N software NAAs in-process (NAA i serves function code 40 + i with a kernel
+//! that sleeps T ms), then runs R rounds of one RPC per NAA twice: serially (invoke, wait,
+//! next NAA) and as a set (invoke all, `wait_all`). It prints both times, the **overlap
+//! factor** (serial time / set time; N is ideal) and the CPU time the waiting thread used (a
+//! thread that sleeps in poll(2) uses almost none; one that spun would use all of it).
+//!
+//! Run: `cargo run --release --example many_naas -- [N [T_ms [R]]]` (default 16 20 5)
+
+use std::time::{Duration, Instant};
+
+use naaice::naa_set;
+use naaice::swnaa::{KernelContext, KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle};
+use naaice::transport::soft::{SoftEndpoint, SoftTransport};
+use naaice::{Naa, NaaOptions, Param};
+use naaice_core::{FunctionCode, ReturnCode};
+
+const FIRST_CODE: u8 = 40;
+
+/// CPU time (user + system) of the calling thread, from /proc (Linux).
+fn thread_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    // Fields after the command name (which may hold spaces) start at ") ".
+    let rest = &stat[stat.rfind(") ")? + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // USER_HZ is 100 on every Linux configuration that matters here.
+    Some(Duration::from_millis(ticks * 10))
+}
+
+fn start(n: usize, kernel: Duration) -> Result<Vec<SoftNaaHandle>, Box<dyn std::error::Error>> {
+    (0..n)
+        .map(|i| {
+            let code = FunctionCode::new(FIRST_CODE + i as u8).ok_or("function code")?;
+            let mut kernels = KernelRegistry::empty();
+            kernels.register(code, move |_: &mut KernelContext<'_, '_>| {
+                std::thread::sleep(kernel);
+                ReturnCode::SUCCESS
+            });
+            let naa = SoftNaa::bind(
+                SoftTransport::default(),
+                "127.0.0.1:0".parse()?,
+                SoftNaaConfig::default(),
+                kernels,
+            )?;
+            Ok(naa.spawn()?)
+        })
+        .collect()
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<u64> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse())
+        .collect::<Result<_, _>>()
+        .map_err(|_| "usage: many_naas [N [T_ms [R]]]")?;
+    let n = *args.first().unwrap_or(&16) as usize;
+    let kernel = Duration::from_millis(*args.get(1).unwrap_or(&20));
+    let rounds = *args.get(2).unwrap_or(&5);
+    if !(1..=64).contains(&n) || rounds == 0 {
+        return Err("N must be 1..=64 and R at least 1".into());
+    }
+    let servers = start(n, kernel)?;
+    let mut naas: Vec<Naa<SoftEndpoint>> = servers
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            Naa::create_with(
+                &SoftTransport::default(),
+                u32::from(FIRST_CODE) + i as u32,
+                vec![Param::zeroed(4096)],
+                vec![Param::zeroed(4096)],
+                &NaaOptions::at(s.local_addr()),
+            )
+        })
+        .collect::<naaice::Result<_>>()?;
+    println!(
+        "{n} software NAAs, kernels of {} ms, {rounds} rounds",
+        kernel.as_millis()
+    );
+
+    let t = Instant::now();
+    for _ in 0..rounds {
+        for naa in &mut naas {
+            naa.invoke()?;
+            naa.wait()?;
+        }
+    }
+    let serial = t.elapsed() / rounds as u32;
+
+    let cpu = thread_cpu();
+    let t = Instant::now();
+    for _ in 0..rounds {
+        for naa in &mut naas {
+            naa.invoke()?;
+        }
+        for (i, outcome) in naa_set::wait_all(&mut naas).into_iter().enumerate() {
+            let status = outcome.ok_or("an RPC was not in flight")??;
+            if !status.naa_error.is_success() {
+                return Err(format!("NAA {i}: return code {}", status.naa_error).into());
+            }
+        }
+    }
+    let set = t.elapsed() / rounds as u32;
+    let cpu = thread_cpu().zip(cpu).map(|(b, a)| b.saturating_sub(a));
+
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "serial (invoke + wait per NAA): {:9.2} ms per round",
+        ms(serial)
+    );
+    println!(
+        "set (invoke all + wait_all):    {:9.2} ms per round",
+        ms(set)
+    );
+    println!(
+        "overlap factor: {:.2} (ideal {n})",
+        serial.as_secs_f64() / set.as_secs_f64()
+    );
+    if let Some(cpu) = cpu {
+        println!(
+            "waiting thread CPU time during the set rounds: {:.1} ms of {:.1} ms",
+            ms(cpu),
+            ms(set * rounds as u32)
+        );
+    }
+    drop(naas);
+    for s in servers {
+        s.shutdown();
+    }
+    Ok(())
+}

@@ -1,0 +1,196 @@
+//! Connection slots of a software NAA, and which connection gives way when they are full.
+//!
+//! **Policy.** At most `max_connections` connections are served. A connection between RPCs
+//! (after its MRSP, no RPC in progress) is *idle*; one that is in its MRSP, computing, or
+//! writing back is busy (each of those phases has its own deadline). When a new client
+//! arrives and every slot is taken, the connection that has been idle the longest gives way,
+//! if it has been idle for at least the grace period (`evict_idle_after`, default 30 s): its
+//! worker disconnects it cleanly at once (the client's next call fails with a disconnect
+//! error, and it may reconnect) and the newcomer is served. With no such connection the
+//! newcomer is rejected ("NAA overloaded"). So a client that keeps using its connection is
+//! never evicted, however long it lives, while idle or trickling clients cannot hold the
+//! slots against newcomers for longer than the grace period. An optional idle timeout
+//! (`idle_timeout`) drops idle connections even when nobody waits.
+//!
+//! An evicted connection's slot counts as free at once; its worker leaves within about
+//! 100 ms (its poll interval), or at the end of an RPC that raced with the eviction.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// What a connection's worker publishes for the slot policy, and the eviction order.
+#[derive(Debug, Default)]
+pub(crate) struct Activity {
+    /// Since when the connection is idle between RPCs (`None`: busy).
+    idle_since: Mutex<Option<Instant>>,
+    /// The master asked the worker to disconnect at its next idle moment.
+    evict: AtomicBool,
+}
+
+impl Activity {
+    /// Marks the connection idle since `now`, or busy.
+    pub(crate) fn set_idle(&self, idle: Option<Instant>) {
+        *self
+            .idle_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = idle;
+    }
+
+    fn idle_since(&self) -> Option<Instant> {
+        *self
+            .idle_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// True once the connection should give its slot away.
+    pub(crate) fn evicted(&self) -> bool {
+        self.evict.load(Ordering::Acquire)
+    }
+}
+
+/// What happens to a new connection request.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// A slot is free.
+    Free,
+    /// The connection idle for `idle` gives its slot to the newcomer.
+    Evicted {
+        /// How long the evicted connection had been idle.
+        idle: Duration,
+    },
+    /// Every slot is busy or idle for less than the grace period.
+    Full,
+}
+
+/// The live connections of a software NAA (master thread only).
+#[derive(Debug)]
+pub(crate) struct Slots {
+    max: usize,
+    grace: Option<Duration>,
+    conns: Vec<(JoinHandle<()>, Arc<Activity>)>,
+}
+
+impl Slots {
+    /// `max` slots; idle connections give way after `grace` (`None`: never).
+    pub(crate) fn new(max: usize, grace: Option<Duration>) -> Self {
+        Self {
+            max,
+            grace,
+            conns: Vec::new(),
+        }
+    }
+
+    /// Forgets connections whose worker has ended.
+    pub(crate) fn reap(&mut self) {
+        self.conns.retain(|(w, _)| !w.is_finished());
+    }
+
+    /// Decides on a new connection request at `now` (evicting if needed and allowed).
+    pub(crate) fn admit(&mut self, now: Instant) -> Admission {
+        self.reap();
+        let live = self.conns.iter().filter(|(_, a)| !a.evicted()).count();
+        if live < self.max {
+            return Admission::Free;
+        }
+        let Some(grace) = self.grace else {
+            return Admission::Full;
+        };
+        let longest = self
+            .conns
+            .iter()
+            .filter(|(_, a)| !a.evicted())
+            .filter_map(|(_, a)| Some((now.saturating_duration_since(a.idle_since()?), a)))
+            .filter(|(idle, _)| *idle >= grace)
+            .max_by_key(|(idle, _)| *idle);
+        match longest {
+            Some((idle, activity)) => {
+                activity.evict.store(true, Ordering::Release);
+                Admission::Evicted { idle }
+            }
+            None => Admission::Full,
+        }
+    }
+
+    /// Adds the worker of an admitted connection.
+    pub(crate) fn insert(&mut self, worker: JoinHandle<()>, activity: Arc<Activity>) {
+        self.conns.push((worker, activity));
+    }
+
+    /// Waits for every worker.
+    pub(crate) fn join_all(self) {
+        for (w, _) in self.conns {
+            let _ = w.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn worker() -> (JoinHandle<()>, Arc<std::sync::Barrier>) {
+        let barrier = Arc::new(std::sync::Barrier::new(2));
+        let b = Arc::clone(&barrier);
+        (
+            std::thread::spawn(move || {
+                b.wait();
+            }),
+            barrier,
+        )
+    }
+
+    #[test]
+    fn the_longest_idle_past_the_grace_gives_way() {
+        let grace = Duration::from_secs(10);
+        let mut slots = Slots::new(2, Some(grace));
+        let t0 = Instant::now();
+        let (a, b) = (Arc::new(Activity::default()), Arc::new(Activity::default()));
+        let (wa, ba) = worker();
+        let (wb, bb) = worker();
+        slots.insert(wa, Arc::clone(&a));
+        slots.insert(wb, Arc::clone(&b));
+        // Both busy: full.
+        assert_eq!(slots.admit(t0), Admission::Full);
+        // Idle, but within the grace period: full.
+        a.set_idle(Some(t0));
+        b.set_idle(Some(t0 + Duration::from_secs(5)));
+        assert_eq!(slots.admit(t0 + Duration::from_secs(9)), Admission::Full);
+        // a has been idle longest and past the grace: it gives way, b stays.
+        let now = t0 + Duration::from_secs(12);
+        assert_eq!(
+            slots.admit(now),
+            Admission::Evicted {
+                idle: Duration::from_secs(12)
+            }
+        );
+        assert!(a.evicted() && !b.evicted());
+        // The newcomer takes the slot; b is within its grace: full again.
+        let (wc, bc) = worker();
+        slots.insert(wc, Arc::new(Activity::default()));
+        assert_eq!(slots.admit(now), Admission::Full);
+        // A worker that ended frees its slot.
+        bb.wait();
+        while slots.admit(now) == Admission::Full {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        ba.wait();
+        bc.wait();
+        slots.join_all();
+    }
+
+    #[test]
+    fn without_grace_nobody_is_evicted() {
+        let mut slots = Slots::new(1, None);
+        let a = Arc::new(Activity::default());
+        let (w, b) = worker();
+        slots.insert(w, Arc::clone(&a));
+        let t0 = Instant::now();
+        a.set_idle(Some(t0));
+        assert_eq!(slots.admit(t0 + Duration::from_secs(3600)), Admission::Full);
+        b.wait();
+        slots.join_all();
+    }
+}
