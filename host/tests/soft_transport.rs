@@ -60,13 +60,7 @@ impl Ep {
     fn completions(&mut self, n: usize, timeout: Duration) -> Vec<Completion> {
         let deadline = soon(timeout);
         let mut out = Vec::new();
-        let mut buf = [Completion {
-            wr_id: 0,
-            status: WcStatus::General,
-            opcode: WcOpcode::Send,
-            byte_len: 0,
-            imm: None,
-        }; 16];
+        let mut buf = [Completion::BLANK; 16];
         while out.len() < n {
             let want = (n - out.len()).min(buf.len());
             let got = self.ep.poll(&mut buf[..want]).unwrap();
@@ -1044,13 +1038,7 @@ fn performance_against_raw_tcp() {
     let to_server = remote(&sr, 0);
     let server_thread = thread::spawn(move || {
         let reply = server.region(&sbuf);
-        let mut buf = [Completion {
-            wr_id: 0,
-            status: WcStatus::General,
-            opcode: WcOpcode::Send,
-            byte_len: 0,
-            imm: None,
-        }; 4];
+        let mut buf = [Completion::BLANK; 4];
         let mut requests = 0;
         while requests < ROUNDS + 2 {
             server.ep.wait(soon(LONG)).unwrap();
@@ -1480,13 +1468,7 @@ fn readiness_descriptor_wakes_a_waiter_for_small_and_large_messages_and_teardown
         ep.post_recv(2, None).unwrap();
         (r, rbuf)
     });
-    let mut out = [Completion {
-        wr_id: 0,
-        status: WcStatus::General,
-        opcode: WcOpcode::Send,
-        byte_len: 0,
-        imm: None,
-    }; 4];
+    let mut out = [Completion::BLANK; 4];
     // Nothing yet: armed, and the descriptor stays silent.
     assert_eq!(server.ep.poll(&mut out).unwrap(), 0);
     assert!(!server.ep.arm_ready().unwrap());

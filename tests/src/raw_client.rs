@@ -7,8 +7,7 @@ use std::time::{Duration, Instant};
 use naaice::Buffer;
 use naaice::transport::soft::SoftTransport;
 use naaice::transport::{
-    Completion, ConnectionEvent, Endpoint, MemoryRegion, SendOp, SendWr, Sge, Transport, WcOpcode,
-    WcStatus,
+    Completion, ConnectionEvent, Endpoint, MemoryRegion, SendOp, SendWr, Sge, Transport, WcStatus,
 };
 
 /// What the NAA did with a raw MRSP request.
@@ -45,13 +44,7 @@ pub fn raw_mrsp(addr: SocketAddr, request: &[u8]) -> MrspAnswer {
     }])
     .expect("post send");
     let deadline = Instant::now() + Duration::from_secs(10);
-    let mut wc = [Completion {
-        wr_id: 0,
-        status: WcStatus::General,
-        opcode: WcOpcode::Send,
-        byte_len: 0,
-        imm: None,
-    }; 4];
+    let mut wc = [Completion::BLANK; 4];
     let mut disconnected = false;
     while Instant::now() < deadline {
         let n = ep.poll(&mut wc).expect("poll");

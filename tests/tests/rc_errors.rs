@@ -8,8 +8,7 @@ use naaice::core::config::MRSP_RECV_LEN;
 use naaice::swnaa::{SoftNaaConfig, SoftNaaHandle};
 use naaice::transport::soft::{SoftEndpoint, SoftTransport};
 use naaice::transport::{
-    Completion, Endpoint, MemoryRegion, RemoteAddr, SendOp, SendWr, Sge, Transport, WcOpcode,
-    WcStatus,
+    Completion, Endpoint, MemoryRegion, RemoteAddr, SendOp, SendWr, Sge, Transport, WcStatus,
 };
 use naaice::{Buffer, Connection};
 use naaice_tests::{code, start_naa};
@@ -45,13 +44,7 @@ fn refused(naa: &SoftNaaHandle, op: SendOp, len: usize) -> WcStatus {
         solicited: false,
     }])
     .unwrap();
-    let mut wc = [Completion {
-        wr_id: 0,
-        status: WcStatus::General,
-        opcode: WcOpcode::Send,
-        byte_len: 0,
-        imm: None,
-    }];
+    let mut wc = [Completion::BLANK];
     loop {
         if ep.poll(&mut wc).unwrap() == 1 {
             assert_eq!(wc[0].wr_id, 7);

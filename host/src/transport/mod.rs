@@ -186,6 +186,18 @@ pub struct Completion {
     pub imm: Option<u32>,
 }
 
+impl Completion {
+    /// A placeholder to fill the array handed to [`Endpoint::poll`] (no work request, not a
+    /// success).
+    pub const BLANK: Self = Self {
+        wr_id: 0,
+        status: WcStatus::General,
+        opcode: WcOpcode::Send,
+        byte_len: 0,
+        imm: None,
+    };
+}
+
 /// Connection-level events.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ConnectionEvent {
