@@ -912,17 +912,23 @@ fn rpc_ping_pong_alternating_large_and_small() {
     ping_pong(60, |i| if i % 2 == 0 { 300_000 } else { 100 });
 }
 
-/// `rounds` RPCs, one WRITE WITH IMM of `len(i)` bytes each way.
-fn ping_pong(rounds: u32, len: fn(u32) -> usize) {
-    const MAX: usize = 1 << 20;
-    let (mut client, mut server, (sr, sbuf)) = pair(config(), |ep| {
-        let sbuf = Buffer::zeroed(MAX);
+/// A pair for RPCs: a `max`-byte region at each end (server's, then client's, with their
+/// buffers) and one receive posted at the server.
+fn rpc_pair(max: usize) -> (Ep, Ep, (SoftRegion, Buffer), (SoftRegion, Buffer)) {
+    let (mut client, server, (sr, sbuf)) = pair(config(), move |ep| {
+        let sbuf = Buffer::zeroed(max);
         let r = ep.register(&sbuf).unwrap();
         ep.post_recv(0, None).unwrap();
         (r, sbuf)
     });
-    let cbuf = Buffer::zeroed(MAX);
+    let cbuf = Buffer::zeroed(max);
     let cr = client.region(&cbuf);
+    (client, server, (sr, sbuf), (cr, cbuf))
+}
+
+/// `rounds` RPCs, one WRITE WITH IMM of `len(i)` bytes each way.
+fn ping_pong(rounds: u32, len: fn(u32) -> usize) {
+    let (mut client, mut server, (sr, sbuf), (cr, _cbuf)) = rpc_pair(1 << 20);
     let to_client = remote(&cr, 0);
     let to_server = remote(&sr, 0);
     let server_thread = thread::spawn(move || {
@@ -1127,6 +1133,118 @@ fn register_at_uses_the_chosen_address_and_key() {
         client.completions(1, LONG)[0].status,
         WcStatus::RemoteAccess
     );
+}
+
+#[test]
+fn echo_across_the_hand_off_sizes() {
+    // Sizes around the receive buffer (64 KiB), the write chunk (256 KiB), the posting
+    // thread's write budget (1 MiB) and beyond: the waiting threads place every payload, the
+    // posting threads write the first part of each frame and the NIC threads the rest. Each
+    // side checks the bytes.
+    const SIZES: [usize; 10] = [
+        65_536 - 25,
+        65_536 - 24,
+        65_536,
+        65_537,
+        262_144 - 24,
+        262_144,
+        262_145,
+        (1 << 20) - 24,
+        (1 << 20) + 7,
+        (3 << 20) + 1,
+    ];
+    let (mut client, mut server, (sr, sbuf), (cr, cbuf)) = rpc_pair(4 << 20);
+    let (to_client, to_server) = (remote(&cr, 0), remote(&sr, 0));
+    let server_thread = thread::spawn(move || {
+        let reply = server.region(&sbuf);
+        for (i, &len) in SIZES.iter().enumerate() {
+            let mut c = server.completions(1, LONG);
+            if c[0].opcode == WcOpcode::RdmaWrite {
+                // The previous reply's completion came first.
+                c = server.completions(1, LONG);
+            }
+            assert_eq!((c[0].status, c[0].imm), (WcStatus::Success, Some(i as u32)));
+            assert!(
+                sbuf.lock()[..len] == pattern(len, i as u64),
+                "server: content mismatch at {len} B"
+            );
+            server.ep.post_recv(0, None).unwrap();
+            let op = SendOp::WriteWithImm(to_client, i as u32);
+            let local = Some(sge(&reply, 0, len));
+            server.ep.post_send(&[wr(i as u64, op, local)]).unwrap();
+        }
+        server
+    });
+    for (i, &len) in SIZES.iter().enumerate() {
+        cbuf.lock()[..len].copy_from_slice(&pattern(len, i as u64));
+        client.ep.post_recv(1, None).unwrap();
+        let op = SendOp::WriteWithImm(to_server, i as u32);
+        let local = Some(sge(&cr, 0, len));
+        client.ep.post_send(&[wr(2, op, local)]).unwrap();
+        let mut c = client.completions(2, LONG);
+        c.sort_by_key(|c| c.wr_id);
+        assert!(c.iter().all(|c| c.status == WcStatus::Success), "{c:?}");
+        assert_eq!(c[0].imm, Some(i as u32));
+        assert!(
+            cbuf.lock()[..len] == pattern(len, i as u64),
+            "client: content mismatch at {len} B"
+        );
+    }
+    drop(server_thread.join().unwrap());
+}
+
+#[test]
+fn a_completion_ready_in_the_middle_of_a_placement() {
+    // A small SEND and a large WRITE WITH IMM posted together: the receiver's waiting thread
+    // gets the SEND's completion while the large payload is still arriving. It then waits on
+    // at once (it continues the placement itself) or only after the NIC thread has taken the
+    // reader over (a pause longer than the hand-over time); the payload arrives intact either
+    // way.
+    const LEN: usize = 16 << 20;
+    let (mut client, mut server, (sr, rbuf, mbuf)) = pair(config(), |ep| {
+        let rbuf = Buffer::zeroed(LEN);
+        let mbuf = Buffer::zeroed(64);
+        (ep.register(&rbuf).unwrap(), rbuf, mbuf)
+    });
+    let mr = server.region(&mbuf);
+    let data = pattern(LEN, 11);
+    let sbuf = Buffer::from_vec(data.clone());
+    let s = client.region(&sbuf);
+    for (round, pause) in [Duration::ZERO, Duration::from_millis(20)]
+        .into_iter()
+        .enumerate()
+    {
+        rbuf.lock().fill(0);
+        server.ep.post_recv(10, Some(sge(&mr, 0, 64))).unwrap();
+        server.ep.post_recv(11, None).unwrap();
+        let wrs = [
+            wr(1, SendOp::Send, Some(sge(&s, 0, 64))),
+            wr(
+                2,
+                SendOp::WriteWithImm(remote(&sr, 0), round as u32),
+                Some(sge(&s, 0, LEN)),
+            ),
+        ];
+        client.ep.post_send(&wrs).unwrap();
+        let first = server.completions(1, LONG);
+        assert_eq!((first[0].wr_id, first[0].status), (10, WcStatus::Success));
+        thread::sleep(pause);
+        let second = server.completions(1, LONG);
+        assert_eq!(
+            (second[0].wr_id, second[0].status, second[0].imm),
+            (11, WcStatus::Success, Some(round as u32))
+        );
+        assert!(
+            *rbuf.lock() == data[..],
+            "content mismatch in round {round}"
+        );
+        assert!(
+            client
+                .completions(2, LONG)
+                .iter()
+                .all(|c| c.status == WcStatus::Success)
+        );
+    }
 }
 
 /// How often the teardown races below are repeated (each is a fresh connection).

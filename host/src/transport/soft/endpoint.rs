@@ -11,7 +11,7 @@ use super::config::SoftConfig;
 use super::engine::Engine;
 use super::frame::{Frame, MAX_REASON};
 use super::nic;
-use super::queue_pair::{INLINE_PAYLOAD, ReadSlot, Shared};
+use super::queue_pair::{POST_BUDGET, ReadSlot, Shared};
 use super::readiness::ReadyBell;
 use super::receive::receive_inline;
 use super::socket::Socket;
@@ -181,7 +181,7 @@ impl Endpoint for SoftEndpoint {
         let mut st = shared.lock();
         st.rc.post_send(wrs)?;
         // Small frames leave from this thread; the NIC thread gets the rest.
-        st = shared.pump(st, INLINE_PAYLOAD);
+        st = shared.pump(st, POST_BUDGET);
         shared.nudge(&mut st);
         Ok(())
     }

@@ -11,11 +11,13 @@
 //!   `writer` (frames being written, payloads streamed from registered memory), and
 //!   `queue_pair`, which says who may use each direction of the socket: whoever holds the
 //!   reader reads, whoever holds the writer writes.
-//! * the threads: a posting thread writes small frames itself (`pump`), and an application
-//!   thread that waits for a completion receives itself (`receive`) while the endpoint's NIC
-//!   thread (`nic`) is idle, so that a small request/response exchange costs no hand-off
-//!   between threads. The NIC thread does the rest: large payloads in both directions, a
-//!   message waiting for a receive, timers, and teardown.
+//! * the threads: a posting thread writes the first 1 MiB of its frames itself (`pump`),
+//!   and an application thread that waits for a completion receives itself (`receive`),
+//!   placing payloads of any size, while the endpoint's NIC thread (`nic`) is idle, so that
+//!   a request/response exchange up to 1 MiB each way needs no hand-off between threads
+//!   (larger ones one per direction). The NIC thread does the rest: the remainder of
+//!   larger frames, what arrives while no application thread waits, a message waiting for a
+//!   receive, timers, and teardown. The wire format is unchanged by this division of work.
 //! * `readiness`: for a thread that waits on many endpoints (or an async reactor) instead of
 //!   in `wait`, an eventfd rung when a completion or event is ready; arming it hands the
 //!   reader to the NIC thread at once.

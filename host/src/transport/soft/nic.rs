@@ -116,7 +116,7 @@ fn sleep<'a>(shared: &'a Shared, mut st: Guard<'a>, read: bool, now: Instant) ->
 pub(crate) fn flush_finals<'a>(shared: &'a Shared, mut st: Guard<'a>, report: bool) -> Guard<'a> {
     let give_up = Instant::now() + shared.config.ack_timeout;
     loop {
-        st = shared.pump(st, 0);
+        st = shared.pump(st, usize::MAX);
         let held_elsewhere = st.writer.is_none();
         let busy = held_elsewhere || st.writer.as_ref().is_some_and(Writer::has_work);
         let now = Instant::now();

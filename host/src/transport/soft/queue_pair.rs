@@ -7,9 +7,9 @@
 //!
 //! * the writer lies in [`Core::writer`] whenever nobody writes. Every thread that changes the
 //!   engine pumps (takes the writer, writes what can go out without blocking, puts it back),
-//!   so small frames and ACKs leave from the posting thread itself; the NIC thread takes over
-//!   large frames and leftovers. Whoever puts the writer back re-examines the engine, so work
-//!   queued meanwhile is never forgotten.
+//!   so frames and ACKs leave from the posting thread itself, up to [`POST_BUDGET`] bytes per
+//!   call; the NIC thread takes over the rest of larger frames and leftovers. Whoever puts
+//!   the writer back re-examines the engine, so work queued meanwhile is never forgotten.
 //! * the reader lies in [`Core::read`] (a [`ReadSlot`]) when the NIC thread waits for input;
 //!   an application thread that waits for a completion may take it and receive itself
 //!   (`receive`), which saves the thread hand-off on the latency path.
@@ -35,11 +35,13 @@ use super::writer::{Writer, Wrote};
 /// How long the NIC thread leaves the reader to application threads after one used it; within
 /// it, a steady exchange of small messages wakes no engine thread at all.
 pub(crate) const HANDOVER: Duration = Duration::from_millis(2);
-/// Payloads up to this size are written by any thread (non-blocking); larger ones by the NIC
-/// thread, so an application thread never streams a large payload.
-pub(crate) const INLINE_PAYLOAD: usize = 64 * 1024 - 24;
 /// Largest piece of registered memory accessed at once (one system call).
 pub(crate) const CHUNK: usize = 256 * 1024;
+/// Bytes an application thread writes per call (non-blocking) when it posts or before it
+/// sleeps: a frame up to this size usually leaves from the posting thread, without waking
+/// the NIC thread (when the send buffer has room for it); the NIC thread writes the
+/// rest of larger ones, so an application thread never streams a large payload.
+pub(crate) const POST_BUDGET: usize = 1 << 20;
 
 /// Where the reader is.
 #[derive(Debug)]
@@ -50,8 +52,9 @@ pub(crate) enum ReadSlot {
     Nic,
     /// Held by an application thread.
     App,
-    /// An application thread gave it back at this time; the NIC thread takes over once
-    /// [`HANDOVER`] has passed, unless an application thread takes it again first.
+    /// An application thread gave it back at this time (possibly in the middle of a
+    /// payload); the NIC thread takes over once [`HANDOVER`] has passed, unless an
+    /// application thread takes it again first.
     AppIdle(Reader, Instant),
     /// Handed back for the NIC thread to continue (a large payload, a missing receive, the
     /// end of the connection); application threads keep off it.
@@ -222,15 +225,20 @@ impl Shared {
         }
     }
 
-    /// Writes what can go out without blocking (data payloads up to `max_payload`), as long
-    /// as the writer is free; returns with it put back (or held by another thread).
-    pub(crate) fn pump<'a>(&'a self, mut st: Guard<'a>, max_payload: usize) -> Guard<'a> {
+    /// Writes what can go out without blocking, as long as the writer is free, until this call
+    /// has written `budget` bytes (it finishes the write that crosses it); returns with the
+    /// writer put back (or held by another thread). Frames of every size may be started: a
+    /// posting thread writes the first [`POST_BUDGET`] bytes itself and leaves the rest to the
+    /// NIC thread (see [`Shared::nudge`]).
+    pub(crate) fn pump<'a>(&'a self, mut st: Guard<'a>, budget: usize) -> Guard<'a> {
+        let budget = u64::try_from(budget).unwrap_or(u64::MAX);
+        let mut spent = 0u64;
         let mut now = Instant::now();
         loop {
             let Some(mut w) = st.writer.take() else {
                 return st;
             };
-            w.refill(&mut st.rc, now, max_payload);
+            w.refill(&mut st.rc, now, usize::MAX);
             match st.rc.take_io_fault() {
                 Some(FaultAction::Delay(d)) => {
                     drop(st);
@@ -249,12 +257,12 @@ impl Shared {
                 return st;
             }
             drop(st);
+            let before = w.written();
             let wrote = w.write(&self.socket, CHUNK, now);
+            spent += w.written() - before;
             st = self.lock();
-            if max_payload > INLINE_PAYLOAD {
-                // Large payloads take a while: the next chunk is timed afresh.
-                now = Instant::now();
-            }
+            // A chunk takes a while: the next one is timed afresh.
+            now = Instant::now();
             let more = match wrote {
                 Wrote::Progress(done) => {
                     if let Some(msn) = done {
@@ -277,9 +285,122 @@ impl Shared {
             if st.rc.is_closed() || st.rc.has_ready() {
                 self.wake_app(&st);
             }
-            if !more {
+            if !more || spent >= budget {
                 return st;
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+    use std::net::{TcpListener, TcpStream};
+
+    use super::*;
+    use crate::memory::Buffer;
+    use crate::transport::soft::frame::{Frame, HDR_LEN};
+    use crate::transport::soft::readiness::ReadyBell;
+    use crate::transport::{RemoteAddr, SendOp, SendWr, Sge};
+
+    /// An established queue pair with one registered `len`-byte region (its key), and the
+    /// peer's plain stream.
+    fn queue_pair(len: usize) -> (Shared, u32, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (ours, _) = listener.accept().unwrap();
+        let config = SoftConfig::default();
+        let now = Instant::now();
+        let mut rc = Engine::new(config.settings(), now);
+        let key = rc.regions.next_key().unwrap();
+        rc.regions.insert(&Buffer::zeroed(len), 0, key).unwrap();
+        rc.establish(now);
+        (
+            Shared::new(
+                config,
+                Socket::new(ours).unwrap(),
+                rc,
+                ReadyBell::new().unwrap(),
+            ),
+            key,
+            peer,
+        )
+    }
+
+    fn write_of(key: u32, len: usize) -> SendWr {
+        SendWr {
+            wr_id: 1,
+            op: SendOp::Write(RemoteAddr { addr: 0, rkey: 7 }),
+            local: Some(Sge {
+                addr: 0,
+                len: len as u32,
+                lkey: key,
+            }),
+            solicited: false,
+        }
+    }
+
+    fn header_from(peer: &mut TcpStream) -> Frame {
+        let mut hdr = [0u8; HDR_LEN];
+        peer.read_exact(&mut hdr).unwrap();
+        Frame::decode(&hdr).unwrap()
+    }
+
+    #[test]
+    fn a_posting_thread_writes_its_budget_and_leaves_the_rest_to_the_nic_thread() {
+        const LEN: usize = 4 << 20;
+        let (shared, key, mut peer) = queue_pair(LEN);
+        let mut st = shared.lock();
+        st.rc.post_send(&[write_of(key, LEN)]).unwrap();
+        let st = shared.pump(st, POST_BUDGET);
+        let w = st.writer.as_ref().expect("the writer is put back");
+        let written = usize::try_from(w.written()).unwrap();
+        assert!(
+            written > 0,
+            "a frame of any size is started by the posting thread"
+        );
+        assert!(
+            written < POST_BUDGET + HDR_LEN + CHUNK,
+            "{written} bytes written on a budget of {POST_BUDGET}"
+        );
+        assert!(w.has_work());
+        // The NIC thread, asleep on the bell, must be woken for the rest.
+        let asleep = Sleep {
+            until: None,
+            write: false,
+        };
+        assert!(st.nic_must_act(asleep));
+        drop(st);
+        let remote = RemoteAddr { addr: 0, rkey: 7 };
+        assert_eq!(
+            header_from(&mut peer),
+            Frame::Write {
+                len: LEN as u32,
+                remote
+            }
+        );
+    }
+
+    #[test]
+    fn a_frame_within_the_budget_leaves_whole_from_the_posting_thread() {
+        // Small enough for the send buffer of any fresh loopback connection.
+        const LEN: usize = 8 * 1024;
+        let (shared, key, mut peer) = queue_pair(LEN);
+        let mut st = shared.lock();
+        st.rc
+            .post_send(&[write_of(key, LEN), write_of(key, LEN)])
+            .unwrap();
+        let st = shared.pump(st, POST_BUDGET);
+        let w = st.writer.as_ref().expect("the writer is put back");
+        assert_eq!(w.written(), 2 * (HDR_LEN + LEN) as u64);
+        assert!(!w.has_work() && !st.rc.has_data());
+        drop(st);
+        let mut payload = vec![0u8; LEN];
+        for _ in 0..2 {
+            assert!(
+                matches!(header_from(&mut peer), Frame::Write { len, .. } if len as usize == LEN)
+            );
+            peer.read_exact(&mut payload).unwrap();
         }
     }
 }

@@ -144,7 +144,7 @@ impl Reader {
             }
             self.start += n;
             p.done += n;
-            return Step::Progress;
+            return self.progress();
         }
         if left <= SMALL_READ {
             self.start = 0;
@@ -159,9 +159,20 @@ impl Reader {
         match read_step(got) {
             (Step::Progress, n) => {
                 p.done += n;
-                Step::Progress
+                self.progress()
             }
             (step, _) => step,
+        }
+    }
+
+    /// `Placed` (and the placement ended) if the payload is complete, else `Progress`.
+    fn progress(&mut self) -> Step {
+        match &self.placing {
+            Some(p) if p.done == p.local.len => {
+                self.placing = None;
+                Step::Placed
+            }
+            _ => Step::Progress,
         }
     }
 }
@@ -177,5 +188,103 @@ fn read_step(got: io::Result<usize>) -> (Step, usize) {
             tracing::debug!(error = %e, "soft transport: receive failed");
             (Step::Gone, 0)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::net::{TcpListener, TcpStream};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::memory::Buffer;
+    use crate::transport::soft::socket::Interest;
+
+    /// A connected pair: the peer's plain stream and our [`Socket`].
+    fn pair() -> (TcpStream, Socket) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (ours, _) = listener.accept().unwrap();
+        (peer, Socket::new(ours).unwrap())
+    }
+
+    fn wait_input(socket: &Socket) {
+        let read = Interest {
+            read: true,
+            ..Interest::default()
+        };
+        assert!(socket.wait(read, Some(Duration::from_secs(10))), "no input");
+    }
+
+    /// Places the payload of `len` bytes into a fresh zeroed buffer, step by step, and checks
+    /// that no step but the last delivers the payload's last byte (the step that completes it
+    /// says `Placed`, so nobody waits for input that is not coming).
+    fn place_all(r: &mut Reader, socket: &Socket, len: usize) -> Vec<u8> {
+        let buffer = Buffer::zeroed(len);
+        r.start_placement(Local {
+            buffer: buffer.clone(),
+            offset: 0,
+            len,
+        });
+        loop {
+            match r.place(socket, 64 * 1024) {
+                Step::Placed => break,
+                Step::Progress => {
+                    assert!(r.is_placing());
+                    assert_eq!(
+                        buffer.lock()[len - 1],
+                        0,
+                        "the last byte came with a Progress"
+                    );
+                }
+                Step::WouldBlock => wait_input(socket),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert!(!r.is_placing());
+        buffer.lock().to_vec()
+    }
+
+    #[test]
+    fn a_placement_ends_with_the_step_that_delivers_its_last_byte() {
+        let (mut peer, socket) = pair();
+        // A small payload that arrives with its header (copied from the receive buffer), then
+        // one larger than the buffer (mostly read from the socket straight into the target).
+        let small: Vec<u8> = (0..100u32).map(|i| (i % 251) as u8 | 1).collect();
+        let large: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8 | 1).collect();
+        let frame = |len: usize| {
+            Frame::Send {
+                len: len as u32,
+                solicited: false,
+            }
+            .encode()
+        };
+        let mut wire = frame(small.len()).to_vec();
+        wire.extend_from_slice(&small);
+        wire.extend_from_slice(&frame(large.len()));
+        wire.extend_from_slice(&large);
+        let writer = std::thread::spawn(move || peer.write_all(&wire).map(|()| peer));
+
+        let mut r = Reader::new();
+        for (payload, name) in [(&small, "small"), (&large, "large")] {
+            let header = loop {
+                if let Some(h) = r.next_frame() {
+                    break h.unwrap();
+                }
+                match r.fill(&socket) {
+                    Step::Progress => {}
+                    Step::WouldBlock => wait_input(&socket),
+                    other => panic!("unexpected {other:?}"),
+                }
+            };
+            assert_eq!(header, Frame::decode(&frame(payload.len())).unwrap());
+            assert!(
+                place_all(&mut r, &socket, payload.len()) == *payload,
+                "{name} payload"
+            );
+        }
+        assert_eq!(r.buffered(), 0);
+        drop(writer.join().unwrap().unwrap());
     }
 }

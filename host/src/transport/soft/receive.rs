@@ -1,15 +1,18 @@
 //! Receiving: reads frames with the [`Reader`], hands them to the engine, and places payloads
 //! where the engine says. Both the NIC thread and an application thread that waits for a
-//! completion receive this way ([`Mode`]); the application thread handles only what cannot
-//! block (frames whose payload is already buffered, receives that are posted) and hands the
-//! reader back to the NIC thread for anything else.
+//! completion receive this way ([`Mode`]); the application thread handles what needs no
+//! waiting for the application (frames whose receive is posted, payloads of any size, read
+//! without blocking as they arrive) and hands the reader back to the NIC thread for anything
+//! else. If its own completion becomes ready in the middle of a payload, or after 1 MiB of
+//! it, it returns with the reader still placing: its next call continues, or the NIC thread
+//! after the hand-over time.
 
 use std::time::{Duration, Instant};
 
 use super::engine::Inbound;
 use super::fault::{Direction, FaultAction};
 use super::frame::{Frame, HDR_LEN};
-use super::queue_pair::{CHUNK, Guard, INLINE_PAYLOAD, ReadSlot, Shared};
+use super::queue_pair::{CHUNK, Guard, POST_BUDGET, ReadSlot, Shared};
 use super::reader::{RX_BUF, Reader, Step};
 use super::socket::Interest;
 
@@ -17,12 +20,17 @@ use super::socket::Interest;
 /// after each).
 const SLICE: Duration = Duration::from_millis(50);
 
+/// Most placement steps (each one chunk at most) of an application thread per call: as many
+/// bytes as it may write per call.
+const APP_PLACE_STEPS: usize = POST_BUDGET / CHUNK;
+
 /// Who receives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Mode {
     /// The NIC thread: handles everything, returns after each step of a large payload.
     Nic,
-    /// An application thread: handles only what cannot block.
+    /// An application thread: everything but a message waiting for a receive; returns once
+    /// a completion or event is ready.
     App,
 }
 
@@ -51,6 +59,7 @@ pub(crate) fn drive<'a>(
     let mut produced = false;
     // One reading of the clock per call: it never blocks, so the time stays accurate enough.
     let mut now = Instant::now();
+    let mut app_steps = 0;
     let stop = loop {
         if st.rc.is_closed() {
             break Stop::Closed;
@@ -82,8 +91,17 @@ pub(crate) fn drive<'a>(
                 }
                 Step::Progress => {
                     st.rc.handle_activity(now);
-                    if mode == Mode::Nic && r.is_placing() && r.buffered() == 0 {
-                        break Stop::Busy;
+                    app_steps += 1;
+                    match mode {
+                        Mode::Nic if r.is_placing() && r.buffered() == 0 => break Stop::Busy,
+                        // The caller's completion goes first, and one call places at most
+                        // `APP_PLACE_STEPS` chunks (a non-blocking poll stays short); the
+                        // placement continues with the next call (or the NIC thread's, see
+                        // `ReadSlot::AppIdle`).
+                        Mode::App if st.rc.has_ready() || app_steps >= APP_PLACE_STEPS => {
+                            break Stop::Idle;
+                        }
+                        _ => {}
                     }
                 }
                 Step::WouldBlock => break dry(&mut st),
@@ -122,12 +140,15 @@ pub(crate) fn drive<'a>(
                     Frame::Write { len, .. } => (len as usize, false),
                     _ => (0, false),
                 };
-                if mode == Mode::App
-                    && (payload > RX_BUF - HDR_LEN || (needs_recv && !st.rc.has_recv()))
-                {
+                if mode == Mode::App && needs_recv && !st.rc.has_recv() {
                     break Stop::HandBack;
                 }
-                if mode == Mode::Nic || r.buffered() >= HDR_LEN + payload {
+                // A payload that fits the receive buffer is handled once it is there in
+                // full; a larger one is placed from the socket straight away, by either mode.
+                if mode == Mode::Nic
+                    || payload > RX_BUF - HDR_LEN
+                    || r.buffered() >= HDR_LEN + payload
+                {
                     match shared.config.faults.check(Direction::Received, &frame) {
                         None => {}
                         Some(FaultAction::Drop) => {
@@ -221,7 +242,7 @@ pub(crate) fn receive_inline<'a>(
 ) -> Guard<'a> {
     // A blocking caller has just found nothing ready (its `poll` read the socket): it sleeps
     // in the socket first instead of reading once more.
-    let mut sleep_first = deadline.is_some() && r.peek().is_none();
+    let mut sleep_first = deadline.is_some() && !r.is_placing() && r.peek().is_none();
     let hand_back = loop {
         if !std::mem::take(&mut sleep_first) {
             let (g, stop) = drive(shared, st, &mut r, Mode::App);
@@ -240,7 +261,7 @@ pub(crate) fn receive_inline<'a>(
         // This thread cannot post a reply while it sleeps: a due ACK goes out first.
         let now = Instant::now();
         st.rc.flush_ack(now);
-        st = shared.pump(st, INLINE_PAYLOAD);
+        st = shared.pump(st, POST_BUDGET);
         shared.nudge(&mut st);
         if st.rc.has_ready() || st.rc.is_closed() {
             break st.rc.is_closed();

@@ -55,6 +55,8 @@ pub(crate) struct Writer {
     torn: bool,
     /// When a byte last went out (or the writer last had nothing to do).
     last_progress: Instant,
+    /// Bytes written so far (all frames; for write budgets).
+    written: u64,
 }
 
 impl Writer {
@@ -67,7 +69,13 @@ impl Writer {
             data: None,
             torn: false,
             last_progress: now,
+            written: 0,
         }
+    }
+
+    /// Bytes written to the socket so far (a thread's write budget is measured with it).
+    pub(crate) fn written(&self) -> u64 {
+        self.written
     }
 
     /// True if bytes are waiting to be written.
@@ -167,6 +175,7 @@ impl Writer {
             }
         };
         self.last_progress = now;
+        self.written += n as u64;
         let c = n.min(self.ctrl_len - self.ctrl_sent);
         self.ctrl_sent += c;
         n -= c;
