@@ -89,6 +89,33 @@ pub fn start_naa(config: SoftNaaConfig) -> SoftNaaHandle {
     naa.spawn().expect("spawn software NAA")
 }
 
+/// A software NAA whose [`UNTIL_TIMEOUT`] kernel runs for 1 s (its kernel timeout), with 4
+/// connection slots, for tests of deadlines and cancellation.
+pub struct SlowNaa(pub SoftNaaHandle);
+
+impl SlowNaa {
+    /// Starts it.
+    pub fn start() -> Self {
+        Self(start_naa(SoftNaaConfig {
+            kernel_timeout: Duration::from_secs(1),
+            max_connections: 4,
+            ..SoftNaaConfig::default()
+        }))
+    }
+
+    /// An AP2 handle for `fncode` on it, with one 8-byte input and one 8-byte output.
+    pub fn create(&self, fncode: u32) -> naaice::Naa<SoftEndpoint> {
+        naaice::Naa::create_with(
+            &SoftTransport::default(),
+            fncode,
+            vec![naaice::Param::zeroed(8)],
+            vec![naaice::Param::zeroed(8)],
+            &naaice::NaaOptions::at(self.0.local_addr()),
+        )
+        .expect("create")
+    }
+}
+
 /// A connection to the software NAA at `addr` with one in-place region (input and output) of
 /// `len` zero bytes, returned with it (it must outlive the connection); MRSP done.
 pub fn in_place_connection(

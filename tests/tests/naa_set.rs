@@ -8,12 +8,9 @@ use std::time::Duration;
 
 use naaice::core::{Phase, ReturnCode};
 use naaice::naa_set::{self, Finished};
-use naaice::swnaa::SoftNaaConfig;
-use naaice::transport::soft::SoftTransport;
-use naaice::{Naa, NaaOptions, Param};
 use naaice_tests::rendezvous::{self, RENDEZVOUS_MISSED, Rendezvous};
 use naaice_tests::suite::Site;
-use naaice_tests::{UNTIL_TIMEOUT, start_naa};
+use naaice_tests::{SlowNaa, UNTIL_TIMEOUT};
 
 const N: usize = 8;
 
@@ -117,22 +114,8 @@ fn test_all_reports_nothing_until_all_finished() {
 #[test]
 fn never_invoked_handles_are_inactive_and_failures_are_per_handle() {
     // UNTIL_TIMEOUT's kernel runs until the NAA's kernel timeout, 1 s.
-    let naa = start_naa(SoftNaaConfig {
-        kernel_timeout: Duration::from_secs(1),
-        max_connections: 4,
-        ..SoftNaaConfig::default()
-    });
-    let create = |fncode: u32| {
-        let options = NaaOptions::at(naa.local_addr());
-        Naa::create_with(
-            &SoftTransport::default(),
-            fncode,
-            vec![Param::zeroed(8)],
-            vec![Param::zeroed(8)],
-            &options,
-        )
-        .expect("create")
-    };
+    let naa = SlowNaa::start();
+    let create = |fncode: u32| naa.create(fncode);
     let mut idle = create(1);
     let mut ok = create(1);
     let mut late = create(u32::from(UNTIL_TIMEOUT));
@@ -170,21 +153,8 @@ fn never_invoked_handles_are_inactive_and_failures_are_per_handle() {
 #[test]
 fn a_cancelled_handle_is_inactive_until_its_next_invoke() {
     // UNTIL_TIMEOUT's kernel runs until the NAA's kernel timeout, 1 s.
-    let naa = start_naa(SoftNaaConfig {
-        kernel_timeout: Duration::from_secs(1),
-        max_connections: 4,
-        ..SoftNaaConfig::default()
-    });
-    let create = |fncode: u32| {
-        Naa::create_with(
-            &SoftTransport::default(),
-            fncode,
-            vec![Param::zeroed(8)],
-            vec![Param::zeroed(8)],
-            &NaaOptions::at(naa.local_addr()),
-        )
-        .expect("create")
-    };
+    let naa = SlowNaa::start();
+    let create = |fncode: u32| naa.create(fncode);
     let mut slow = create(u32::from(UNTIL_TIMEOUT));
     let mut fast = create(1);
     slow.invoke().expect("invoke");

@@ -8,13 +8,11 @@ use std::task::Context;
 use std::time::Duration;
 
 use naaice::core::{Phase, ReturnCode};
-use naaice::swnaa::SoftNaaConfig;
-use naaice::transport::soft::SoftTransport;
-use naaice::{Naa, NaaOptions, Param, Status};
+use naaice::{Naa, Status};
 use naaice_tests::join::join_all;
 use naaice_tests::rendezvous::{self, Rendezvous};
 use naaice_tests::suite::Site;
-use naaice_tests::{UNTIL_TIMEOUT, start_naa};
+use naaice_tests::{SlowNaa, UNTIL_TIMEOUT};
 
 const N: usize = 8;
 
@@ -96,21 +94,8 @@ fn tokio_multi_thread_runs_sixteen_rpcs_on_sixteen_naas() {
 #[test]
 fn deadline_and_dropped_future() {
     // UNTIL_TIMEOUT's kernel runs until the NAA's kernel timeout, 1 s.
-    let naa = start_naa(SoftNaaConfig {
-        kernel_timeout: Duration::from_secs(1),
-        max_connections: 4,
-        ..SoftNaaConfig::default()
-    });
-    let create = |fncode: u32| {
-        Naa::create_with(
-            &SoftTransport::default(),
-            fncode,
-            vec![Param::zeroed(8)],
-            vec![Param::zeroed(8)],
-            &NaaOptions::at(naa.local_addr()),
-        )
-        .expect("create")
-    };
+    let naa = SlowNaa::start();
+    let create = |fncode: u32| naa.create(fncode);
     // The RPC's deadline ends the future with an error (the reactor wakes it in time).
     let mut late = create(u32::from(UNTIL_TIMEOUT));
     late.invoke_with_timeout(Duration::from_millis(50))
