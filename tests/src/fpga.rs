@@ -27,7 +27,6 @@ use naaice::transport::{
     Sge, Transport, WcOpcode, WcStatus,
 };
 use naaice_core::config::MRSP_RECV_LEN;
-use naaice_core::machine::WorkError;
 use naaice_core::region::RegionFlags;
 use naaice_core::{FunctionCode, KernelSet, ReturnCode};
 use naaice_firmware::engine::{
@@ -166,16 +165,7 @@ fn completion(wc: &Wc) -> Completion {
             imm: wc.imm.unwrap_or(0),
             len: wc.byte_len,
         },
-        (status, _) => CompletionKind::Failed(match status {
-            WcStatus::LocalLength => WorkError::LocalLength,
-            WcStatus::LocalProtection => WorkError::LocalProtection,
-            WcStatus::WrFlush => WorkError::Flushed,
-            WcStatus::RemoteAccess => WorkError::RemoteAccess,
-            WcStatus::RemoteInvalidRequest => WorkError::RemoteInvalidRequest,
-            WcStatus::RnrRetryExceeded => WorkError::RnrRetryExceeded,
-            WcStatus::RetryExceeded => WorkError::RetryExceeded,
-            _ => WorkError::Other,
-        }),
+        (status, _) => CompletionKind::Failed(status.work_error()),
     };
     Completion {
         wr_id: wc.wr_id,

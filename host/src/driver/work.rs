@@ -98,7 +98,7 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
         let wr_id = WrId::from_raw(wc.wr_id);
         let now = clock::now();
         if wc.status != WcStatus::Success {
-            let error = work_error(wc.status);
+            let error = wc.status.work_error();
             tracing::debug!(wr_id = wc.wr_id, ?error, "work request failed");
             return self
                 .machine
@@ -135,18 +135,5 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
             }
         };
         self.machine.handle_input(now, input);
-    }
-}
-
-fn work_error(status: WcStatus) -> WorkError {
-    match status {
-        WcStatus::LocalLength => WorkError::LocalLength,
-        WcStatus::LocalProtection => WorkError::LocalProtection,
-        WcStatus::WrFlush => WorkError::Flushed,
-        WcStatus::RemoteAccess => WorkError::RemoteAccess,
-        WcStatus::RemoteInvalidRequest => WorkError::RemoteInvalidRequest,
-        WcStatus::RnrRetryExceeded => WorkError::RnrRetryExceeded,
-        WcStatus::RetryExceeded => WorkError::RetryExceeded,
-        WcStatus::Success | WcStatus::General => WorkError::Other,
     }
 }

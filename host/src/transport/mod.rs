@@ -170,6 +170,24 @@ pub enum WcStatus {
     General,
 }
 
+impl WcStatus {
+    /// The protocol machine's name for this failure ([`WorkError::Other`] for `Success` and
+    /// `General`).
+    pub fn work_error(self) -> naaice_core::machine::WorkError {
+        use naaice_core::machine::WorkError;
+        match self {
+            Self::LocalLength => WorkError::LocalLength,
+            Self::LocalProtection => WorkError::LocalProtection,
+            Self::WrFlush => WorkError::Flushed,
+            Self::RemoteAccess => WorkError::RemoteAccess,
+            Self::RemoteInvalidRequest => WorkError::RemoteInvalidRequest,
+            Self::RnrRetryExceeded => WorkError::RnrRetryExceeded,
+            Self::RetryExceeded => WorkError::RetryExceeded,
+            Self::Success | Self::General => WorkError::Other,
+        }
+    }
+}
+
 /// A work completion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Completion {
