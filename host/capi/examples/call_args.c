@@ -1,7 +1,8 @@
 /*
- * Per-call arguments and local (lookaside) mode, naaice-rs extensions of the middleware API:
- * one handle runs several function codes, passes the three immediate user bytes to the kernel
- * and reads the kernel's full 24-bit return code.
+ * Per-call arguments, deadlines, cancellation and local (lookaside) mode, naaice-rs
+ * extensions of the middleware API: one handle runs several function codes, passes the three
+ * immediate user bytes to the kernel, reads the kernel's full 24-bit return code, gives up on
+ * a slow kernel at a per-call deadline and recovers the handle with naa_cancel.
  *
  * The same program runs unchanged against the in-process NAA of local mode, a software NAA
  * or an FPGA NAA; only NAA_SPEC differs:
@@ -11,16 +12,21 @@
  *
  * Kernel 41 ("echo", registered here for local mode and harmless otherwise) writes its
  * function code and user bytes into the first 4 bytes of the parameter and returns the user
- * bytes as one 24-bit number; kernel 1 (built in) adds 1 to every byte.
+ * bytes as one 24-bit number; kernel 42 ("slow", also registered here) sleeps 1 s; kernel 1
+ * (built in) adds 1 to every byte.
  *
  * Exit status 0 when every step behaved as expected.
  */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
+
 #include <naaice_ap2.h>
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #define FNCODE_ECHO 41
+#define FNCODE_SLOW 42
 #define FNCODE_ADD_ONE 1
 #define LEN 16
 
@@ -36,6 +42,18 @@ static uint32_t echo(void *user_data, const naa_swnaa_call *call, naa_swnaa_regi
     memcpy(p + 1, call->user_bytes, 3);
     return (uint32_t)call->user_bytes[0] << 16 | (uint32_t)call->user_bytes[1] << 8 |
            call->user_bytes[2];
+}
+
+/* The slow kernel: longer than the example's 100 ms deadline. */
+static uint32_t slow(void *user_data, const naa_swnaa_call *call, naa_swnaa_region *regions,
+                     size_t n_regions) {
+    (void)user_data;
+    (void)call;
+    (void)regions;
+    (void)n_regions;
+    struct timespec second = {.tv_sec = 1, .tv_nsec = 0};
+    nanosleep(&second, NULL);
+    return 0;
 }
 
 /* Runs one RPC with `args` and prints the return code and the first bytes. */
@@ -54,7 +72,8 @@ static int run(naa_handle *h, const naa_call_args *args, const uint8_t *data) {
 }
 
 int main(void) {
-    if (naa_local_register_kernel(FNCODE_ECHO, echo, NULL) != 0) {
+    if (naa_local_register_kernel(FNCODE_ECHO, echo, NULL) != 0 ||
+        naa_local_register_kernel(FNCODE_SLOW, slow, NULL) != 0) {
         return 1;
     }
     uint8_t data[LEN] = {0};
@@ -89,6 +108,20 @@ int main(void) {
     }
     printf("naa_invoke: return code 0x%06x, data %u %u %u %u\n", rc, data[0], data[1], data[2],
            data[3]);
+    /* A per-call deadline shorter than the slow kernel: naa_wait fails with a timeout and the
+     * handle's connection is failed until naa_cancel drops it; the next invoke reconnects
+     * (and redoes the MRSP). */
+    naa_call_args slow_args = {.function_code = FNCODE_SLOW, .user_bytes = {0}, .timeout_ms = 100};
+    bool timed_out = naa_invoke_with(&h, &slow_args) == 0 && naa_wait(&h, &st) != 0 &&
+                     naa_last_error_kind() == NAA_ERRKIND_TIMEOUT;
+    printf("fncode %u with a 100 ms deadline: %s\n", FNCODE_SLOW,
+           timed_out ? "timed out" : "did not time out");
+    failed |= !timed_out;
+    if (naa_cancel(&h) != 0) {
+        failed = 1;
+    }
+    printf("after naa_cancel: ");
+    failed |= run(&h, &echo_args, data);
     naa_finalize(&h);
     printf("%s\n", failed ? "FAILED" : "all ok");
     return failed;

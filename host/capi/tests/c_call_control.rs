@@ -23,6 +23,9 @@ const BLOCK: u8 = 40;
 /// The echo kernel of `examples/call_args.c`.
 const ECHO: u8 = 41;
 
+/// The slow kernel of `examples/call_args.c` (1 s).
+const SLOW: u8 = 42;
+
 /// Kernels started, and whether they may return.
 static GATE: (Mutex<(usize, bool)>, Condvar) = (Mutex::new((0, false)), Condvar::new());
 
@@ -64,6 +67,10 @@ fn software_naa() -> SoftNaaHandle {
     let code = |c: u8| FunctionCode::new(c).expect("test function codes are 1..=127");
     kernels.register(code(BLOCK), block);
     kernels.register(code(ECHO), echo);
+    kernels.register(code(SLOW), |_: &mut KernelContext<'_, '_>| {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        ReturnCode::SUCCESS
+    });
     let config = SoftNaaConfig {
         max_connections: 8,
         ..SoftNaaConfig::default()
@@ -158,6 +165,8 @@ fn call_args_example_same_output_local_and_software_naa() {
                     fncode 1 user 00 00 00: return code 0x000000, data 42 172 206 240\n\
                     fncode 200: refused (not in 1..=127)\n\
                     naa_invoke: return code 0x000000, data 41 0 0 0\n\
+                    fncode 42 with a 100 ms deadline: timed out\n\
+                    after naa_cancel: fncode 41 user ab cd ef: return code 0xabcdef, data 41 171 205 239\n\
                     all ok\n";
     assert_eq!(local.stdout, expected, "local mode\n{}", local.stderr);
     assert_eq!(
