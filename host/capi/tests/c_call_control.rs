@@ -68,7 +68,7 @@ fn software_naa() -> SoftNaaHandle {
     kernels.register(code(BLOCK), block);
     kernels.register(code(ECHO), echo);
     kernels.register(code(SLOW), |_: &mut KernelContext<'_, '_>| {
-        std::thread::sleep(std::time::Duration::from_secs(1));
+        std::thread::sleep(Duration::from_secs(1));
         ReturnCode::SUCCESS
     });
     let config = SoftNaaConfig {
