@@ -171,7 +171,8 @@ pub enum WcStatus {
 }
 
 impl WcStatus {
-    /// The protocol machine's name for this failure ([`WorkError::Other`] for `Success` and
+    /// The protocol machine's name for this failure
+    /// ([`WorkError::Other`](naaice_core::machine::WorkError::Other) for `Success` and
     /// `General`).
     pub fn work_error(self) -> naaice_core::machine::WorkError {
         use naaice_core::machine::WorkError;
