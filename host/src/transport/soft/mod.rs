@@ -11,10 +11,10 @@
 //!   `writer` (frames being written, payloads streamed from registered memory), and
 //!   `queue_pair`, which says who may use each direction of the socket: whoever holds the
 //!   reader reads, whoever holds the writer writes.
-//! * the threads: a posting thread writes the first 1 MiB of its frames itself (`pump`),
+//! * the threads: a posting thread writes the first 8 MiB of its frames itself (`pump`),
 //!   and an application thread that waits for a completion receives itself (`receive`),
 //!   placing payloads of any size, while the endpoint's NIC thread (`nic`) is idle, so that
-//!   a request/response exchange up to 1 MiB each way needs no hand-off between threads
+//!   a request/response exchange up to 8 MiB each way needs no hand-off between threads
 //!   (larger ones one per direction). The NIC thread does the rest: the remainder of
 //!   larger frames, what arrives while no application thread waits, a message waiting for a
 //!   receive, timers, and teardown. The wire format is unchanged by this division of work.
