@@ -9,7 +9,7 @@
 #   perftest round 0, RPC round 1, perftest round 1, ..., RPC round N, perftest round N
 #
 # A perftest round runs ib_write_lat and ib_write_bw (server and client as two processes on the
-# rxe device, over RXE_VM_ADDR) for every size in SIZES; each run is retried up to 3 times, since
+# rxe device, over RXE_VM_ADDR) for every size in SIZES, and ib_send_lat for those up to 4 KiB; each run is retried up to 3 times, since
 # perftest aborts ("r^2 < 0.9") or reports inf when emulation disturbs its clock calibration. An
 # RPC round runs NAAICE_BENCH over TRANSPORT ("verbs": --transport verbs --addr $RXE_VM_ADDR;
 # "soft": no transport options, to try the pipeline) with its results written into OUT.
@@ -54,7 +54,7 @@ wait_listen() {
 iterations() { # tool size
     local size=$2 n lo hi
     case "$1" in
-        ib_write_lat) n=$((32 * 1048576 / size)) lo=20 hi=1000 ;;
+        ib_write_lat | ib_send_lat) n=$((32 * 1048576 / size)) lo=20 hi=1000 ;;
         ib_write_bw) n=$((64 * 1048576 / size)) lo=20 hi=5000 ;;
     esac
     [ $n -ge $lo ] || n=$lo
@@ -106,6 +106,7 @@ perftest_round() {
     for size in $sizes; do
         perftest "$round" ib_write_lat "$size"
         perftest "$round" ib_write_bw "$size"
+        [ "$size" -gt 4096 ] || perftest "$round" ib_send_lat "$size"
     done
     note "perftest round $round end"
 }

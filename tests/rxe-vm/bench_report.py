@@ -7,7 +7,10 @@ OUT is the directory bench-guest.sh filled (bench.sh runs both):
 
 * perftest/<round>/ib_write_lat-<size>.txt, ib_write_bw-<size>.txt: perftest client output.
   Latency: t_typical (perftest's median one-way latency, usec). Bandwidth: BW average, in
-  perftest's MB/sec, which are MiB/s.
+  perftest's MB/sec, which are MiB/s. ib_send_lat-<size>.txt (small sizes, when present): the
+  SEND/RECV ping-pong, whose receiver learns of each message from a completion, as the RPC's
+  receivers do (ib_write_lat's receiver polls the last byte of its buffer instead): a second,
+  informational reference.
 * rpc/<round>/summary.txt: naaice-bench's summary CSV after "#" comment lines, one row per size;
   read here: steady_rpc_us, fresh_transfer_us, fresh_setup_us (medians in usec; fresh = a new
   connection: setup = registration + MRSP, transfer = its first RPC), and the CPU time per
@@ -52,8 +55,9 @@ def perftest_row(path):
 
 
 def perftest_round(directory):
-    """{size: (lat_typical_us, bw_bytes_per_s)} of one perftest round (missing parts None)."""
-    lat, bw = {}, {}
+    """{size: (lat_typical_us, bw_bytes_per_s, send_lat_typical_us)} of one perftest round
+    (missing parts None)."""
+    lat, bw, send = {}, {}, {}
     for f in directory.glob("ib_write_lat-*.txt"):
         row = perftest_row(f)
         if row:
@@ -62,7 +66,11 @@ def perftest_round(directory):
         row = perftest_row(f)
         if row:
             bw[int(row[0])] = row[3] * MIB  # bytes iters peak average msgrate
-    return {s: (lat.get(s), bw.get(s)) for s in set(lat) | set(bw)}
+    for f in directory.glob("ib_send_lat-*.txt"):
+        row = perftest_row(f)
+        if row:
+            send[int(row[0])] = row[4]
+    return {s: (lat.get(s), bw.get(s), send.get(s)) for s in set(lat) | set(bw)}
 
 
 
@@ -126,13 +134,14 @@ def report(out):
     rows = []
     for size in sizes:
         lat2, bw, steady, first, setup, cpu_client, cpu_others = [], [], [], [], [], [], []
-        r_steady, r_first, r_bw = [], [], []
+        r_steady, r_first, r_bw, r_send = [], [], [], []
         for k, figures in sorted(rpc.items()):
             if size not in figures:
                 continue
             around = [perf.get(k - 1, {}).get(size), perf.get(k, {}).get(size)]
             lat = mean_of([a[0] for a in around if a])
             wbw = mean_of([a[1] for a in around if a])
+            send = mean_of([a[2] for a in around if a])
             s, f, u, cc, co = figures[size]
             cpu_client.append(cc)
             cpu_others.append(co)
@@ -145,6 +154,8 @@ def report(out):
                 r_steady.append(s / (2 * lat))
             if lat and f:
                 r_first.append(f / (2 * lat))
+            if send and s:
+                r_send.append(s / (2 * send))
             if wbw and s:
                 r_bw.append((2 * size / (s * 1e-6)) / wbw)
         if not steady:
@@ -162,6 +173,7 @@ def report(out):
                 "r_steady": median_of(r_steady),
                 "r_first": median_of(r_first),
                 "r_bw": median_of(r_bw),
+                "r_send": median_of(r_send),
             }
         )
     if not rows:
@@ -175,16 +187,18 @@ def report(out):
         "",
         f"{'bytes':>9} | {'2*lat us':>9} {'write_bw MB/s':>13} | {'steady us':>10} {'first us':>10} "
         f"{'setup us':>10} | {'steady/2lat':>11} {'first/2lat':>10} {'rpc bw/bw':>9} | "
-        f"{'cpu cli us':>10} {'cpu naa us':>10}",
+        f"{'steady/2send':>12} | {'cpu cli us':>10} {'cpu naa us':>10}",
     ]
     for r in rows:
         lines.append(
             f"{r['size']:>9} | {fmt(r['lat2'], '.1f'):>9} {fmt(r['bw'] and r['bw'] / 1e6, '.1f'):>13} | "
             f"{fmt(r['steady'], '.1f'):>10} {fmt(r['first'], '.1f'):>10} {fmt(r['setup'], '.1f'):>10} | "
             f"{fmt(r['r_steady']):>11} {fmt(r['r_first']):>10} {fmt(r['r_bw']):>9} | "
+            f"{fmt(r['r_send']):>12} | "
             f"{fmt(r['cpu_client'], '.1f'):>10} {fmt(r['cpu_others'], '.1f'):>10}"
         )
-    lines.append("(cpu: CPU time per steady RPC of the client thread and of the in-process NAA)")
+    lines.append("(cpu: CPU time per steady RPC of the client thread and of the in-process NAA;")
+    lines.append(" 2send: 2*ib_send_lat, a SEND/RECV ping-pong completing through the CQ like the RPC)")
     lines.append("")
 
     small = [r for r in rows if r["size"] <= SMALL_MAX]
@@ -201,6 +215,12 @@ def report(out):
             )
         else:
             missing.append("steady-state small RPC ratio")
+        sends = [r["r_send"] for r in small if r["r_send"] is not None]
+        if sends:
+            lines.append(
+                f"small RPC (<= 4 KiB), steady state / 2*ib_send_lat: worst {max(sends):.2f}x "
+                "(informational: the same ping-pong through completions)"
+            )
         if first:
             worst = max(first)
             lines.append(

@@ -41,14 +41,14 @@ pub(crate) struct CpuUse {
 }
 
 impl CpuUse {
-    /// Adds one RPC that started at `start` and has just ended.
-    pub(crate) fn add_since(&mut self, start: CpuStamp) {
+    /// Adds `rpcs` RPCs that ran from `start` until now.
+    pub(crate) fn add_since(&mut self, start: CpuStamp, rpcs: u32) {
         let end = CpuStamp::now();
         let thread = end.thread.saturating_sub(start.thread);
         let process = end.process.saturating_sub(start.process);
         self.client += thread;
         self.others += process.saturating_sub(thread);
-        self.rpcs += 1;
+        self.rpcs += rpcs;
     }
 
     /// Per RPC in seconds: (client thread, other threads); `None` without RPCs.
@@ -73,7 +73,7 @@ mod tests {
         for i in 0..2_000_000u64 {
             x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
         }
-        cpu.add_since(start);
+        cpu.add_since(start, 1);
         let (client, _others) = cpu.per_rpc().expect("one RPC");
         assert!(client > 0.0, "{cpu:?}");
         assert_eq!(cpu.rpcs, 1);

@@ -42,6 +42,9 @@ pub(crate) struct Measured {
     pub steady: Samples,
     /// Raw TCP round trips alternated with them.
     pub raw: Samples,
+    /// New connections: connecting (address and route resolution, queue pairs on both
+    /// sides, the connection handshake), before the setup.
+    pub connect: Samples,
     /// New connections: registration of the region.
     pub register: Samples,
     /// New connections: the MRSP.
@@ -129,6 +132,7 @@ impl Target<'_> {
             size,
             steady: Samples::default(),
             raw: Samples::default(),
+            connect: Samples::default(),
             register: Samples::default(),
             mrsp: Samples::default(),
             setup: Samples::default(),
@@ -149,7 +153,9 @@ impl Target<'_> {
         m.stream_bw = streams.into_iter().reduce(f64::max);
 
         for _ in 0..reps {
+            let t = Instant::now();
             let mut conn = self.connect()?;
+            m.connect.push(t.elapsed().as_secs_f64());
             let (register, mrsp) = Self::setup(&mut conn, &buffer)?;
             m.first.push(Self::rpc(&mut conn)?);
             conn.disconnect();
@@ -167,6 +173,7 @@ impl Target<'_> {
         let mut conn = self.connect()?;
         Self::setup(&mut conn, buffer)?;
         let mut echo = self.raw.map(|p| p.echo(m.size.bytes)).transpose()?;
+        let per_rpc = echo.is_some();
         let mut round_trip = |samples: Option<&mut Samples>| -> Result<(), Error> {
             if let Some(echo) = echo.as_mut() {
                 let t = echo.round_trip()?;
@@ -180,13 +187,18 @@ impl Target<'_> {
             Self::rpc(&mut conn)?;
             round_trip(None)?;
         }
-        // Alternate which goes first so that machine noise hits both alike.
+        // Alternate which goes first so that machine noise hits both alike. The CPU clocks
+        // are read around each RPC only when raw round trips run between them (reading them
+        // costs system calls, which under emulation take as long as a small RPC).
         let mut rpc = |m: &mut Measured| -> Result<(), Error> {
-            let cpu = CpuStamp::now();
+            let cpu = per_rpc.then(CpuStamp::now);
             m.steady.push(Self::rpc(&mut conn)?);
-            m.cpu.add_since(cpu);
+            if let Some(cpu) = cpu {
+                m.cpu.add_since(cpu, 1);
+            }
             Ok(())
         };
+        let whole = (!per_rpc).then(CpuStamp::now);
         for i in 0..n {
             if i % 2 == 0 {
                 round_trip(Some(&mut m.raw))?;
@@ -195,6 +207,9 @@ impl Target<'_> {
                 rpc(m)?;
                 round_trip(Some(&mut m.raw))?;
             }
+        }
+        if let Some(whole) = whole {
+            m.cpu.add_since(whole, u32::try_from(n).unwrap_or(u32::MAX));
         }
         conn.disconnect();
         Ok(())

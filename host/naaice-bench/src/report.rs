@@ -11,12 +11,13 @@ pub(crate) const LOWLEVEL_HEADER: &str = "byte_length,setup_time,transfer_time";
 /// Header of the reference's middleware CSV (spec §8.1).
 pub(crate) const MIDDLEWARE_HEADER: &str = "byte_length,transfer_time";
 /// Header of the summary CSV (times in µs; MB/s = 2·size / time; CPU time per steady RPC of
-/// the client thread and of the process's other threads).
+/// the client thread and of the process's other threads; the connect time of new connections
+/// last).
 pub(crate) const SUMMARY_HEADER: &str = "byte_length,steady_n,steady_rpc_us,steady_rpc_p90_us,\
 steady_rpc_p99_us,steady_rpc_MBps,raw_rtt_us,raw_rtt_MBps,raw_stream_MBps,fresh_setup_us,\
 fresh_register_us,fresh_mrsp_us,fresh_transfer_us,fresh_transfer_p90_us,fresh_transfer_p99_us,\
 middleware_us,middleware_p90_us,middleware_p99_us,compare_transfer_us,fresh_vs_compare,\
-steady_cpu_client_us,steady_cpu_others_us";
+steady_cpu_client_us,steady_cpu_others_us,fresh_connect_us";
 
 /// Bandwidth counting both directions: 2·size / time (bytes/s).
 pub(crate) fn bandwidth(size: u64, seconds: f64) -> f64 {
@@ -85,7 +86,7 @@ pub(crate) fn summary_csv(
         let _ = writeln!(
             s,
             "{bytes},{},{steady},{steady90},{steady99},{},{},{},{},{},{},{},{first},{first90},\
-             {first99},{mw},{mw90},{mw99},{},{},{},{}",
+             {first99},{mw},{mw90},{mw99},{},{},{},{},{}",
             m.steady.len(),
             mbps(m.steady.p50()),
             cell(m.raw.p50(), 1e6),
@@ -98,6 +99,7 @@ pub(crate) fn summary_csv(
             cell(ratio, 1.0),
             cell(cpu_client, 1e6),
             cell(cpu_others, 1e6),
+            cell(m.connect.p50(), 1e6),
         );
     }
     s

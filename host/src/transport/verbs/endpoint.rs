@@ -17,7 +17,7 @@ use super::mr::{KeyTable, VerbsRegion};
 use super::outstanding::Outstanding;
 use super::pd::ProtectionDomain;
 use super::qp::QueuePair;
-use super::{MAX_WR, VerbsConfig, sockaddr};
+use super::{RECV_WR, SEND_WR, VerbsConfig, sockaddr};
 use crate::memory::Buffer;
 use crate::transport::{
     Completion, ConnectionEvent, Endpoint, Result, SendOp, SendWr, Sge, TransportError, WcOpcode,
@@ -125,7 +125,7 @@ impl VerbsEndpoint {
             armed: false,
             waiter: Waiter::new(config.wait),
             next_event_check: Instant::now(),
-            outstanding: Outstanding::new(MAX_WR as usize, MAX_WR as usize),
+            outstanding: Outstanding::new(SEND_WR as usize, RECV_WR as usize),
             ready: VecDeque::with_capacity(2 * POLL_BATCH),
             events: VecDeque::new(),
             // SAFETY: `ibv_wc` is plain old data; all-zero is a valid value.

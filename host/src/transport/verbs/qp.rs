@@ -11,7 +11,7 @@ use rdma_mummy_sys::{
 use super::cm::CmId;
 use super::cq::CompletionQueue;
 use super::pd::ProtectionDomain;
-use super::{INLINE_SIZES, MAX_SGE, MAX_WR, Result, TransportError, errno_error, ops};
+use super::{INLINE_SIZES, MAX_SGE, RECV_WR, Result, SEND_WR, TransportError, errno_error, ops};
 
 /// An RC queue pair; destroyed (`rdma_destroy_qp`) when dropped. Holds its id, PD and CQ.
 #[derive(Debug)]
@@ -28,7 +28,8 @@ pub(super) struct QueuePair {
 unsafe impl Send for QueuePair {}
 
 impl QueuePair {
-    /// Creates the QP with the spec §1.1 capabilities, trying inline sizes 512 … 0.
+    /// Creates the QP (the spec §1.1 parameters, with local queue depths of
+    /// [`SEND_WR`] and [`RECV_WR`]), trying inline sizes 512 … 0.
     pub(super) fn new(
         id: &Arc<CmId>,
         pd: &Arc<ProtectionDomain>,
@@ -42,8 +43,8 @@ impl QueuePair {
                 recv_cq: cq.as_ptr(),
                 srq: std::ptr::null_mut(),
                 cap: ibv_qp_cap {
-                    max_send_wr: MAX_WR,
-                    max_recv_wr: MAX_WR,
+                    max_send_wr: SEND_WR,
+                    max_recv_wr: RECV_WR,
                     max_send_sge: MAX_SGE,
                     max_recv_sge: MAX_SGE,
                     max_inline_data: inline,
