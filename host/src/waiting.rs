@@ -37,6 +37,11 @@ const FUTILE_IN_A_ROW: u32 = 4;
 const EWMA_SHIFT: u32 = 3;
 /// A wait that ended while spinning is recent within this many waits.
 const RECENT_HITS: u32 = 64;
+/// The first waits of a connection (its setup: the MRSP exchange and the first RPC) spin up
+/// to this many times the cap.
+const SETUP_FACTOR: u32 = 8;
+/// How many waits of a new connection are setup waits.
+const SETUP_WAITS: u32 = 4;
 
 /// `average + (sample - average) / 8`, in nanoseconds (waits are far below 2^64 ns).
 fn ewma(average: Duration, sample: Duration) -> Duration {
@@ -153,8 +158,13 @@ pub enum WaitEnd {
 ///   notice when waits become short again.
 ///
 /// A new connection starts with `typical = cap/2` (the budget is `cap`: optimistic until its
-/// waits are known). So a wait spins at most `cap`, and while waits are long the spinning
-/// costs at most `cap`/16 per wait after a few waits.
+/// waits are known), and its first 4 waits spin up to `8·cap` (1.6 ms by default): during
+/// setup each side waits while the other registers memory, which takes longer than `cap`
+/// under emulation, and a wake-up there costs more than the whole exchange otherwise would
+/// (measured on Soft-RoCE: the NAA fell asleep just before the MRSP request arrived and
+/// took 150–180 µs to wake, of an MRSP of about 420 µs). After that a wait spins at most
+/// `cap`, and while waits are long the spinning costs at most `cap`/16 per wait after a few
+/// waits.
 #[derive(Clone, Debug)]
 pub struct Waiter {
     policy: WaitPolicy,
@@ -167,6 +177,8 @@ pub struct Waiter {
     hit: Duration,
     /// Waits since the last one that ended while spinning.
     since_hit: u32,
+    /// Setup waits left (see [`SETUP_WAITS`]).
+    setup_left: u32,
 }
 
 impl Waiter {
@@ -184,6 +196,7 @@ impl Waiter {
             futile: 0,
             hit: Duration::ZERO,
             since_hit: RECENT_HITS,
+            setup_left: SETUP_WAITS,
         };
         waiter.budget = waiter.learned();
         waiter
@@ -201,6 +214,10 @@ impl Waiter {
             WaitPolicy::Poll => None,
             WaitPolicy::Sleep => Some(Duration::ZERO),
             WaitPolicy::Spin(d) => Some(d),
+            WaitPolicy::Adaptive { cap } if self.setup_left > 0 => {
+                self.setup_left -= 1;
+                Some(cap.saturating_mul(SETUP_FACTOR))
+            }
             WaitPolicy::Adaptive { .. } if self.budget.is_zero() => {
                 self.waits_since_probe += 1;
                 if self.waits_since_probe >= PROBE_EVERY {
@@ -290,7 +307,7 @@ mod tests {
     const US: Duration = Duration::from_micros(1);
 
     fn adaptive() -> Waiter {
-        Waiter::new(WaitPolicy::default())
+        after_setup(WaitPolicy::default())
     }
 
     fn budget(w: &mut Waiter) -> Duration {
@@ -313,10 +330,45 @@ mod tests {
         assert_eq!(budget(&mut w), FLOOR);
     }
 
+    /// A new connection's waiter after its setup waits.
+    fn after_setup(policy: WaitPolicy) -> Waiter {
+        let mut w = Waiter::new(policy);
+        for _ in 0..SETUP_WAITS {
+            w.spin_budget();
+        }
+        w
+    }
+
+    #[test]
+    fn setup_waits_spin_longer_then_the_cap_holds() {
+        let cap = 100 * US;
+        let mut w = Waiter::new(WaitPolicy::Adaptive { cap });
+        for _ in 0..SETUP_WAITS {
+            assert_eq!(budget(&mut w), 8 * cap);
+            // A setup wait that took long (the peer registered memory) teaches what any
+            // wait of that length does.
+            w.record(WaitEnd::Spun(700 * US));
+        }
+        assert_eq!(budget(&mut w), cap);
+        // Only a new connection has setup waits.
+        for _ in 0..64 {
+            w.record(WaitEnd::Slept(10_000 * US));
+        }
+        for _ in 0..8 {
+            assert!(budget(&mut w) <= cap);
+        }
+        assert_eq!(Waiter::new(WaitPolicy::Poll).spin_budget(), None);
+        assert_eq!(
+            Waiter::new(WaitPolicy::Spin(7 * US)).spin_budget(),
+            Some(7 * US),
+            "fixed policies have no setup waits"
+        );
+    }
+
     #[test]
     fn the_budget_never_exceeds_the_cap() {
         let cap = 100 * US;
-        let mut w = Waiter::new(WaitPolicy::Adaptive { cap });
+        let mut w = after_setup(WaitPolicy::Adaptive { cap });
         for _ in 0..64 {
             w.record(WaitEnd::Spun(90 * US));
             assert!(budget(&mut w) <= cap);
