@@ -152,10 +152,10 @@ pub fn device_names() -> Result<Vec<String>> {
 ///
 /// The C reference asks for 1025 send and receive requests of 32 SGEs each (spec §1.1,
 /// `RX_DEPTH`). Queue depths are local (nothing on the wire depends on them), and that size
-/// costs: on Soft-RoCE a queue pair of 1025 × 32 SGEs is about 2.5 MB of kernel memory,
-/// allocated, zeroed and mapped on connect and unmapped on close (measured: about a quarter of
-/// the client's CPU time in a connection-churn benchmark, and an unmap holds the process's
-/// memory map lock that memory registration needs).
+/// costs: on Soft-RoCE the queues of 1025 requests of 32 SGEs (or 512 inline bytes) are
+/// megabytes of kernel memory, allocated, zeroed and mapped on connect and unmapped on close
+/// (measured: queue pair creation was 12 % of all samples of a connection-churn profile, 1.9 %
+/// with these depths; connecting took 13–22 ms, now 5.4–11 ms).
 const SEND_WR: u32 = 2 * naaice_core::config::MAX_REGIONS as u32 + 8;
 /// Most outstanding receive work requests per queue pair: a connection has at most the MRSP
 /// receive and two data receives posted.
