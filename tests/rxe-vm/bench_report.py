@@ -17,7 +17,10 @@ OUT is the directory bench-guest.sh filled (bench.sh runs both):
   steady RPC, steady_cpu_client_us and steady_cpu_others_us (the NAA's worker, in-process).
 
 naaice-bench round k ran between perftest rounds k-1 and k, so each RPC figure is compared with the
-mean of those two perftest figures; a ratio is the median over the rounds. Prints the report and
+better of those two perftest figures (the lower latency, the higher bandwidth): the limit of the
+transport in that stretch of the run. Under emulation perftest's own latency is bimodal (one-way
+15-17 us in most runs, 30-45 us in some), and a mean would flatter the RPC whenever one round was
+slow. A ratio is the median over the rounds. Prints the report and
 writes it to OUT/report.txt. Exits 1 when a measurement is missing, 0 otherwise (missed targets
 are reported, not errors: emulation makes absolute numbers meaningless and ratios noisy).
 """
@@ -101,9 +104,10 @@ def rpc_round(directory):
     return out
 
 
-def mean_of(values):
+def best_of(values, pick):
+    """The best figure (`pick` is min or max), None if there is none."""
     values = [v for v in values if v is not None]
-    return sum(values) / len(values) if values else None
+    return pick(values) if values else None
 
 
 def median_of(values):
@@ -139,9 +143,9 @@ def report(out):
             if size not in figures:
                 continue
             around = [perf.get(k - 1, {}).get(size), perf.get(k, {}).get(size)]
-            lat = mean_of([a[0] for a in around if a])
-            wbw = mean_of([a[1] for a in around if a])
-            send = mean_of([a[2] for a in around if a])
+            lat = best_of([a[0] for a in around if a], min)
+            wbw = best_of([a[1] for a in around if a], max)
+            send = best_of([a[2] for a in around if a], min)
             s, f, u, cc, co = figures[size]
             cpu_client.append(cc)
             cpu_others.append(co)
