@@ -7,7 +7,7 @@
   reference size up to BYTES, positive times;
 * middleware.csv: header byte_length,transfer_time, the same rows;
 * summary.csv: after "#" lines, one row per size (the reference sizes and 64 B, 4 KiB), the
-  medians present and positive; with --compared also the compared CSV's column and the ratio;
+  medians present and positive (the connect time too); with --compared also the compared CSV's column and the ratio;
 * latency.png, bandwidth.png: PNG chunks with valid CRCs, a non-empty image;
 * latency.svg, bandwidth.svg: well-formed SVG with the axis text and drawn lines.
 
@@ -77,7 +77,7 @@ def check_summary(path, sizes, compared):
     if got != want:
         raise CheckError(f"{path}: sizes {got}, want {want}")
     columns = ["steady_rpc_us", "steady_rpc_p99_us", "steady_cpu_client_us", "raw_rtt_us", "fresh_setup_us",
-               "fresh_register_us", "fresh_mrsp_us", "fresh_transfer_us", "middleware_us"]
+               "fresh_register_us", "fresh_mrsp_us", "fresh_transfer_us", "middleware_us", "fresh_connect_us"]
     for r in rows:
         for c in columns:
             positive(r.get(c), f"{path}: {c} of {r['byte_length']}")

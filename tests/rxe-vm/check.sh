@@ -5,7 +5,7 @@
 #
 # Builds the image if needed, then checks in separate VM runs: the exit status, stdout and
 # stderr of a command come back apart and intact, the timeout stops a hanging command with 124,
-# rping works between two processes over the guest address (guest-selftest.sh), and the smoke
+# the guest keeps the TSC as its clocksource (run.sh boots it with tsc=reliable), rping works between two processes over the guest address (guest-selftest.sh), and the smoke
 # crate (a host-built Rust test binary linking libibverbs and librdmacm) passes with run.sh as
 # the cargo runner. Prints the time of each step. Same environment as run.sh.
 set -euo pipefail
@@ -49,6 +49,10 @@ step "timeout (a hanging command ends with 124)"
 rc=0
 RXE_VM_TIMEOUT=15 "$RUN" sleep 60 > /dev/null 2>&1 || rc=$?
 if [ "$rc" = 124 ]; then ok; else bad "exit status $rc, expected 124"; fi
+
+step "guest clock: the TSC, kept (tsc=reliable)"
+clock=$("$RUN" cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2> /dev/null)
+if [ "$clock" = tsc ]; then ok; else bad "guest clocksource is ${clock:-unknown}, expected tsc"; fi
 
 step "guest selftest (device, port, rping)"
 if "$RUN" "$HERE/guest-selftest.sh" > "$tmp/selftest" 2>&1; then ok; else
