@@ -7,7 +7,8 @@
   reference size up to BYTES, positive times;
 * middleware.csv: header byte_length,transfer_time, the same rows;
 * summary.csv: after "#" lines, one row per size (the reference sizes and 64 B, 4 KiB), the
-  medians present and positive (the connect time too); with --compared also the compared CSV's column and the ratio;
+  medians present and positive (the connect time too; from 1 MiB, with the raw stream, the
+  sized stream too); with --compared also the compared CSV's column and the ratio;
 * latency.png, bandwidth.png: PNG chunks with valid CRCs, a non-empty image;
 * latency.svg, bandwidth.svg: well-formed SVG with the axis text and drawn lines.
 
@@ -81,6 +82,9 @@ def check_summary(path, sizes, compared):
     for r in rows:
         for c in columns:
             positive(r.get(c), f"{path}: {c} of {r['byte_length']}")
+        # From 1 MiB with the raw limit: both stream limits (1 MiB messages, sized messages).
+        if int(r["byte_length"]) >= 1 << 20 and r.get("raw_stream_MBps"):
+            positive(r.get("raw_stream_sized_MBps"), f"{path}: sized stream of {r['byte_length']}")
         if compared and int(r["byte_length"]) in sizes:
             positive(r.get("compare_transfer_us"), f"{path}: compare of {r['byte_length']}")
             positive(r.get("fresh_vs_compare"), f"{path}: ratio of {r['byte_length']}")

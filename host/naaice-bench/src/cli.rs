@@ -25,7 +25,8 @@ middleware measurement);\n\n\
   * steady state: many RPCs on one connection;\n\n\
   * the raw-transport limit (software transport): TCP round trips of the same size on loopback, \
 alternated with the steady-state RPCs, and for sizes from 1 MiB the one-direction TCP stream \
-bandwidth.\n\n\
+bandwidth, of 1 MiB messages (cache-resident buffers) and of messages of the size itself (buffers \
+as large as the RPC's).\n\n\
 Latencies are reported as p50/p90/p99 (HdrHistogram). It writes into --out: lowlevel.csv \
 (byte_length,setup_time,transfer_time), middleware.csv (byte_length,transfer_time), summary.csv \
 (one row per size), latency.png/.svg and bandwidth.png/.svg (ours vs the raw limit vs --compare, \
@@ -61,7 +62,8 @@ pub(crate) struct Args {
     /// per size (32 MiB over verbs), between 3 and 2000.
     #[arg(long, value_name = "N")]
     pub steady: Option<usize>,
-    /// Seconds of the raw TCP stream-bandwidth measurement per size from 1 MiB.
+    /// Seconds of the raw TCP stream-bandwidth measurements per size from 1 MiB (split over
+    /// four: 1 MiB messages and messages of the size, before and after the steady state).
     #[arg(long, value_name = "SECS", default_value_t = 0.5)]
     pub stream_secs: f64,
     /// A reference CSV to put beside ours (spec 8.2 format: byte_length,setup_time,

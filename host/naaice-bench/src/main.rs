@@ -155,7 +155,7 @@ fn run(args: &Args) -> Result<(), Error> {
         naa,
         fncode,
         raw: raw.as_ref(),
-        stream_secs: args.stream_secs / 2.0,
+        stream_secs: args.stream_secs / 4.0,
     };
     let sizes = sizes::sweep_sizes(args.max_size);
     let what = format!(

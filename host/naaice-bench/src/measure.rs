@@ -9,7 +9,7 @@ use naaice_core::{ClientConfig, FunctionCode};
 
 use crate::Error;
 use crate::cpu::{CpuStamp, CpuUse};
-use crate::raw::RawPeer;
+use crate::raw::{RawPeer, STREAM_CHUNK};
 use crate::sizes::{MIB, Size};
 use crate::stats::Samples;
 
@@ -29,7 +29,7 @@ pub(crate) struct Target<'a> {
     pub fncode: FunctionCode,
     /// The raw TCP peer (software transport on this machine only).
     pub raw: Option<&'a RawPeer>,
-    /// Seconds of each stream-bandwidth measurement (two per size from 1 MiB).
+    /// Seconds of each stream-bandwidth measurement (four per size from 1 MiB).
     pub stream_secs: f64,
 }
 
@@ -55,8 +55,12 @@ pub(crate) struct Measured {
     pub first: Samples,
     /// Middleware: `naa_invoke` + `naa_wait` after `naa_create`.
     pub middleware: Samples,
-    /// Best one-direction raw TCP stream bandwidth (bytes/s), from 1 MiB.
+    /// Best one-direction raw TCP stream bandwidth (bytes/s), from 1 MiB: 1 MiB messages
+    /// (cache-resident buffers).
     pub stream_bw: Option<f64>,
+    /// The same with messages of this size from and into buffers of this size (as much
+    /// memory as the RPC touches).
+    pub stream_sized_bw: Option<f64>,
     /// CPU time of the steady-state RPCs (while each ran; the raw round trips between them
     /// are not counted).
     pub cpu: CpuUse,
@@ -139,18 +143,27 @@ impl Target<'_> {
             first: Samples::default(),
             middleware: Samples::default(),
             stream_bw: None,
+            stream_sized_bw: None,
             cpu: CpuUse::default(),
         };
+        // The stream limits before and after the steady state; the better of each counts.
         let stream_peer = self.raw.filter(|_| size.bytes >= MIB);
+        let sized = usize::try_from(size.bytes)?;
         let mut streams = Vec::new();
-        if let Some(peer) = stream_peer {
-            streams.push(peer.stream_bandwidth(self.stream_secs)?);
-        }
+        let stream = |streams: &mut Vec<(f64, f64)>| -> Result<(), Error> {
+            if let Some(peer) = stream_peer {
+                streams.push((
+                    peer.stream_bandwidth(self.stream_secs, STREAM_CHUNK)?,
+                    peer.stream_bandwidth(self.stream_secs, sized)?,
+                ));
+            }
+            Ok(())
+        };
+        stream(&mut streams)?;
         self.steady_state(&buffer, steady, &mut m)?;
-        if let Some(peer) = stream_peer {
-            streams.push(peer.stream_bandwidth(self.stream_secs)?);
-        }
-        m.stream_bw = streams.into_iter().reduce(f64::max);
+        stream(&mut streams)?;
+        m.stream_bw = streams.iter().map(|s| s.0).reduce(f64::max);
+        m.stream_sized_bw = streams.iter().map(|s| s.1).reduce(f64::max);
 
         for _ in 0..reps {
             let t = Instant::now();

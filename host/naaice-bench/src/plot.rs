@@ -38,6 +38,8 @@ const OURS: RGBColor = RGBColor(31, 119, 180);
 const FIRST: RGBColor = RGBColor(255, 127, 14);
 const RAW: RGBColor = RGBColor(44, 160, 44);
 const COMPARED: RGBColor = RGBColor(214, 39, 40);
+const STREAM: RGBColor = RGBColor(148, 103, 189);
+const STREAM_SIZED: RGBColor = RGBColor(140, 86, 75);
 
 fn fail(e: impl std::fmt::Display) -> Error {
     format!("plot: {e}").into()
@@ -120,6 +122,47 @@ fn figure(
         unit,
         values,
         ratios,
+    }
+}
+
+impl Figure {
+    /// Adds the raw one-direction TCP streams (GB/s; from 1 MiB, software transport on this
+    /// machine) and the steady RPC's bandwidth over the stream of messages of its size.
+    fn with_streams(mut self, rows: &[Measured]) -> Self {
+        let gbps = |_, bw: f64| bw / 1e9;
+        let streams = [
+            ("raw TCP stream, 1 MiB messages", STREAM, points(rows, |m| m.stream_bw, gbps)),
+            (
+                "raw TCP stream, messages of the size",
+                STREAM_SIZED,
+                points(rows, |m| m.stream_sized_bw, gbps),
+            ),
+        ];
+        for (label, color, points) in streams {
+            if !points.is_empty() {
+                self.values.push(Series {
+                    label: label.into(),
+                    color,
+                    points,
+                });
+            }
+        }
+        let ratio = points(
+            rows,
+            |m| {
+                let rpc = m.steady.p50().map(|t| bandwidth(m.size.bytes, t));
+                rpc.zip(m.stream_sized_bw).map(|(a, b)| a / b)
+            },
+            |_, r| r,
+        );
+        if !ratio.is_empty() {
+            self.ratios.push(Series {
+                label: "steady RPC / raw stream of the size (bandwidth)".into(),
+                color: STREAM_SIZED,
+                points: ratio,
+            });
+        }
+        self
     }
 }
 
@@ -269,7 +312,8 @@ pub(crate) fn write_plots(
                 &format!("RPC bandwidth (2 × size / time): {what}"),
                 "GB/s",
                 |size, t| bandwidth(size, t) / 1e9,
-            ),
+            )
+            .with_streams(rows),
         ),
     ];
     let mut written = Vec::new();

@@ -13,10 +13,11 @@ use crate::Error;
 const MODE_ECHO: u8 = 1;
 /// Mode byte of a raw connection: discard until EOF, then reply with the byte count.
 const MODE_SINK: u8 = 2;
-/// Chunk of the stream-bandwidth measurement.
-const STREAM_CHUNK: usize = 1 << 20;
-/// Largest echo message a peer accepts (the sweep's sizes end at 1 GiB).
-const MAX_ECHO: u64 = 1 << 30;
+/// Message of the classic stream-bandwidth measurement: 1 MiB written again and again, so
+/// that both ends work on memory that stays in the caches.
+pub(crate) const STREAM_CHUNK: usize = 1 << 20;
+/// Largest echo or stream message a peer accepts (the sweep's sizes end at 1 GiB).
+const MAX_MESSAGE: u64 = 1 << 30;
 
 /// A raw TCP peer on loopback.
 pub(crate) struct RawPeer {
@@ -75,17 +76,20 @@ impl RawPeer {
         })
     }
 
-    /// One-direction stream bandwidth (bytes/s): 1 MiB writes for `secs`, until the peer
-    /// has read everything.
-    pub(crate) fn stream_bandwidth(&self, secs: f64) -> Result<f64, Error> {
-        let mut s = self.open(MODE_SINK, 0)?;
-        let chunk = vec![0x5au8; STREAM_CHUNK];
+    /// One-direction stream bandwidth (bytes/s): `message`-byte writes from one buffer for
+    /// `secs`, which the peer reads into one buffer of the same size, until the peer has read
+    /// everything. With `message` the size of an RPC's region, both ends touch as much memory
+    /// as the RPC's do ([`STREAM_CHUNK`] keeps it in the caches).
+    pub(crate) fn stream_bandwidth(&self, secs: f64, message: usize) -> Result<f64, Error> {
+        let message = message.max(1);
+        let mut s = self.open(MODE_SINK, u64::try_from(message)?)?;
+        let chunk = vec![0x5au8; message];
         let t = Instant::now();
         let until = Duration::try_from_secs_f64(secs)?;
         let mut sent = 0u64;
         while t.elapsed() < until {
             s.write_all(&chunk)?;
-            sent += STREAM_CHUNK as u64;
+            sent += chunk.len() as u64;
         }
         s.shutdown(Shutdown::Write)?;
         let mut total = [0u8; 8];
@@ -133,7 +137,7 @@ fn serve(mut s: TcpStream) -> Result<(), Error> {
     size.copy_from_slice(&hello[1..]);
     let size = u64::from_le_bytes(size);
     match hello[0] {
-        MODE_ECHO if size <= MAX_ECHO => {
+        MODE_ECHO if size <= MAX_MESSAGE => {
             let mut buf = vec![0u8; usize::try_from(size)?];
             loop {
                 match s.read_exact(&mut buf) {
@@ -144,17 +148,50 @@ fn serve(mut s: TcpStream) -> Result<(), Error> {
                 s.write_all(&buf)?;
             }
         }
-        MODE_SINK => {
-            let mut buf = vec![0u8; STREAM_CHUNK];
-            let mut total = 0u64;
+        MODE_SINK if (1..=MAX_MESSAGE).contains(&size) => {
+            // Reads fill the buffer from the start again and again, as messages would.
+            let mut buf = vec![0u8; usize::try_from(size)?];
+            let (mut total, mut at) = (0u64, 0usize);
             loop {
-                match s.read(&mut buf)? {
+                match s.read(&mut buf[at..])? {
                     0 => break,
-                    n => total += n as u64,
+                    n => {
+                        total += n as u64;
+                        at = (at + n) % buf.len();
+                    }
                 }
             }
             Ok(s.write_all(&total.to_le_bytes())?)
         }
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stream of messages larger than the classic chunk, read into a buffer of their
+    /// size: every byte sent is counted once by the peer (the function fails otherwise).
+    #[test]
+    fn sized_stream_counts_every_byte() {
+        let peer = RawPeer::start().unwrap();
+        for message in [STREAM_CHUNK, 3 * STREAM_CHUNK / 2 + 7] {
+            let bw = peer.stream_bandwidth(0.05, message).unwrap();
+            assert!(bw.is_finite() && bw > 0.0, "{message}: {bw}");
+        }
+    }
+
+    /// A stream message above the peer's limit is refused: the peer closes without
+    /// answering, and the measurement fails instead of allocating it.
+    #[test]
+    fn oversized_stream_is_refused() {
+        let peer = RawPeer::start().unwrap();
+        let mut s = peer.open(MODE_SINK, MAX_MESSAGE + 1).unwrap();
+        let _ = s.write_all(&[0u8; 16]);
+        let _ = s.shutdown(Shutdown::Write);
+        let mut answer = Vec::new();
+        let _ = s.read_to_end(&mut answer);
+        assert!(answer.is_empty(), "{answer:?}");
     }
 }

@@ -11,13 +11,13 @@ pub(crate) const LOWLEVEL_HEADER: &str = "byte_length,setup_time,transfer_time";
 /// Header of the reference's middleware CSV (spec §8.1).
 pub(crate) const MIDDLEWARE_HEADER: &str = "byte_length,transfer_time";
 /// Header of the summary CSV (times in µs; MB/s = 2·size / time; CPU time per steady RPC of
-/// the client thread and of the process's other threads; the connect time of new connections
-/// last).
+/// the client thread and of the process's other threads; the connect time of new connections;
+/// last the raw stream of messages of the row's size).
 pub(crate) const SUMMARY_HEADER: &str = "byte_length,steady_n,steady_rpc_us,steady_rpc_p90_us,\
 steady_rpc_p99_us,steady_rpc_MBps,raw_rtt_us,raw_rtt_MBps,raw_stream_MBps,fresh_setup_us,\
 fresh_register_us,fresh_mrsp_us,fresh_transfer_us,fresh_transfer_p90_us,fresh_transfer_p99_us,\
 middleware_us,middleware_p90_us,middleware_p99_us,compare_transfer_us,fresh_vs_compare,\
-steady_cpu_client_us,steady_cpu_others_us,fresh_connect_us";
+steady_cpu_client_us,steady_cpu_others_us,fresh_connect_us,raw_stream_sized_MBps";
 
 /// Bandwidth counting both directions: 2·size / time (bytes/s).
 pub(crate) fn bandwidth(size: u64, seconds: f64) -> f64 {
@@ -86,7 +86,7 @@ pub(crate) fn summary_csv(
         let _ = writeln!(
             s,
             "{bytes},{},{steady},{steady90},{steady99},{},{},{},{},{},{},{},{first},{first90},\
-             {first99},{mw},{mw90},{mw99},{},{},{},{},{}",
+             {first99},{mw},{mw90},{mw99},{},{},{},{},{},{}",
             m.steady.len(),
             mbps(m.steady.p50()),
             cell(m.raw.p50(), 1e6),
@@ -100,6 +100,7 @@ pub(crate) fn summary_csv(
             cell(cpu_client, 1e6),
             cell(cpu_others, 1e6),
             cell(m.connect.p50(), 1e6),
+            cell(m.stream_sized_bw, 1e-6),
         );
     }
     s
@@ -164,4 +165,47 @@ pub(crate) fn table(rows: &[Measured], reference: Option<&Reference>) -> String 
          in-process NAA and transport threads)\n",
     );
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::CpuUse;
+    use crate::sizes::Size;
+    use crate::stats::Samples;
+
+    /// Both stream limits land under their own headers, in MB/s.
+    #[test]
+    fn summary_has_both_stream_limits() {
+        let mut steady = Samples::default();
+        steady.push(1e-3);
+        let m = Measured {
+            size: Size {
+                bytes: 2 << 20,
+                reference: true,
+            },
+            steady,
+            raw: Samples::default(),
+            connect: Samples::default(),
+            register: Samples::default(),
+            mrsp: Samples::default(),
+            setup: Samples::default(),
+            first: Samples::default(),
+            middleware: Samples::default(),
+            stream_bw: Some(6e9),
+            stream_sized_bw: Some(4.5e9),
+            cpu: CpuUse::default(),
+        };
+        let csv = summary_csv(&[m], None, "");
+        let mut lines = csv.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+        assert_eq!(header.len(), row.len());
+        let col = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+        assert_eq!(col("raw_stream_MBps"), "6000.000");
+        assert_eq!(col("raw_stream_sized_MBps"), "4500.000");
+        // 2 · 2 MiB per 1 ms, within the histogram's precision.
+        let rpc: f64 = col("steady_rpc_MBps").parse().unwrap();
+        assert!((rpc / 4194.304 - 1.0).abs() < 1e-3, "{rpc}");
+    }
 }
