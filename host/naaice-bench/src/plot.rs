@@ -131,7 +131,11 @@ impl Figure {
     fn with_streams(mut self, rows: &[Measured]) -> Self {
         let gbps = |_, bw: f64| bw / 1e9;
         let streams = [
-            ("raw TCP stream, 1 MiB messages", STREAM, points(rows, |m| m.stream_bw, gbps)),
+            (
+                "raw TCP stream, 1 MiB messages",
+                STREAM,
+                points(rows, |m| m.stream_bw, gbps),
+            ),
             (
                 "raw TCP stream, messages of the size",
                 STREAM_SIZED,

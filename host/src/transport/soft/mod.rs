@@ -6,7 +6,9 @@
 //!   completion queue, message numbers, cumulative ACK/NAK, receiver-not-ready, flush on
 //!   error, timers on caller-supplied time), with frame-level tests; `regions` is its region
 //!   table (rkey and bounds checks), `frame` the wire format.
-//! * the I/O: `socket` (non-blocking TCP plus a wake-up bell), `reader` (receive buffer and
+//! * the I/O: `socket` (non-blocking TCP plus a wake-up bell, and the receive low-water mark,
+//!   set through `lowat`: while a payload streams in, its reader is woken once per 256 KiB
+//!   chunk, not once per TCP segment), `reader` (receive buffer and
 //!   chunked placement of payloads into registered memory through the buffer's access gate),
 //!   `writer` (frames being written, payloads streamed from registered memory), and
 //!   `queue_pair`, which says who may use each direction of the socket: whoever holds the
@@ -35,6 +37,8 @@ mod engine;
 mod fault;
 mod frame;
 mod listener;
+#[allow(unsafe_code)]
+mod lowat;
 mod nic;
 mod queue_pair;
 mod reader;

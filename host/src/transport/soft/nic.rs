@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::engine::Ending;
-use super::queue_pair::{Guard, HANDOVER, ReadSlot, Shared, Sleep};
+use super::queue_pair::{CHUNK, Guard, HANDOVER, ReadSlot, Shared, Sleep};
 use super::reader::Reader;
 use super::receive::{Mode, Stop, drive};
 use super::socket::{Interest, transient};
@@ -47,11 +47,13 @@ pub(crate) fn run(shared: Arc<Shared>) {
                 Stop::Idle if !r.is_placing() => {
                     // Input ran dry: offer the reader to application threads (one that waits
                     // for a completion receives for itself from now on).
+                    shared.socket.set_read_mark(1);
                     st.read = ReadSlot::Free(r);
                     read = true;
                     shared.wake_app(&st);
                 }
                 Stop::Idle => {
+                    shared.socket.set_read_mark(r.read_mark(CHUNK));
                     held = Some(r);
                     read = true;
                 }
@@ -175,6 +177,7 @@ fn teardown(shared: &Shared, st: Guard<'_>) {
 /// Discards input until the peer closes, an error, or `linger` passes.
 fn drain(shared: &Shared, linger: Duration) {
     let until = Instant::now() + linger;
+    shared.socket.set_read_mark(1);
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         match shared.socket.recv(&mut buf) {

@@ -68,6 +68,20 @@ impl Reader {
         self.placing.is_some()
     }
 
+    /// How many bytes should have arrived before the next read (the socket's read mark, see
+    /// [`Socket::set_read_mark`]): while a payload is read from the socket straight into its
+    /// region, the rest of it up to `chunk` (so that a payload streaming in wakes its reader
+    /// once per chunk, not once per TCP segment); otherwise 1, since a header may be all that
+    /// comes.
+    pub(crate) fn read_mark(&self, chunk: usize) -> usize {
+        match &self.placing {
+            Some(p) if self.buffered() == 0 && p.local.len - p.done > SMALL_READ => {
+                (p.local.len - p.done).min(chunk)
+            }
+            _ => 1,
+        }
+    }
+
     /// The next buffered header, decoded and consumed (`None`: not complete yet).
     pub(crate) fn next_frame(&mut self) -> Option<Result<Frame, &'static str>> {
         let frame = self.peek()?;
@@ -286,5 +300,50 @@ mod tests {
         }
         assert_eq!(r.buffered(), 0);
         drop(writer.join().unwrap().unwrap());
+    }
+
+    /// While a large payload streams in, the mark asks for the rest of it up to a chunk (so
+    /// its reader is not woken per segment); with a header or a small rest to come, any byte.
+    #[test]
+    fn the_read_mark_follows_the_placement() {
+        const CHUNK: usize = 64 * 1024;
+        let (mut peer, socket) = pair();
+        let len = 200_000;
+        let payload: Vec<u8> = (0..len as u32).map(|i| (i % 249) as u8).collect();
+        let mut r = Reader::new();
+        assert_eq!(r.read_mark(CHUNK), 1, "no placement: a header comes next");
+        let buffer = Buffer::zeroed(len);
+        r.start_placement(Local {
+            buffer: buffer.clone(),
+            offset: 0,
+            len,
+        });
+        assert_eq!(r.read_mark(CHUNK), CHUNK, "the rest exceeds a chunk");
+        // The first 150 000 bytes arrive: placed, 50 000 left (more than SMALL_READ).
+        peer.write_all(&payload[..150_000]).unwrap();
+        // (The mark is the rest once it is below a chunk: placing until it is 50 000.)
+        let mut marks = Vec::new();
+        while r.read_mark(CHUNK) != 50_000 {
+            marks.push(r.read_mark(CHUNK));
+            assert!(marks.len() < 1000, "marks {marks:?}");
+            match r.place(&socket, CHUNK) {
+                Step::Progress => {}
+                Step::WouldBlock => wait_input(&socket),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert!(marks.iter().all(|&m| m == 1 || m > 50_000), "{marks:?}");
+        // Then the last 50 000: placed, and the mark is back at 1.
+        peer.write_all(&payload[150_000..]).unwrap();
+        loop {
+            match r.place(&socket, CHUNK) {
+                Step::Placed => break,
+                Step::Progress => {}
+                Step::WouldBlock => wait_input(&socket),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(r.read_mark(CHUNK), 1);
+        assert!(buffer.lock().to_vec() == payload);
     }
 }

@@ -274,9 +274,12 @@ pub(crate) fn receive_inline<'a>(
             read: true,
             ..Interest::default()
         };
+        shared.socket.set_read_mark(r.read_mark(CHUNK));
         shared.socket.wait(read, Some((deadline - now).min(SLICE)));
         st = shared.lock();
     };
+    // Whoever reads next may wait for a header: the mark stays raised only mid-payload.
+    shared.socket.set_read_mark(r.read_mark(CHUNK));
     st.read = if hand_back {
         ReadSlot::Reserved(r)
     } else {

@@ -3,7 +3,8 @@
 
 use std::io::{self, IoSlice};
 use std::net::{Shutdown, TcpStream};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec, eventfd};
@@ -26,6 +27,8 @@ pub(crate) struct Interest {
 pub(crate) struct Socket {
     stream: TcpStream,
     bell: OwnedFd,
+    /// The receive low-water mark last set (see [`Socket::set_read_mark`]).
+    read_mark: AtomicUsize,
 }
 
 /// True for errors that only mean "try again".
@@ -41,13 +44,32 @@ impl Socket {
     pub(crate) fn new(stream: TcpStream) -> io::Result<Self> {
         stream.set_nodelay(true)?;
         let bell = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
-        Ok(Self { stream, bell })
+        Ok(Self {
+            stream,
+            bell,
+            read_mark: AtomicUsize::new(1),
+        })
     }
 
     /// Sends what fits of `bufs` without blocking; never raises SIGPIPE.
     pub(crate) fn send(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         SockRef::from(&self.stream)
             .send_vectored_with_flags(bufs, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT)
+    }
+
+    /// Sets how many bytes must have arrived before [`Socket::wait`] reports input (the
+    /// receive low-water mark; 1 is the default). Whoever waits for input sets it first, from
+    /// what it expects: a payload streaming in wakes it once per chunk, not per segment. A
+    /// failure (not expected on Linux) only costs wake-ups: the mark then stays as it was.
+    pub(crate) fn set_read_mark(&self, bytes: usize) {
+        let bytes = bytes.max(1);
+        if self.read_mark.load(Ordering::Relaxed) == bytes {
+            return;
+        }
+        match super::lowat::set(self.stream.as_fd(), bytes) {
+            Ok(()) => self.read_mark.store(bytes, Ordering::Relaxed),
+            Err(e) => tracing::debug!(error = %e, "soft transport: SO_RCVLOWAT"),
+        }
     }
 
     /// Receives what has arrived into `dst` without blocking; `Ok(0)` is end of stream.
