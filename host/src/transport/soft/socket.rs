@@ -61,6 +61,9 @@ impl Socket {
     /// receive low-water mark; 1 is the default). Whoever waits for input sets it first, from
     /// what it expects: a payload streaming in wakes it once per chunk, not per segment. A
     /// failure (not expected on Linux) only costs wake-ups: the mark then stays as it was.
+    /// Linux (since 4.18) grows the receive buffer and window to fit the mark, so the bytes
+    /// it waits for can arrive; the mark never exceeds what the peer has yet to send of a
+    /// payload it started, and a wait still ends at the peer's end of stream or error.
     pub(crate) fn set_read_mark(&self, bytes: usize) {
         let bytes = bytes.max(1);
         if self.read_mark.load(Ordering::Relaxed) == bytes {
