@@ -66,6 +66,26 @@ pub(crate) struct Measured {
     pub cpu: CpuUse,
 }
 
+impl Measured {
+    /// Nothing measured yet for `size`.
+    pub(crate) fn new(size: Size) -> Self {
+        Self {
+            size,
+            steady: Samples::default(),
+            raw: Samples::default(),
+            connect: Samples::default(),
+            register: Samples::default(),
+            mrsp: Samples::default(),
+            setup: Samples::default(),
+            first: Samples::default(),
+            middleware: Samples::default(),
+            stream_bw: None,
+            stream_sized_bw: None,
+            cpu: CpuUse::default(),
+        }
+    }
+}
+
 /// A buffer of `size` bytes with every page touched (like a client that fills its input).
 fn filled(size: u64) -> Result<Buffer, Error> {
     let len = usize::try_from(size)?;
@@ -132,20 +152,7 @@ impl Target<'_> {
         reps: usize,
     ) -> Result<Measured, Error> {
         let buffer = filled(size.bytes)?;
-        let mut m = Measured {
-            size,
-            steady: Samples::default(),
-            raw: Samples::default(),
-            connect: Samples::default(),
-            register: Samples::default(),
-            mrsp: Samples::default(),
-            setup: Samples::default(),
-            first: Samples::default(),
-            middleware: Samples::default(),
-            stream_bw: None,
-            stream_sized_bw: None,
-            cpu: CpuUse::default(),
-        };
+        let mut m = Measured::new(size);
         // The stream limits before and after the steady state; the better of each counts.
         let stream_peer = self.raw.filter(|_| size.bytes >= MIB);
         let sized = usize::try_from(size.bytes)?;

@@ -170,32 +170,18 @@ pub(crate) fn table(rows: &[Measured], reference: Option<&Reference>) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpu::CpuUse;
     use crate::sizes::Size;
-    use crate::stats::Samples;
 
     /// Both stream limits land under their own headers, in MB/s.
     #[test]
     fn summary_has_both_stream_limits() {
-        let mut steady = Samples::default();
-        steady.push(1e-3);
-        let m = Measured {
-            size: Size {
-                bytes: 2 << 20,
-                reference: true,
-            },
-            steady,
-            raw: Samples::default(),
-            connect: Samples::default(),
-            register: Samples::default(),
-            mrsp: Samples::default(),
-            setup: Samples::default(),
-            first: Samples::default(),
-            middleware: Samples::default(),
-            stream_bw: Some(6e9),
-            stream_sized_bw: Some(4.5e9),
-            cpu: CpuUse::default(),
-        };
+        let mut m = Measured::new(Size {
+            bytes: 2 << 20,
+            reference: true,
+        });
+        m.steady.push(1e-3);
+        m.stream_bw = Some(6e9);
+        m.stream_sized_bw = Some(4.5e9);
         let csv = summary_csv(&[m], None, "");
         let mut lines = csv.lines();
         let header: Vec<&str> = lines.next().unwrap().split(',').collect();
