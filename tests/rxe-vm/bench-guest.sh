@@ -14,6 +14,9 @@
 # RPC round runs NAAICE_BENCH over TRANSPORT ("verbs": --transport verbs --addr $RXE_VM_ADDR;
 # "soft": no transport options, to try the pipeline) with its results written into OUT.
 #
+# With RPC_FLOOR set to an rpc_floor binary (tests/rxe-vm/floor), every perftest round also runs
+# it for every size: the bare verbs operations of an RPC, the floor of what the RPC can reach.
+#
 # Files in OUT: perftest/<round>/<tool>-<size>.txt (client output of the successful run),
 # rpc/<round>/{summary.txt,lowlevel.csv,middleware.csv,output.txt} (and naaice-bench's
 # plots), timeline.txt. bench_report.py reads them.
@@ -56,6 +59,7 @@ iterations() { # tool size
     case "$1" in
         ib_write_lat | ib_send_lat) n=$((32 * 1048576 / size)) lo=20 hi=1000 ;;
         ib_write_bw) n=$((64 * 1048576 / size)) lo=20 hi=5000 ;;
+        rpc_floor) n=$((32 * 1048576 / size)) lo=20 hi=2000 ;;
     esac
     [ $n -ge $lo ] || n=$lo
     [ $n -le $hi ] || n=$hi
@@ -99,6 +103,39 @@ perftest() { # round tool size
     rm -f "$dir/.client" "$dir/.server"
 }
 
+# The bare-verbs floor of an RPC of SIZE bytes (rpc_floor: server and client as two processes);
+# retried like perftest, since a VM hiccup can make rdma_cm time out.
+rpc_floor() { # round size
+    local round=$1 size=$2 n try rc server dir=$out/perftest/$1
+    n=$(iterations rpc_floor "$size")
+    mkdir -p "$dir"
+    for try in 1 2 3; do
+        port=$((port + 1))
+        timeout 300 "$RPC_FLOOR" -l "$addr" -p $port -s "$size" -r 5 > "$dir/.server" 2>&1 &
+        server=$!
+        # The server prints "listening" once rdma_listen returned.
+        for _ in $(seq 200); do
+            grep -q listening "$dir/.server" 2> /dev/null && break
+            sleep 0.05
+        done
+        timeout 300 "$RPC_FLOOR" -c "$addr" -p $port -s "$size" -r 5 -n "$n" > "$dir/.client" 2>&1
+        rc=$?
+        [ $rc = 0 ] || kill $server 2> /dev/null
+        wait $server 2> /dev/null
+        [ $rc != 0 ] || break
+        note "retry rpc_floor $size (try $try: status $rc: $(head -c 200 "$dir/.client"))"
+    done
+    if [ $rc = 0 ]; then
+        mv "$dir/.client" "$dir/rpc_floor-$size.txt"
+        echo "  rpc_floor $size B: $(tail -n 1 "$dir/rpc_floor-$size.txt")"
+    else
+        failed=1
+        echo "  rpc_floor $size B: FAILED after 3 tries:" >&2
+        cat "$dir/.client" "$dir/.server" >&2
+    fi
+    rm -f "$dir/.client" "$dir/.server"
+}
+
 perftest_round() {
     local round=$1 size
     note "perftest round $round start"
@@ -107,6 +144,7 @@ perftest_round() {
         perftest "$round" ib_write_lat "$size"
         perftest "$round" ib_write_bw "$size"
         [ "$size" -gt 4096 ] || perftest "$round" ib_send_lat "$size"
+        [ -z "${RPC_FLOOR:-}" ] || [ "$transport" != verbs ] || rpc_floor "$round" "$size"
     done
     note "perftest round $round end"
 }

@@ -3,7 +3,7 @@
 # (ib_write_lat, ib_write_bw) in ONE VM run, then the ratios.
 #
 #   tests/rxe-vm/bench.sh [--rounds N] [--sizes "S..."] [--max-size BYTES] [--transport verbs|soft]
-#                         [--bin PATH] [--out DIR] [-- naaice-bench options...]
+#                         [--bin PATH] [--out DIR] [--no-floor] [-- naaice-bench options...]
 #
 #   --rounds     naaice-bench rounds, each between two perftest rounds (default 2)
 #   --sizes      perftest sizes; the ratios use the sizes both measured (default: 64 and 4096,
@@ -14,6 +14,10 @@
 #   --bin        a prebuilt naaice-bench binary (default: built with
 #                cargo build --release -p naaice-bench [--features verbs])
 #   --out        result directory (default target/rxe-bench/<UTC time>)
+#   --no-floor   skip the bare-verbs floor (floor/rpc_floor.c: the RPC's verbs operations and
+#                nothing else, both sides busy-polling; built with cc against Debian's
+#                libibverbs-dev and librdmacm-dev or their equivalents), which every perftest
+#                round otherwise runs for every size
 #
 # Prints the report of bench_report.py (also in OUT/report.txt). Same environment as run.sh;
 # the VM timeout defaults to 1800 s here.
@@ -27,6 +31,7 @@ max_size=4194304
 transport=verbs
 bin=
 out=
+floor=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds)
@@ -52,6 +57,9 @@ while [ $# -gt 0 ]; do
         --out)
             out=$2
             shift
+            ;;
+        --no-floor)
+            floor=0
             ;;
         -h | --help)
             sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
@@ -113,11 +121,23 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 echo "bench.sh: results in $out; sizes: $sizes" >&2
 
+floor_bin=
+if [ "$floor" = 1 ] && [ "$transport" = verbs ]; then
+    floor_bin=$out/rpc_floor
+    if ! "${CC:-cc}" -O2 -std=c11 -Wall -Wextra -Werror -o "$floor_bin" "$HERE/floor/rpc_floor.c" \
+        -libverbs -lrdmacm; then
+        echo "bench.sh: could not build the verbs floor (it needs a C compiler and the libibverbs" \
+            "and librdmacm headers, e.g. Debian's libibverbs-dev librdmacm-dev); --no-floor skips it" >&2
+        exit 2
+    fi
+fi
+
 start=$SECONDS
 status=0
 bin=$(realpath "$bin")
 # The results and the binary must be visible in the VM (the repository is shared anyway).
-RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-1800} RXE_VM_SHARE="$out:$(dirname "$bin")${RXE_VM_SHARE:+:$RXE_VM_SHARE}" \
+RPC_FLOOR=$floor_bin RXE_VM_PASS_ENV="RPC_FLOOR${RXE_VM_PASS_ENV:+ $RXE_VM_PASS_ENV}" \
+    RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-1800} RXE_VM_SHARE="$out:$(dirname "$bin")${RXE_VM_SHARE:+:$RXE_VM_SHARE}" \
     "$HERE/run.sh" "$HERE/bench-guest.sh" "$out" "$rounds" "$sizes" "$transport" "$bin" \
     --max-size "$max_size" "$@" || status=$?
 echo "bench.sh: VM run took $((SECONDS - start)) s (status $status)" >&2

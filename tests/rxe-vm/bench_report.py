@@ -10,7 +10,11 @@ OUT is the directory bench-guest.sh filled (bench.sh runs both):
   perftest's MB/sec, which are MiB/s. ib_send_lat-<size>.txt (small sizes, when present): the
   SEND/RECV ping-pong, whose receiver learns of each message from a completion, as the RPC's
   receivers do (ib_write_lat's receiver polls the last byte of its buffer instead): a second,
-  informational reference.
+  informational reference. rpc_floor-<size>.txt (when bench.sh built the floor): the bare verbs
+  operations of an RPC (floor/rpc_floor.c: WRITE WITH IMMEDIATE each way through the receive
+  queue, registration plus one SEND each way for the setup, both sides busy-polling), medians
+  in usec; read here: steady_us, first_us, setup_us. The floor tells whether a target can be
+  reached at all in that run, and how far the RPC is from the device's own cost.
 * rpc/<round>/summary.txt: naaice-bench's summary CSV after "#" comment lines, one row per size;
   read here: steady_rpc_us, fresh_transfer_us, fresh_setup_us (medians in usec; fresh = a new
   connection: setup = registration + MRSP, transfer = its first RPC), and the CPU time per
@@ -57,10 +61,22 @@ def perftest_row(path):
     raise ReportError(f"{path}: no result line")
 
 
+def floor_row(path):
+    """(steady_us, first_us, setup_us) of an rpc_floor output (header line, then values)."""
+    lines = [line.split() for line in path.read_text().splitlines() if line.strip()]
+    if len(lines) < 2 or lines[0][0] != "#bytes":
+        raise ReportError(f"{path}: not rpc_floor's output")
+    cells = dict(zip(lines[0], lines[1]))
+    try:
+        return tuple(float(cells[k]) for k in ("steady_us", "first_us", "setup_us"))
+    except KeyError as e:
+        raise ReportError(f"{path}: no column {e}") from None
+
+
 def perftest_round(directory):
-    """{size: (lat_typical_us, bw_bytes_per_s, send_lat_typical_us)} of one perftest round
-    (missing parts None)."""
-    lat, bw, send = {}, {}, {}
+    """{size: (lat_typical_us, bw_bytes_per_s, send_lat_typical_us, floor)} of one perftest
+    round, floor = (steady_us, first_us, setup_us) of rpc_floor (missing parts None)."""
+    lat, bw, send, floor = {}, {}, {}, {}
     for f in directory.glob("ib_write_lat-*.txt"):
         row = perftest_row(f)
         if row:
@@ -73,7 +89,11 @@ def perftest_round(directory):
         row = perftest_row(f)
         if row:
             send[int(row[0])] = row[4]
-    return {s: (lat.get(s), bw.get(s), send.get(s)) for s in set(lat) | set(bw)}
+    for f in directory.glob("rpc_floor-*.txt"):
+        floor[int(f.stem.rsplit("-", 1)[1])] = floor_row(f)
+    return {
+        s: (lat.get(s), bw.get(s), send.get(s), floor.get(s)) for s in set(lat) | set(bw)
+    }
 
 
 
@@ -123,6 +143,12 @@ def verdict(ok):
     return "MET" if ok else "MISSED"
 
 
+def floor_note(rows, key, worst):
+    """'; the bare-verbs floor: X.XXx' over the rows that have the floor's ratio `key`."""
+    values = [r[key] for r in rows if r[key] is not None]
+    return f"; the bare-verbs floor: {worst(values):.2f}x" if values else ""
+
+
 def report(out):
     perf_dirs = sorted((out / "perftest").glob("[0-9]*"), key=lambda p: int(p.name))
     rpc_dirs = sorted((out / "rpc").glob("[0-9]*"), key=lambda p: int(p.name))
@@ -139,6 +165,10 @@ def report(out):
     for size in sizes:
         lat2, bw, steady, first, setup, cpu_client, cpu_others = [], [], [], [], [], [], []
         r_steady, r_first, r_bw, r_send = [], [], [], []
+        # The floor: its own ratios to perftest (can the target be reached?), and the RPC's
+        # ratios to it (how far is the RPC from the device's cost?).
+        f_steady, f_first, f_bw, f_setup = [], [], [], []
+        v_steady, v_first, v_setup = [], [], []
         for k, figures in sorted(rpc.items()):
             if size not in figures:
                 continue
@@ -146,6 +176,8 @@ def report(out):
             lat = best_of([a[0] for a in around if a], min)
             wbw = best_of([a[1] for a in around if a], max)
             send = best_of([a[2] for a in around if a], min)
+            floors = [a[3] for a in around if a and a[3]]
+            fl = [best_of([x[i] for x in floors], min) for i in range(3)]
             s, f, u, cc, co = figures[size]
             cpu_client.append(cc)
             cpu_others.append(co)
@@ -162,6 +194,15 @@ def report(out):
                 r_send.append(s / (2 * send))
             if wbw and s:
                 r_bw.append((2 * size / (s * 1e-6)) / wbw)
+            if lat and fl[0]:
+                f_steady.append(fl[0] / (2 * lat))
+                f_first.append(fl[1] / (2 * lat))
+                f_setup.append(fl[2] / (2 * lat))
+            if wbw and fl[0]:
+                f_bw.append((2 * size / (fl[0] * 1e-6)) / wbw)
+            for ours, bare, ratios in ((s, fl[0], v_steady), (f, fl[1], v_first), (u, fl[2], v_setup)):
+                if ours and bare:
+                    ratios.append(ours / bare)
         if not steady:
             continue
         rows.append(
@@ -178,6 +219,13 @@ def report(out):
                 "r_first": median_of(r_first),
                 "r_bw": median_of(r_bw),
                 "r_send": median_of(r_send),
+                "f_steady": median_of(f_steady),
+                "f_first": median_of(f_first),
+                "f_bw": median_of(f_bw),
+                "f_setup": median_of(f_setup),
+                "v_steady": median_of(v_steady),
+                "v_first": median_of(v_first),
+                "v_setup": median_of(v_setup),
             }
         )
     if not rows:
@@ -204,6 +252,22 @@ def report(out):
     lines.append("(cpu: CPU time per steady RPC of the client thread and of the in-process NAA;")
     lines.append(" 2send: 2*ib_send_lat, a SEND/RECV ping-pong completing through the CQ like the RPC)")
     lines.append("")
+    floored = [r for r in rows if r["v_steady"] is not None]
+    if floored:
+        lines.append(
+            "The bare-verbs floor (rpc_floor): the RPC's verbs operations alone, both sides polling."
+        )
+        lines.append(
+            f"{'bytes':>9} | {'floor: steady/2lat':>18} {'first/2lat':>10} {'setup/2lat':>10} "
+            f"{'bw/bw':>6} | {'RPC/floor: steady':>17} {'first':>6} {'setup':>6}"
+        )
+        for r in floored:
+            lines.append(
+                f"{r['size']:>9} | {fmt(r['f_steady']):>18} {fmt(r['f_first']):>10} "
+                f"{fmt(r['f_setup']):>10} {fmt(r['f_bw']):>6} | {fmt(r['v_steady']):>17} "
+                f"{fmt(r['v_first']):>6} {fmt(r['v_setup']):>6}"
+            )
+        lines.append("")
 
     small = [r for r in rows if r["size"] <= SMALL_MAX]
     large = [r for r in rows if r["size"] >= LARGE_MIN]
@@ -216,6 +280,7 @@ def report(out):
             lines.append(
                 f"small RPC (<= 4 KiB), steady state / 2*ib_write_lat: worst {worst:.2f}x over "
                 f"{len(steady)} size(s)  (target <= {TARGET_STEADY}x: {verdict(worst <= TARGET_STEADY)})"
+                + floor_note(small, "f_steady", max)
             )
         else:
             missing.append("steady-state small RPC ratio")
@@ -230,6 +295,7 @@ def report(out):
             lines.append(
                 f"small RPC (<= 4 KiB), first RPC of a connection / 2*ib_write_lat: worst {worst:.2f}x "
                 f"(target <= {TARGET_FIRST}x: {verdict(worst <= TARGET_FIRST)})"
+                + floor_note(small, "f_first", max)
             )
         else:
             missing.append("first-RPC ratio")
@@ -242,6 +308,7 @@ def report(out):
             lines.append(
                 f"large RPC (>= 1 MiB), bandwidth 2*size/RPC / ib_write_bw: worst {worst:.2f}x over "
                 f"{len(bw)} size(s)  (target >= {TARGET_BW}x: {verdict(worst >= TARGET_BW)})"
+                + floor_note(large, "f_bw", min)
             )
         else:
             missing.append("large RPC bandwidth ratio")
@@ -256,7 +323,13 @@ def report(out):
             # The MRSP is one small SEND each way, like one small round trip.
             line += (
                 f"  (at {base['size']} B: {base['setup'] / base['lat2']:.2f}x "
-                f"2*ib_write_lat({base['size']} B) = {base['lat2']:.1f} us)"
+                f"2*ib_write_lat({base['size']} B) = {base['lat2']:.1f} us"
+                + (
+                    ""
+                    if base["f_setup"] is None
+                    else f"; the bare-verbs floor: {base['f_setup']:.2f}x"
+                )
+                + ")"
             )
         lines.append(line)
     else:

@@ -25,6 +25,15 @@ def perftest(folder, tool, size, typical=None, bw=None):
     (folder / f"{tool}-{size}.txt").write_text(f"junk\n #bytes #iterations ...\n {row}\n")
 
 
+def floor(folder, size, steady, first, setup):
+    """An rpc_floor client output."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"rpc_floor-{size}.txt").write_text(
+        "#bytes connect_us register_us mrsp_us setup_us first_us steady_us steady_min_us\n"
+        f"{size} 5000.0 100.0 200.0 {setup} {first} {steady} 1.0\n"
+    )
+
+
 class BestOfThePerftestRounds(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -50,6 +59,25 @@ class BestOfThePerftestRounds(unittest.TestCase):
         # 60/30, 180/30, and (2 * 64 B / 60 us) / max(1, 2) MiB/s (the mean would give 1.36).
         self.assertEqual(cells[3], ["2.00", "6.00", "1.02"])
         self.assertEqual(cells[4], ["1.76"])  # 60 / (2 * 17)
+
+    def test_the_floor_uses_its_faster_round_and_is_compared_both_ways(self):
+        floor(self.out / "perftest" / "0", 64, steady=50.0, first=200.0, setup=600.0)
+        floor(self.out / "perftest" / "1", 64, steady=40.0, first=90.0, setup=300.0)
+        text, _complete = bench_report.report(self.out)
+        self.assertTrue(text.startswith(f"Soft-RoCE benchmark: {self.out}\n"), text)
+        row = next(line for line in text.splitlines() if line.strip().startswith("64 |") and
+                   len(line.split("|")) == 3)
+        cells = [c.split() for c in row.split("|")]
+        # The floor against 2*lat = 30: 40/30, 90/30, 300/30, (2 * 64 B / 40 us) / 2 MiB/s;
+        # the RPC against the floor: 60/40, 180/90, 450/300.
+        self.assertEqual(cells[1], ["1.33", "3.00", "10.00", "1.53"])
+        self.assertEqual(cells[2], ["1.50", "2.00", "1.50"])
+        self.assertIn("MISSED); the bare-verbs floor: 1.33x", text)
+        self.assertIn("the bare-verbs floor: 10.00x)", text)
+
+    def test_no_floor_no_floor_lines(self):
+        text, _complete = bench_report.report(self.out)
+        self.assertNotIn("floor", text)
 
     def test_a_missing_rpc_round_is_an_error(self):
         (self.out / "rpc" / "1" / "summary.txt").unlink()
