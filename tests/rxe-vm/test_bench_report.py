@@ -75,6 +75,15 @@ class BestOfThePerftestRounds(unittest.TestCase):
         self.assertIn("MISSED); the bare-verbs floor: 1.33x", text)
         self.assertIn("the bare-verbs floor: 10.00x)", text)
 
+    def test_a_malformed_floor_file_is_an_error(self):
+        d = self.out / "perftest" / "1"
+        (d / "rpc_floor-64.txt").write_text("rpc_floor: rdma_connect failed\n")
+        with self.assertRaises(bench_report.ReportError):
+            bench_report.report(self.out)
+        (d / "rpc_floor-64.txt").write_text("#bytes connect_us\n64 5000.0\n")
+        with self.assertRaises(bench_report.ReportError):
+            bench_report.report(self.out)
+
     def test_no_floor_no_floor_lines(self):
         text, _complete = bench_report.report(self.out)
         self.assertNotIn("floor", text)
