@@ -189,7 +189,7 @@ impl<E: Endpoint> Connection<E> {
     pub fn do_mrsp(&mut self) -> Result<()> {
         self.init_mrsp()?;
         while !self.client().mrsp_done() {
-            self.driver.wait(far_future())?;
+            self.driver.wait(None)?;
             self.progress(true)?;
         }
         Ok(())
@@ -262,7 +262,7 @@ impl<E: Endpoint> Connection<E> {
             if !self.client().is_busy() {
                 return Err(Error::State("no RPC in flight"));
             }
-            self.driver.wait(far_future())?;
+            self.driver.wait(None)?;
         }
     }
 
@@ -337,8 +337,4 @@ impl<E: Endpoint> Drop for Connection<E> {
     fn drop(&mut self) {
         self.driver.disconnect();
     }
-}
-
-fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(3600)
 }

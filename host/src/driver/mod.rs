@@ -31,6 +31,9 @@ use crate::transport::{
 use regions::RegionMemory;
 use role::Step;
 
+/// How long [`Driver::wait`] sleeps at most when nothing has a deadline.
+const IDLE_WAIT: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// Completions fetched per [`Endpoint::poll`] call.
 const COMPLETION_BATCH: usize = 64;
 
@@ -137,47 +140,56 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
     /// NAK's status or `RetryExceeded` on the failed request, as on a real RC queue pair),
     /// then the flushes; the machine must see that cause before the disconnect it led to,
     /// while a connection that simply ended is reported as the disconnect, not as flushes.
+    ///
+    /// The clock is read once per call, after the first completions were taken: everything
+    /// fed in one pump happens at that instant (a time read is a real share of a small RPC's
+    /// instructions).
     pub(crate) fn pump(&mut self) -> Result<()> {
         let mut events_fed = false;
+        let mut now = None;
         loop {
             let n = self.ep.poll(&mut self.completions)?;
+            let now = *now.get_or_insert_with(clock::now);
             for i in 0..n {
                 let wc = self.completions[i];
                 if wc.status == WcStatus::WrFlush && !events_fed {
-                    self.feed_events();
+                    self.feed_events(now);
                     events_fed = true;
                 }
-                self.feed_completion(wc);
+                self.feed_completion(wc, now);
             }
             if n < self.completions.len() {
                 break;
             }
         }
-        self.feed_events();
-        self.machine.handle_timeout(clock::now());
+        let now = now.unwrap_or_else(clock::now);
+        self.feed_events(now);
+        self.machine.handle_timeout(now);
         Ok(())
     }
 
     /// Feeds the ready connection events.
-    fn feed_events(&mut self) {
+    fn feed_events(&mut self, now: naaice_core::Instant) {
         while let Some(event) = self.ep.poll_event() {
             match event {
                 // Fed by `established` when connect/accept returned.
                 ConnectionEvent::Established => self.connected = true,
                 ConnectionEvent::Disconnected => {
                     self.connected = false;
-                    self.machine.handle_input(clock::now(), Input::Disconnected);
+                    self.machine.handle_input(now, Input::Disconnected);
                 }
             }
         }
     }
 
     /// Blocks until the transport has something ready, the machine's next deadline, or
-    /// `deadline`.
-    pub(crate) fn wait(&mut self, deadline: Instant) -> Result<()> {
-        let until = match self.machine.poll_timeout() {
-            Some(t) => clock::from_core(t).min(deadline),
-            None => deadline,
+    /// `deadline` (`None`: only the machine's; an hour when it has none). The clock is read
+    /// only when neither gives a deadline.
+    pub(crate) fn wait(&mut self, deadline: Option<Instant>) -> Result<()> {
+        let until = match (self.machine.poll_timeout().map(clock::from_core), deadline) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(t), None) | (None, Some(t)) => t,
+            (None, None) => Instant::now() + IDLE_WAIT,
         };
         match self.ep.wait(until) {
             Ok(_) | Err(TransportError::NotConnected) => Ok(()),

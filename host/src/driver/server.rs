@@ -97,10 +97,10 @@ impl<E: Endpoint> Driver<E, Server> {
             .collect()
     }
 
-    /// Reports the return code of the kernel the machine asked for. A kernel that returns
-    /// after its deadline has its RPC answered with KERNEL_TIMEOUT (outputs not written).
-    pub(crate) fn kernel_done(&mut self, rc: ReturnCode) {
-        let now = clock::now();
+    /// Reports the return code of the kernel the machine asked for, which returned at `now`.
+    /// A kernel that returns after its deadline has its RPC answered with KERNEL_TIMEOUT
+    /// (outputs not written).
+    pub(crate) fn kernel_done(&mut self, rc: ReturnCode, now: naaice_core::Instant) {
         self.machine.handle_timeout(now);
         if let Err(e) = self.machine.kernel_finished(now, rc) {
             tracing::warn!(error = %e, "kernel result not accepted");

@@ -94,9 +94,9 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
         self.writes.clear();
     }
 
-    pub(super) fn feed_completion(&mut self, wc: Completion) {
+    /// Feeds one completion to the machine, as happened at `now`.
+    pub(super) fn feed_completion(&mut self, wc: Completion, now: naaice_core::Instant) {
         let wr_id = WrId::from_raw(wc.wr_id);
-        let now = clock::now();
         if wc.status != WcStatus::Success {
             let error = wc.status.work_error();
             tracing::debug!(wr_id = wc.wr_id, ?error, "work request failed");

@@ -96,8 +96,8 @@ fn run<E: Endpoint>(
             }
             Some(ServerEvent::RunKernel(call)) => {
                 let timeout = driver.machine().config().kernel_timeout;
-                let rc = run_kernel(&conn.kernels, call, &regions, Instant::now() + timeout);
-                driver.kernel_done(rc);
+                let (rc, done) = run_kernel(&conn.kernels, call, &regions, timeout);
+                driver.kernel_done(rc, clock::to_core(done));
             }
             Some(ServerEvent::MrspComplete) => {
                 regions = driver.kernel_regions();
@@ -120,7 +120,7 @@ fn run<E: Endpoint>(
                 return;
             }
             None => {
-                if let Err(e) = driver.wait(Instant::now() + SHUTDOWN_POLL) {
+                if let Err(e) = driver.wait(Some(Instant::now() + SHUTDOWN_POLL)) {
                     tracing::warn!(error = %e, "transport wait failed");
                     return;
                 }
@@ -154,16 +154,17 @@ fn reserve<E: Endpoint>(
     reservation
 }
 
-/// Runs the kernel inline. A panic becomes [`KERNEL_FAILED`].
+/// Runs the kernel inline, with `timeout` from now as its deadline; returns its return code
+/// and when it returned. A panic becomes [`KERNEL_FAILED`].
 fn run_kernel(
     kernels: &KernelRegistry,
     call: KernelCall,
     buffers: &[(RegionFlags, Buffer)],
-    deadline: Instant,
-) -> ReturnCode {
+    timeout: Duration,
+) -> (ReturnCode, Instant) {
     let Some(kernel) = kernels.get(call.fncode) else {
         // The machine only asks for codes in the registry's set.
-        return ReturnCode::SOCKET_UNAVAIL;
+        return (ReturnCode::SOCKET_UNAVAIL, Instant::now());
     };
     let mut regions: StackVec<KernelRegion<'_>, MAX_REGIONS> = StackVec::new();
     for (flags, b) in buffers {
@@ -172,16 +173,18 @@ fn run_kernel(
             data: b.lock(),
         });
     }
-    let mut ctx = KernelContext::new(call, &mut regions, deadline);
     let started = Instant::now();
+    let deadline = started + timeout;
+    let mut ctx = KernelContext::new(call, &mut regions, deadline);
     let rc =
         std::panic::catch_unwind(AssertUnwindSafe(|| kernel.run(&mut ctx))).unwrap_or_else(|_| {
             tracing::error!(fncode = call.fncode, "kernel panicked");
             KERNEL_FAILED
         });
-    tracing::trace!(fncode = call.fncode, elapsed = ?started.elapsed(), %rc, "kernel done");
-    if Instant::now() > deadline {
-        tracing::warn!(fncode = call.fncode, elapsed = ?started.elapsed(), "kernel overran its deadline: answering KERNEL_TIMEOUT");
+    let done = Instant::now();
+    tracing::trace!(fncode = call.fncode, elapsed = ?(done - started), %rc, "kernel done");
+    if done > deadline {
+        tracing::warn!(fncode = call.fncode, elapsed = ?(done - started), "kernel overran its deadline: answering KERNEL_TIMEOUT");
     }
-    rc
+    (rc, done)
 }

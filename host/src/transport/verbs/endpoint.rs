@@ -13,6 +13,7 @@ use rdma_mummy_sys::{
 
 use super::cm::{CmId, wait_readable};
 use super::cq::{CompletionChannel, CompletionQueue};
+use super::event_check::EventCheck;
 use super::mr::{KeyTable, VerbsRegion};
 use super::outstanding::Outstanding;
 use super::pd::ProtectionDomain;
@@ -31,8 +32,6 @@ const POLL_BATCH: usize = 32;
 /// under emulation): measured on Soft-RoCE, 50 µs instead of 5 µs cut the CPU time per small
 /// RPC by 10–30 % at the same or lower latency.
 const PURE_SPIN: std::time::Duration = std::time::Duration::from_micros(50);
-/// How often polling looks for connection events (a system call each time).
-const EVENT_CHECK: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// What ended a sleep.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,7 +77,7 @@ pub struct VerbsEndpoint {
     /// How long waits spin, learned from the recent ones.
     waiter: Waiter,
     /// When the rdma_cm channel is read next while polling.
-    next_event_check: Instant,
+    event_check: EventCheck,
     /// The outstanding work requests (tags, room, made-up completions).
     outstanding: Outstanding,
     /// Completions taken off the CQ, not handed out yet.
@@ -124,7 +123,7 @@ impl VerbsEndpoint {
             state,
             armed: false,
             waiter: Waiter::new(config.wait),
-            next_event_check: Instant::now(),
+            event_check: EventCheck::default(),
             outstanding: Outstanding::new(SEND_WR as usize, RECV_WR as usize),
             ready: VecDeque::with_capacity(2 * POLL_BATCH),
             events: VecDeque::new(),
@@ -212,12 +211,10 @@ impl VerbsEndpoint {
         Ok(n)
     }
 
-    /// Reads the connection's rdma_cm events if [`EVENT_CHECK`] has passed since they were
-    /// last read (reading costs a system call, so polling does it at most that often; a
-    /// sleeping wait sees events at once). True if an event is ready for the caller.
-    fn check_cm_events(&mut self, now: Instant) -> Result<bool> {
-        if now >= self.next_event_check {
-            self.next_event_check = now + EVENT_CHECK;
+    /// Reads the connection's rdma_cm events if they are due (see [`EventCheck`]; a sleeping
+    /// wait sees events at once). True if an event is ready for the caller.
+    fn check_cm_events(&mut self) -> Result<bool> {
+        if self.event_check.due() {
             self.read_cm_events()?;
         }
         Ok(!self.events.is_empty())
@@ -252,7 +249,7 @@ impl VerbsEndpoint {
                 }
             }
             if cm_ready {
-                self.next_event_check = Instant::now() + EVENT_CHECK;
+                self.event_check.done();
                 self.read_cm_events()?;
                 if !self.events.is_empty() {
                     return Ok(Some(Woken::Event));
@@ -464,7 +461,7 @@ impl Endpoint for VerbsEndpoint {
     }
 
     fn poll_event(&mut self) -> Option<ConnectionEvent> {
-        if let Err(e) = self.check_cm_events(Instant::now()) {
+        if let Err(e) = self.check_cm_events() {
             tracing::warn!(error = %e, "verbs: reading connection events failed");
         }
         // Completions taken off the CQ before a disconnect go first (see `read_cm_events`).
@@ -479,7 +476,7 @@ impl Endpoint for VerbsEndpoint {
             return Ok(true);
         }
         let start = Instant::now();
-        if self.check_cm_events(start)? {
+        if self.check_cm_events()? {
             return Ok(true);
         }
         if self.state == State::Closed {
@@ -499,7 +496,7 @@ impl Endpoint for VerbsEndpoint {
                 self.waiter.record(WaitEnd::Spun(now - start));
                 return Ok(true);
             }
-            if self.check_cm_events(now)? {
+            if self.check_cm_events()? {
                 return Ok(true);
             }
             if now - start < PURE_SPIN {

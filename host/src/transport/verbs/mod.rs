@@ -25,7 +25,7 @@
 //!   [`crate::waiting`]), then sleeps in `ppoll` on the completion channel and the rdma_cm
 //!   event channel until its deadline; [`Endpoint::poll`](super::Endpoint::poll) never
 //!   blocks. No signals, no alarms. While polling, the rdma_cm channel is read at most once a
-//!   millisecond (a system call each time).
+//!   millisecond, timed by the coarse clock (a system call each time).
 //! * Each accepted connection gets its own event channel (`rdma_migrate_id`), so a
 //!   disconnect in any phase reaches exactly its endpoint (defect D-31): librdmacm moves the QP
 //!   to the error state, outstanding work requests complete with `WrFlush`, and a
@@ -45,6 +45,7 @@
 mod cm;
 mod cq;
 mod endpoint;
+mod event_check;
 mod listener;
 mod mr;
 mod ops;

@@ -1,11 +1,11 @@
 //! Memory regions ([`VerbsRegion`]) and the table of live registrations an endpoint checks
 //! its scatter/gather elements against.
 
-use std::collections::HashMap;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use rdma_mummy_sys::{ibv_access_flags, ibv_dereg_mr, ibv_mr, ibv_reg_mr};
+use rustc_hash::FxHashMap;
 
 use super::pd::ProtectionDomain;
 use super::{Result, TransportError, os_error};
@@ -13,9 +13,13 @@ use crate::memory::Buffer;
 use crate::transport::{MemoryRegion, Sge};
 
 /// The live registrations of an endpoint: lkey → (address, length).
+///
+/// Checked on every posted SGE, so keyed with Fx hashing: lkeys come from the provider, not
+/// from a peer, so the table needs no protection against chosen collisions, and SipHash was
+/// a visible share of a small RPC's instructions.
 #[derive(Debug, Default)]
 pub(super) struct KeyTable {
-    regions: Mutex<HashMap<u32, (u64, usize)>>,
+    regions: Mutex<FxHashMap<u32, (u64, usize)>>,
 }
 
 impl KeyTable {

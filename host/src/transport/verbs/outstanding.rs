@@ -99,8 +99,13 @@ impl Outstanding {
         if tag & SEND_TAG == 0 {
             // Receives complete in order: the slot is the first unless the provider says
             // otherwise.
-            let index = self.recvs.iter().position(|s| s.seq == tag);
-            let Some(slot) = index.and_then(|i| self.recvs.remove(i)) else {
+            let slot = if self.recvs.front().is_some_and(|s| s.seq == tag) {
+                self.recvs.pop_front()
+            } else {
+                let index = self.recvs.iter().position(|s| s.seq == tag);
+                index.and_then(|i| self.recvs.remove(i))
+            };
+            let Some(slot) = slot else {
                 return tracing::warn!(tag, "verbs: completion of no outstanding receive");
             };
             wc.wr_id = slot.wr_id;
@@ -265,6 +270,26 @@ mod tests {
         }
         let ids: Vec<_> = out.iter().map(|c| c.wr_id).collect();
         assert_eq!(ids, [100, 101, 102]);
+        assert_eq!(o.recv_room(), 4);
+    }
+
+    #[test]
+    fn a_receive_completed_out_of_order_is_still_attributed_by_its_tag() {
+        let mut o = Outstanding::new(4, 4);
+        let tags: Vec<_> = (0..3)
+            .map(|id| {
+                let t = o.recv_tag();
+                o.received(200 + id);
+                t
+            })
+            .collect();
+        let mut out = VecDeque::new();
+        for &t in &[tags[1], tags[0], tags[2], tags[1]] {
+            o.complete(cqe(t, WcStatus::WrFlush, WcOpcode::Send), &mut out);
+        }
+        let got: Vec<_> = out.iter().map(|c| (c.wr_id, c.opcode)).collect();
+        let r = WcOpcode::Recv;
+        assert_eq!(got, [(201, r), (200, r), (202, r)], "the repeat is dropped");
         assert_eq!(o.recv_room(), 4);
     }
 }
