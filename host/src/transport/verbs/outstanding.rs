@@ -159,6 +159,17 @@ mod tests {
         last
     }
 
+    /// Posts one receive per id; returns their tags.
+    fn post_recvs(o: &mut Outstanding, ids: &[u64]) -> Vec<u64> {
+        ids.iter()
+            .map(|&id| {
+                let t = o.recv_tag();
+                o.received(id);
+                t
+            })
+            .collect()
+    }
+
     #[test]
     fn the_signaled_completion_completes_the_whole_list_in_order() {
         let mut o = Outstanding::new(8, 8);
@@ -253,13 +264,7 @@ mod tests {
     #[test]
     fn receives_complete_in_order_by_their_tags() {
         let mut o = Outstanding::new(4, 4);
-        let tags: Vec<_> = (0..3)
-            .map(|id| {
-                let t = o.recv_tag();
-                o.received(100 + id);
-                t
-            })
-            .collect();
+        let tags = post_recvs(&mut o, &[100, 101, 102]);
         assert_eq!(o.recv_room(), 1);
         let mut out = VecDeque::new();
         for &t in &tags {
@@ -276,13 +281,7 @@ mod tests {
     #[test]
     fn a_receive_completed_out_of_order_is_still_attributed_by_its_tag() {
         let mut o = Outstanding::new(4, 4);
-        let tags: Vec<_> = (0..3)
-            .map(|id| {
-                let t = o.recv_tag();
-                o.received(200 + id);
-                t
-            })
-            .collect();
+        let tags = post_recvs(&mut o, &[200, 201, 202]);
         let mut out = VecDeque::new();
         for &t in &[tags[1], tags[0], tags[2], tags[1]] {
             o.complete(cqe(t, WcStatus::WrFlush, WcOpcode::Send), &mut out);
