@@ -311,6 +311,12 @@ mod tests {
     /// An established queue pair with one registered `len`-byte region (its key), and the
     /// peer's plain stream.
     fn queue_pair(len: usize) -> (Shared, u32, TcpStream) {
+        queue_pair_over(&Buffer::zeroed(len))
+    }
+
+    /// An established queue pair with `buffer` registered (its key), and the peer's plain
+    /// stream.
+    fn queue_pair_over(buffer: &Buffer) -> (Shared, u32, TcpStream) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (ours, _) = listener.accept().unwrap();
@@ -318,7 +324,7 @@ mod tests {
         let now = Instant::now();
         let mut rc = Engine::new(config.settings(), now);
         let key = rc.regions.next_key().unwrap();
-        rc.regions.insert(&Buffer::zeroed(len), 0, key).unwrap();
+        rc.regions.insert(buffer, 0, key).unwrap();
         rc.establish(now);
         (
             Shared::new(
@@ -333,11 +339,15 @@ mod tests {
     }
 
     fn write_of(key: u32, len: usize) -> SendWr {
+        write_at(key, 0, len)
+    }
+
+    fn write_at(key: u32, addr: u64, len: usize) -> SendWr {
         SendWr {
             wr_id: 1,
             op: SendOp::Write(RemoteAddr { addr: 0, rkey: 7 }),
             local: Some(Sge {
-                addr: 0,
+                addr,
                 len: len as u32,
                 lkey: key,
             }),
@@ -407,5 +417,57 @@ mod tests {
             );
             peer.read_exact(&mut payload).unwrap();
         }
+    }
+
+    /// A payload of at least `SPLICE_MIN` leaves from its pages (through the pipe) and a
+    /// small one copied, each intact and in order, while the peer reads as they come: the
+    /// pipe's bytes go out before the next header.
+    #[test]
+    fn a_large_payload_leaves_from_its_pages_intact_and_in_order() {
+        use crate::transport::soft::writer::SPLICE_MIN;
+        let large = 3 * SPLICE_MIN + 12_345;
+        let small = 1000;
+        let pattern: Vec<u8> = (0..large + small).map(|i| (i % 251) as u8).collect();
+        let buffer = Buffer::from_slice(&pattern);
+        let (shared, key, mut peer) = queue_pair_over(&buffer);
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            for _ in 0..2 {
+                let Frame::Write { len, .. } = header_from(&mut peer) else {
+                    panic!("not a write");
+                };
+                let mut payload = vec![0u8; len as usize];
+                peer.read_exact(&mut payload).unwrap();
+                got.push(payload);
+            }
+            got
+        });
+        let mut st = shared.lock();
+        st.rc
+            .post_send(&[write_at(key, 0, large), write_at(key, large as u64, small)])
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut spliced = false;
+        loop {
+            st = shared.pump(st, POST_BUDGET);
+            let w = st.writer.as_ref().expect("the writer is put back");
+            spliced |= w.uses_pipe();
+            if !w.has_work() && !st.rc.has_data() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the frames did not leave");
+            drop(st);
+            let write = super::super::socket::Interest {
+                write: true,
+                ..Default::default()
+            };
+            shared.socket.wait(write, Some(Duration::from_millis(100)));
+            st = shared.lock();
+        }
+        drop(st);
+        assert!(spliced, "the large payload was copied");
+        let got = reader.join().unwrap();
+        assert!(got[0] == pattern[..large], "large payload");
+        assert!(got[1] == pattern[large..], "small payload");
     }
 }

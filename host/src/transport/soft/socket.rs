@@ -3,7 +3,7 @@
 
 use std::io::{self, IoSlice};
 use std::net::{Shutdown, TcpStream};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -40,9 +40,11 @@ pub(crate) fn transient(e: &io::Error) -> bool {
 }
 
 impl Socket {
-    /// Wraps a connected stream (TCP_NODELAY set).
+    /// Wraps a connected stream (TCP_NODELAY set; non-blocking, which `splice` needs: it
+    /// takes no per-call flag for the socket).
     pub(crate) fn new(stream: TcpStream) -> io::Result<Self> {
         stream.set_nodelay(true)?;
+        stream.set_nonblocking(true)?;
         let bell = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
         Ok(Self {
             stream,
@@ -73,6 +75,15 @@ impl Socket {
             Ok(()) => self.read_mark.store(bytes, Ordering::Relaxed),
             Err(e) => tracing::debug!(error = %e, "soft transport: SO_RCVLOWAT"),
         }
+    }
+
+    /// Like [`Socket::send`], for bytes that more will follow at once (`MSG_MORE`): the
+    /// kernel holds them back to go out with the next send, not in a segment of their own.
+    pub(crate) fn send_more(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        SockRef::from(&self.stream).send_vectored_with_flags(
+            bufs,
+            libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT | libc::MSG_MORE,
+        )
     }
 
     /// Receives what has arrived into `dst` without blocking; `Ok(0)` is end of stream.
@@ -161,6 +172,11 @@ impl Socket {
         if let Err(e) = rustix::net::connect_unspec(&self.stream) {
             tracing::debug!(error = %e, "soft transport: abort");
         }
+    }
+
+    /// The socket's descriptor (for `splice`).
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.stream.as_fd()
     }
 
     /// The peer's address.

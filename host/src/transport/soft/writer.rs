@@ -12,9 +12,31 @@ use super::engine::{Engine, Transmit};
 use super::frame::HDR_LEN;
 use super::regions::Local;
 use super::socket::{Socket, transient};
+use super::splice::SplicePipe;
 
 /// Most control frames batched ahead of a data frame.
 const CTRL_FRAMES: usize = 4;
+/// Payloads of at least this size go out from their pages (`splice`), smaller ones are
+/// copied. On loopback, splicing made RPCs of 1.2–4 MB 10–20 % faster, but those of
+/// 70–240 KB up to a third slower (a C ping-pong without our transport shows the same
+/// cross-over), and was even at 360 KB.
+pub(crate) const SPLICE_MIN: usize = 320 * 1024;
+/// Capacity asked for the pipe of payload pages (one chunk).
+const PIPE_CAPACITY: usize = 256 * 1024;
+/// Smallest pipe worth splicing through (a user over the pipe quota gets 8 KiB ones): with a
+/// smaller one, payloads are copied.
+const MIN_PIPE: usize = 64 * 1024;
+
+/// The pipe of payload pages.
+#[derive(Debug)]
+enum PipeState {
+    /// Not made yet.
+    Unused,
+    /// In use.
+    Ready(SplicePipe),
+    /// The system refused it: payloads are copied.
+    Off,
+}
 
 /// A data frame being written.
 #[derive(Debug)]
@@ -57,6 +79,10 @@ pub(crate) struct Writer {
     last_progress: Instant,
     /// Bytes written so far (all frames; for write budgets).
     written: u64,
+    /// The pipe of payload pages.
+    pipe: PipeState,
+    /// Bytes of the data frame's payload in the pipe, not yet in the socket.
+    piped: usize,
 }
 
 impl Writer {
@@ -70,6 +96,8 @@ impl Writer {
             torn: false,
             last_progress: now,
             written: 0,
+            pipe: PipeState::Unused,
+            piped: 0,
         }
     }
 
@@ -136,15 +164,24 @@ impl Writer {
     }
 
     /// One non-blocking write: pending control bytes, then the data frame's header and up to
-    /// `chunk` payload bytes.
+    /// `chunk` payload bytes. A payload of at least [`SPLICE_MIN`] bytes goes out from its
+    /// pages (the header first, held back to leave with it), whatever of it sits in the pipe
+    /// before anything else.
     pub(crate) fn write(&mut self, socket: &Socket, chunk: usize, now: Instant) -> Wrote {
+        if self.piped > 0 {
+            return self.drain(socket, now);
+        }
+        let splice = self.splice_rest() > 0 && self.pipe().is_some();
+        if splice && self.ctrl_sent == self.ctrl_len && self.data_header_sent() {
+            return self.splice(socket, chunk, now);
+        }
         let ctrl = &self.ctrl[self.ctrl_sent..self.ctrl_len];
         let result = match &self.data {
             None => Ok(socket.send(&[IoSlice::new(ctrl)])),
             Some(d) => {
                 let hdr = &d.hdr[d.sent.min(HDR_LEN)..];
                 match &d.local {
-                    Some(l) if l.len > 0 => {
+                    Some(l) if l.len > 0 && !splice => {
                         let done = d.sent.saturating_sub(HDR_LEN);
                         let len = (l.len - done).min(chunk);
                         l.buffer.nic_read(l.offset + done, len, |payload| {
@@ -153,40 +190,159 @@ impl Writer {
                             socket.send(&bufs)
                         })
                     }
+                    // The payload follows from the pipe: the header waits for it.
+                    Some(_) if splice => {
+                        Ok(socket.send_more(&[IoSlice::new(ctrl), IoSlice::new(hdr)]))
+                    }
                     _ => Ok(socket.send(&[IoSlice::new(ctrl), IoSlice::new(hdr)])),
                 }
             }
         };
-        let mut n = match result {
+        let n = match result {
             Ok(Ok(n)) => n,
             Ok(Err(e)) if transient(&e) => return Wrote::WouldBlock,
-            Ok(Err(e)) => {
-                tracing::debug!(error = %e, "soft transport: send failed");
-                // Nothing can follow on a failed socket.
-                self.torn = true;
-                return Wrote::Failed;
-            }
-            Err(_) => {
-                let msn = self.data.as_ref().map_or(0, |d| d.msn);
-                // Whatever was written of this frame stays cut off.
-                self.torn = self.data.as_ref().is_some_and(|d| d.sent > 0);
-                self.data = None;
-                return Wrote::Inaccessible(msn);
-            }
+            Ok(Err(e)) => return self.fail(&e),
+            Err(_) => return self.inaccessible(),
         };
+        let wrote = self.sent(n, now);
+        if wrote == Wrote::Progress(None)
+            && splice
+            && self.ctrl_sent == self.ctrl_len
+            && self.data_header_sent()
+        {
+            // The header is out: the payload follows in the same call.
+            return self.splice(socket, chunk, now);
+        }
+        wrote
+    }
+
+    /// True if payloads go out through the pipe (for tests).
+    #[cfg(test)]
+    pub(crate) fn uses_pipe(&self) -> bool {
+        matches!(self.pipe, PipeState::Ready(_))
+    }
+
+    /// Payload bytes of the data frame not written yet, if it is one to splice (0 if not).
+    fn splice_rest(&self) -> usize {
+        match &self.data {
+            Some(d) if d.total() - HDR_LEN >= SPLICE_MIN => {
+                d.total() - d.sent.max(HDR_LEN) - self.piped
+            }
+            _ => 0,
+        }
+    }
+
+    /// True if the data frame's header is out.
+    fn data_header_sent(&self) -> bool {
+        self.data.as_ref().is_some_and(|d| d.sent >= HDR_LEN)
+    }
+
+    /// The pipe for payload pages, made on first use; `None` if the system refuses one (or
+    /// only a small one): payloads are then copied.
+    fn pipe(&mut self) -> Option<&SplicePipe> {
+        if let PipeState::Unused = self.pipe {
+            self.pipe = match SplicePipe::new(PIPE_CAPACITY) {
+                Ok(p) if p.capacity() >= MIN_PIPE => PipeState::Ready(p),
+                Ok(_) => PipeState::Off,
+                Err(e) => {
+                    tracing::debug!(error = %e, "soft transport: no pipe, payloads are copied");
+                    PipeState::Off
+                }
+            };
+        }
+        match &self.pipe {
+            PipeState::Ready(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// Puts up to `chunk` payload bytes (one access through the buffer's gate) into the pipe,
+    /// then moves what the socket takes of them on.
+    fn splice(&mut self, socket: &Socket, chunk: usize, now: Instant) -> Wrote {
+        let (PipeState::Ready(pipe), Some(d)) = (&self.pipe, &mut self.data) else {
+            return Wrote::Progress(None);
+        };
+        let Some(l) = &d.local else {
+            return Wrote::Progress(None);
+        };
+        let done = d.sent - HDR_LEN;
+        let len = (l.len - done).min(chunk);
+        match l
+            .buffer
+            .nic_read(l.offset + done, len, |payload| pipe.map(payload))
+        {
+            Ok(Ok(n)) if n > 0 => {
+                d.sent += n;
+                self.piped = n;
+                self.drain(socket, now)
+            }
+            Ok(result) => {
+                // vmsplice refused (a seccomp policy, say): nothing was taken, copy instead.
+                tracing::debug!(?result, "soft transport: vmsplice, payloads are copied");
+                self.pipe = PipeState::Off;
+                Wrote::Progress(None)
+            }
+            Err(_) => self.inaccessible(),
+        }
+    }
+
+    /// Moves bytes of the pipe into the socket.
+    fn drain(&mut self, socket: &Socket, now: Instant) -> Wrote {
+        let PipeState::Ready(pipe) = &self.pipe else {
+            return self.fail(&std::io::ErrorKind::BrokenPipe.into());
+        };
+        match pipe.drain_into(socket.fd(), self.piped) {
+            // An empty pipe with bytes owed to the frame cannot be mended.
+            Ok(0) => self.fail(&std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                self.piped -= n;
+                self.last_progress = now;
+                self.written += n as u64;
+                Wrote::Progress(self.finish())
+            }
+            Err(e) if transient(&e) => Wrote::WouldBlock,
+            Err(e) => self.fail(&e),
+        }
+    }
+
+    /// The socket failed: nothing can follow.
+    fn fail(&mut self, e: &std::io::Error) -> Wrote {
+        tracing::debug!(error = %e, "soft transport: send failed");
+        self.torn = true;
+        Wrote::Failed
+    }
+
+    /// The payload became inaccessible: the data frame is dropped.
+    fn inaccessible(&mut self) -> Wrote {
+        let msn = self.data.as_ref().map_or(0, |d| d.msn);
+        // Whatever was written of this frame stays cut off.
+        self.torn = self.data.as_ref().is_some_and(|d| d.sent > 0);
+        self.data = None;
+        Wrote::Inaccessible(msn)
+    }
+
+    /// Accounts `n` bytes sent from the control frames and then the data frame.
+    fn sent(&mut self, mut n: usize, now: Instant) -> Wrote {
         self.last_progress = now;
         self.written += n as u64;
         let c = n.min(self.ctrl_len - self.ctrl_sent);
         self.ctrl_sent += c;
         n -= c;
-        let mut finished = None;
         if let Some(d) = &mut self.data {
             d.sent += n;
-            if d.sent == d.total() {
-                finished = Some(d.msn);
-                self.data = None;
-            }
         }
-        Wrote::Progress(finished)
+        Wrote::Progress(self.finish())
+    }
+
+    /// Ends the data frame if all of it is on the wire; returns its message number then.
+    fn finish(&mut self) -> Option<u64> {
+        match &self.data {
+            Some(d) if d.sent == d.total() && self.piped == 0 => {
+                let msn = d.msn;
+                self.data = None;
+                Some(msn)
+            }
+            _ => None,
+        }
     }
 }
