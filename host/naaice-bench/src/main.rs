@@ -7,6 +7,7 @@
 mod cli;
 mod compare;
 mod cpu;
+mod limits;
 mod measure;
 mod plot;
 mod raw;
@@ -239,6 +240,9 @@ fn run(args: &Args) -> Result<(), Error> {
         &report::summary_csv(&rows, reference.as_ref(), &comment),
     )?;
     println!("\n{}", report::table(&rows, reference.as_ref()));
+    if let Some(limits) = limits::summary(&rows) {
+        println!("{limits}");
+    }
     println!(
         "low-level CSV: {}\nmiddleware CSV: {}\nsummary: {}",
         lowlevel.display(),

@@ -119,6 +119,13 @@ fn a_tiny_sweep_writes_every_file() {
         summary.lines().filter(|l| !l.starts_with('#')).count(),
         1 + 12
     );
+    // Over the software transport, the run is judged against its own raw TCP limit.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("software transport against the raw TCP limit of this run:")
+            && stdout.contains("up to 1 MiB, steady RPC / raw round trip: worst"),
+        "{stdout}"
+    );
     for plot in [
         "latency.png",
         "latency.svg",
