@@ -8,6 +8,7 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
+use rustix::event::{PollFd, PollFlags, Timespec};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::config::SoftConfig;
@@ -215,6 +216,8 @@ pub struct SoftListener {
     paused_until: Option<Instant>,
     backoff: Duration,
     accept_errors: LogThrottle,
+    /// Times [`SoftListener::next_request`] went to sleep (for tests).
+    sleeps: u64,
 }
 
 impl SoftListener {
@@ -235,6 +238,7 @@ impl SoftListener {
             paused_until: None,
             backoff: ACCEPT_BACKOFF.0,
             accept_errors: LogThrottle::new(ACCEPT_LOG_INTERVAL),
+            sleeps: 0,
         })
     }
 
@@ -308,6 +312,38 @@ impl SoftListener {
         }
     }
 
+    /// Sleeps until a connection or bytes of a HELLO arrive, a handshake times out, accepting
+    /// resumes after a pause, or `deadline`: an idle listener does not wake up, and a new
+    /// connection is taken at once.
+    fn sleep(&mut self, now: Instant, deadline: Instant) {
+        // A handshake is dropped once it is older than the timeout: wake just after that.
+        let expiry = self.config.connect_timeout + Duration::from_millis(1);
+        let paused = self.paused_until.filter(|t| now < *t);
+        let until = self
+            .pending
+            .iter()
+            .map(|h| h.since + expiry)
+            .chain(paused)
+            .fold(deadline, Instant::min);
+        let mut fds = Vec::with_capacity(self.pending.len() + 1);
+        if paused.is_none() {
+            fds.push(PollFd::new(&self.listener, PollFlags::IN));
+        }
+        fds.extend(
+            self.pending
+                .iter()
+                .map(|h| PollFd::new(&h.stream, PollFlags::IN)),
+        );
+        let left = until.saturating_duration_since(now);
+        let timeout = Timespec {
+            tv_sec: i64::try_from(left.as_secs()).unwrap_or(i64::MAX),
+            tv_nsec: i64::from(left.subsec_nanos()),
+        };
+        self.sleeps += 1;
+        // An error (EINTR) only means: look again.
+        let _ = rustix::event::poll(&mut fds, Some(&timeout));
+    }
+
     /// Advances the handshakes; returns a connection whose HELLO is complete. Drops
     /// connections that closed, sent something else or exceeded the handshake timeout.
     fn next_ready(&mut self) -> Option<TcpStream> {
@@ -332,9 +368,8 @@ impl Listener for SoftListener {
     type Incoming = SoftIncoming;
 
     fn next_request(&mut self, deadline: Instant) -> Result<Option<SoftIncoming>> {
-        let mut idle = Duration::from_micros(20);
         loop {
-            let accepted = self.accept_all()?;
+            self.accept_all()?;
             while let Some(stream) = self.next_ready() {
                 if stream.set_nonblocking(false).is_err() {
                     continue;
@@ -344,15 +379,11 @@ impl Listener for SoftListener {
                     Err(e) => tracing::debug!(error = %e, "soft transport: request dropped"),
                 }
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            let now = Instant::now();
+            if now >= deadline {
                 return Ok(None);
             }
-            if accepted {
-                idle = Duration::from_micros(20);
-            }
-            std::thread::sleep(idle.min(left));
-            idle = (idle * 2).min(Duration::from_millis(2));
+            self.sleep(now, deadline);
         }
     }
 
@@ -386,5 +417,68 @@ impl Incoming for SoftIncoming {
 
     fn peer_addr(&self) -> Option<SocketAddr> {
         crate::transport::Endpoint::peer_addr(&self.endpoint)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::TcpStream;
+
+    use super::*;
+
+    fn listener(config: SoftConfig) -> SoftListener {
+        SoftListener::bind(config, "127.0.0.1:0".parse().unwrap()).unwrap()
+    }
+
+    /// An idle listener sleeps through its wait in one go (it used to wake up every 2 ms).
+    #[test]
+    fn an_idle_listener_sleeps_until_its_deadline() {
+        let mut l = listener(SoftConfig::default());
+        let start = Instant::now();
+        let deadline = start + Duration::from_millis(300);
+        assert!(l.next_request(deadline).unwrap().is_none());
+        assert!(Instant::now() >= deadline);
+        assert!(l.sleeps <= 3, "{} sleeps", l.sleeps);
+    }
+
+    /// A client that connects while the listener sleeps wakes it: its request is returned
+    /// (and accepted), without the listener waking up on its own meanwhile.
+    #[test]
+    fn a_connection_wakes_the_listener() {
+        let mut l = listener(SoftConfig::default());
+        let addr = l.local_addr();
+        let client = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            connect(
+                &SoftConfig::default(),
+                addr,
+                None,
+                Instant::now() + Duration::from_secs(10),
+            )
+        });
+        let incoming = l
+            .next_request(Instant::now() + Duration::from_secs(10))
+            .unwrap()
+            .expect("a request");
+        let _server = incoming.accept().unwrap();
+        let _client = client.join().unwrap().unwrap();
+        // Woken by the connection, then by its HELLO (if it came separately).
+        assert!(l.sleeps <= 4, "{} sleeps", l.sleeps);
+    }
+
+    /// A connection that never sends its HELLO is dropped at the handshake timeout: the
+    /// listener wakes up for that, not before.
+    #[test]
+    fn a_silent_connection_is_dropped_at_its_timeout() {
+        let config = SoftConfig {
+            connect_timeout: Duration::from_millis(100),
+            ..SoftConfig::default()
+        };
+        let mut l = listener(config);
+        let _silent = TcpStream::connect(l.local_addr()).unwrap();
+        let deadline = Instant::now() + Duration::from_millis(400);
+        assert!(l.next_request(deadline).unwrap().is_none());
+        assert_eq!(l.pending_handshakes(), 0);
+        assert!(l.sleeps <= 4, "{} sleeps", l.sleeps);
     }
 }
