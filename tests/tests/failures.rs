@@ -191,3 +191,51 @@ fn server_killed_between_rpcs_next_rpc_names_the_disconnect() {
         "unclear error: {text}"
     );
 }
+
+/// Child: a client that keeps SIGPIPE's default action, as a C program does (Rust ignores
+/// the signal), streaming a 256 MiB input when its NAA is killed: the RPC must fail with an
+/// error and the process live on (the transport sends large payloads with `splice`, which
+/// raises SIGPIPE on a broken connection).
+#[test]
+#[ignore = "run as a child process by server_killed_mid_input_spares_a_c_like_client"]
+#[allow(unsafe_code)]
+fn child_client_default_sigpipe() {
+    if !is_child() {
+        return;
+    }
+    // SAFETY: restores SIGPIPE's default action (terminate) in this child process; no handler
+    // is installed, nothing else changes.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    let addr = std::env::var("NAA_ADDR").unwrap().parse().unwrap();
+    let (mut conn, _buf) = connected(addr, 1, BIG);
+    conn.init_transfer_with_timeout(Duration::from_secs(30))
+        .unwrap();
+    println!("STREAMING");
+    std::io::stdout().flush().unwrap();
+    let result = conn.wait();
+    assert!(
+        matches!(result, Err(Error::Protocol(_) | Error::Transport(_))),
+        "expected an error, got {result:?}"
+    );
+}
+
+#[test]
+fn server_killed_mid_input_spares_a_c_like_client() {
+    // Whether the writer meets the broken connection with a splice (EPIPE, the signal) or
+    // another call first (ECONNRESET) is a race between the client's threads: without the
+    // transport's protection, one of two runs of three rounds ended with the client killed.
+    for _ in 0..8 {
+        let mut server = spawn_child("child_server", &[]);
+        let addr = read_line_with_prefix(&mut server, "ADDR", Duration::from_secs(30));
+        let mut client = spawn_child("child_client_default_sigpipe", &[("NAA_ADDR", &addr)]);
+        read_line_with_prefix(&mut client, "STREAMING", Duration::from_secs(30));
+        std::thread::sleep(Duration::from_millis(5));
+        server.kill().expect("kill child server");
+        server.wait().unwrap();
+        let status = client.wait().unwrap();
+        assert!(
+            status.success(),
+            "the client died or failed: {status:?} (signal 13 is SIGPIPE)"
+        );
+    }
+}
