@@ -10,7 +10,7 @@
 //!   set through `lowat`: while a payload streams in, its reader is woken once per 256 KiB
 //!   chunk, not once per TCP segment), `reader` (receive buffer and
 //!   chunked placement of payloads into registered memory through the buffer's access gate),
-//!   `writer` (frames being written, payloads streamed from registered memory; from 64 KiB
+//!   `writer` (frames being written, payloads streamed from registered memory; from 320 KiB
 //!   the kernel sends them from their pages without a copy, through `splice`, with
 //!   `sigpipe` keeping the signal a broken connection raises away from the application), and
 //!   `queue_pair`, which says who may use each direction of the socket: whoever holds the
