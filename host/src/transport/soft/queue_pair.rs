@@ -470,4 +470,23 @@ mod tests {
         assert!(got[0] == pattern[..large], "large payload");
         assert!(got[1] == pattern[large..], "small payload");
     }
+
+    /// A large payload whose buffer the application holds when it is due fails as on the
+    /// copying path: not even its header leaves, so the stream stays well-formed (the writer
+    /// is not torn) and the final frames can still tell the peer why the connection ended.
+    #[test]
+    fn a_held_large_payload_fails_without_tearing_the_connection() {
+        use crate::transport::soft::writer::SPLICE_MIN;
+        let len = 2 * SPLICE_MIN;
+        let buffer = Buffer::zeroed(len);
+        let (shared, key, _peer) = queue_pair_over(&buffer);
+        let guard = buffer.lock();
+        let mut st = shared.lock();
+        st.rc.post_send(&[write_of(key, len)]).unwrap();
+        let st = shared.pump(st, POST_BUDGET);
+        drop(guard);
+        let w = st.writer.as_ref().expect("the writer is put back");
+        assert!(!w.is_torn(), "the header left without its payload");
+        assert_eq!(w.written(), 0);
+    }
 }

@@ -190,9 +190,14 @@ impl Writer {
                             socket.send(&bufs)
                         })
                     }
-                    // The payload follows from the pipe: the header waits for it.
-                    Some(_) if splice => {
-                        Ok(socket.send_more(&[IoSlice::new(ctrl), IoSlice::new(hdr)]))
+                    // The payload follows from the pipe: the header waits for it, and leaves
+                    // only if the payload is accessible (a payload the application holds
+                    // fails alone, as on the copying path, instead of tearing the writer).
+                    Some(l) if splice => {
+                        let done = d.sent.saturating_sub(HDR_LEN);
+                        l.buffer.nic_read(l.offset + done, 0, |_| {
+                            socket.send_more(&[IoSlice::new(ctrl), IoSlice::new(hdr)])
+                        })
                     }
                     _ => Ok(socket.send(&[IoSlice::new(ctrl), IoSlice::new(hdr)])),
                 }
