@@ -18,8 +18,8 @@ use super::splice::SplicePipe;
 const CTRL_FRAMES: usize = 4;
 /// Payloads of at least this size go out from their pages (`splice`), smaller ones are
 /// copied. On loopback, splicing made RPCs of 1.2–4 MB 10–20 % faster, but those of
-/// 70–240 KB up to a third slower (a C ping-pong without our transport shows the same
-/// cross-over), and was even at 360 KB.
+/// 70–240 KB took 1.25–1.65 times as long (a plain C ping-pong was also slower with it at
+/// 70 KB), and was even at 360 KB.
 pub(crate) const SPLICE_MIN: usize = 320 * 1024;
 /// Capacity asked for the pipe of payload pages (one chunk).
 const PIPE_CAPACITY: usize = 256 * 1024;
