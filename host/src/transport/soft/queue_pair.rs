@@ -430,6 +430,14 @@ mod tests {
         let pattern: Vec<u8> = (0..large + small).map(|i| (i % 251) as u8).collect();
         let buffer = Buffer::from_slice(&pattern);
         let (shared, key, mut peer) = queue_pair_over(&buffer);
+        // A small send buffer: the socket takes a fraction of each chunk in the pipe at a
+        // time, so bytes wait in the pipe between writes.
+        socket2::SockRef::from(&shared.socket.fd())
+            .set_send_buffer_size(16 * 1024)
+            .unwrap();
+        // Bytes lost or out of order must fail the test, not hang it.
+        peer.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
         let reader = std::thread::spawn(move || {
             let mut got = Vec::new();
             for _ in 0..2 {
@@ -448,10 +456,12 @@ mod tests {
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut spliced = false;
+        let mut blocked_in_pipe = false;
         loop {
             st = shared.pump(st, POST_BUDGET);
             let w = st.writer.as_ref().expect("the writer is put back");
             spliced |= w.uses_pipe();
+            blocked_in_pipe |= w.piped() > 0;
             if !w.has_work() && !st.rc.has_data() {
                 break;
             }
@@ -466,6 +476,7 @@ mod tests {
         }
         drop(st);
         assert!(spliced, "the large payload was copied");
+        assert!(blocked_in_pipe, "the socket always took a whole chunk");
         let got = reader.join().unwrap();
         assert!(got[0] == pattern[..large], "large payload");
         assert!(got[1] == pattern[large..], "small payload");

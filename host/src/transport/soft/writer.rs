@@ -221,6 +221,12 @@ impl Writer {
         wrote
     }
 
+    /// Payload bytes in the pipe, not yet in the socket (for tests).
+    #[cfg(test)]
+    pub(crate) fn piped(&self) -> usize {
+        self.piped
+    }
+
     /// True if payloads go out through the pipe (for tests).
     #[cfg(test)]
     pub(crate) fn uses_pipe(&self) -> bool {
