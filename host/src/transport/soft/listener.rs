@@ -334,14 +334,11 @@ impl SoftListener {
                 .iter()
                 .map(|h| PollFd::new(&h.stream, PollFlags::IN)),
         );
-        let left = until.saturating_duration_since(now);
-        let timeout = Timespec {
-            tv_sec: i64::try_from(left.as_secs()).unwrap_or(i64::MAX),
-            tv_nsec: i64::from(left.subsec_nanos()),
-        };
+        // (A wait beyond `Timespec`'s range is no different from an endless one.)
+        let timeout = Timespec::try_from(until.saturating_duration_since(now)).ok();
         self.sleeps += 1;
         // An error (EINTR) only means: look again.
-        let _ = rustix::event::poll(&mut fds, Some(&timeout));
+        let _ = rustix::event::poll(&mut fds, timeout.as_ref());
     }
 
     /// Advances the handshakes; returns a connection whose HELLO is complete. Drops

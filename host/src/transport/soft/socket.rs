@@ -119,10 +119,8 @@ impl Socket {
     /// Waits until something in `interest` is ready or `timeout` passes; clears the bell if
     /// it rang. Returns false on timeout.
     pub(crate) fn wait(&self, interest: Interest, timeout: Option<Duration>) -> bool {
-        let ts = timeout.map(|t| Timespec {
-            tv_sec: i64::try_from(t.as_secs()).unwrap_or(i64::MAX),
-            tv_nsec: i64::from(t.subsec_nanos()),
-        });
+        // (A timeout beyond `Timespec`'s range is no different from none.)
+        let ts = timeout.and_then(|t| Timespec::try_from(t).ok());
         let mut flags = PollFlags::empty();
         if interest.read {
             flags |= PollFlags::IN;

@@ -171,7 +171,7 @@ impl Writer {
         if self.piped > 0 {
             return self.drain(socket, now);
         }
-        let splice = self.splice_rest() > 0 && self.pipe().is_some();
+        let splice = self.payload_to_splice() && self.pipe().is_some();
         if splice && self.ctrl_sent == self.ctrl_len && self.data_header_sent() {
             return self.splice(socket, chunk, now);
         }
@@ -233,14 +233,11 @@ impl Writer {
         matches!(self.pipe, PipeState::Ready(_))
     }
 
-    /// Payload bytes of the data frame not written yet, if it is one to splice (0 if not).
-    fn splice_rest(&self) -> usize {
-        match &self.data {
-            Some(d) if d.total() - HDR_LEN >= SPLICE_MIN => {
-                d.total() - d.sent.max(HDR_LEN) - self.piped
-            }
-            _ => 0,
-        }
+    /// True if the data frame is one to splice and payload bytes of it are still to go.
+    fn payload_to_splice(&self) -> bool {
+        self.data
+            .as_ref()
+            .is_some_and(|d| d.total() - HDR_LEN >= SPLICE_MIN && d.sent < d.total())
     }
 
     /// True if the data frame's header is out.
