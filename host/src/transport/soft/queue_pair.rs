@@ -299,7 +299,7 @@ impl Shared {
 
 #[cfg(test)]
 mod tests {
-    use std::io::Read;
+    use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
 
     use super::*;
@@ -499,5 +499,70 @@ mod tests {
         let w = st.writer.as_ref().expect("the writer is put back");
         assert!(!w.is_torn(), "the header left without its payload");
         assert_eq!(w.written(), 0);
+    }
+
+    /// An application thread that finds a completion ready in the middle of a payload that
+    /// fits the receive buffer finishes the payload while its bytes are there (as if it had
+    /// read it whole into the buffer) instead of returning mid-payload. The payload follows a
+    /// large one, so it is read from the socket into its region, past a probe's worth.
+    #[test]
+    fn an_application_thread_finishes_a_payload_it_has_begun() {
+        use crate::transport::soft::reader::{PROBE, Reader};
+        use crate::transport::soft::receive::{Mode, drive};
+        const LEN: usize = 40_000;
+        let buffer = Buffer::zeroed(2 * LEN);
+        let (shared, key, mut peer) = queue_pair_over(&buffer);
+        let write = |at: usize, fill: u8| {
+            let remote = RemoteAddr {
+                addr: at as u64,
+                rkey: key,
+            };
+            let mut w = Frame::Write {
+                len: LEN as u32,
+                remote,
+            }
+            .encode()
+            .to_vec();
+            w.extend(std::iter::repeat_n(fill, LEN));
+            w
+        };
+        let mut r = Reader::new();
+        // A first large write, placed: the reader now expects large payloads.
+        peer.write_all(&write(0, 1)).unwrap();
+        let mut st = shared.lock();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while buffer.lock()[LEN - 1] != 1 {
+            assert!(Instant::now() < deadline, "the first write was not placed");
+            st = drive(&shared, st, &mut r, Mode::Nic).0;
+        }
+        // Our one-byte write goes out; the peer acknowledges it and writes 40 000 bytes more,
+        // all of it in our socket before we read.
+        st.rc.post_send(&[write_of(key, 1)]).unwrap();
+        st = shared.pump(st, POST_BUDGET);
+        // (Our acknowledgement of the peer's write may come first.)
+        let mut frame = header_from(&mut peer);
+        while let Frame::Ack { .. } = frame {
+            frame = header_from(&mut peer);
+        }
+        assert!(matches!(frame, Frame::Write { len: 1, .. }), "{frame:?}");
+        peer.read_exact(&mut [0u8]).unwrap();
+        let mut wire = Frame::Ack { msn: 1 }.encode().to_vec();
+        wire.extend(write(LEN, 2));
+        peer.write_all(&wire).unwrap();
+        drop(st);
+        let read = super::super::socket::Interest {
+            read: true,
+            ..Default::default()
+        };
+        assert!(shared.socket.wait(read, Some(Duration::from_secs(10))));
+        let mut st = shared.lock();
+        while st.rc.poll_event().is_some() {}
+        assert!(!st.rc.has_ready());
+        let copied = r.copied;
+        let (st, _) = drive(&shared, st, &mut r, Mode::App);
+        assert!(st.rc.has_ready(), "the acknowledged write did not complete");
+        assert!(!r.is_placing(), "the thread returned in the middle of the payload");
+        assert!(buffer.lock()[LEN..].iter().all(|&b| b == 2));
+        assert!(r.copied - copied <= PROBE, "{} bytes copied", r.copied - copied);
     }
 }

@@ -1,10 +1,13 @@
 //! The receive side's I/O object: the receive buffer (headers and small payloads) and the
 //! placement of a payload into registered memory, chunk by chunk through the buffer's access
-//! gate (small remainders are copied from the receive buffer, large ones read from the socket
-//! straight into the region). It knows nothing of the protocol; whoever holds it reads the
-//! socket (see `queue_pair::ReadSlot`).
+//! gate. What the buffer already holds of a payload is copied from it; the rest is read from
+//! the socket straight into the region, with the buffer behind it in the same read for what
+//! follows the payload. After a payload above [`SMALL_READ`] the next read of an empty buffer
+//! takes at most [`PROBE`] bytes, so that a header of the same kind leaves its payload in the
+//! socket to be read into its region. It knows nothing of the protocol; whoever holds it reads
+//! the socket (see `queue_pair::ReadSlot`).
 
-use std::io;
+use std::io::{self, IoSliceMut, Read};
 
 use super::frame::{Frame, HDR_LEN};
 use super::regions::Local;
@@ -12,9 +15,13 @@ use super::socket::Socket;
 
 /// Size of the receive buffer.
 pub(crate) const RX_BUF: usize = 64 * 1024;
-/// Payload remainders up to this size are read through the receive buffer (so that the next
-/// header comes with them) rather than straight into the region.
-const SMALL_READ: usize = 16 * 1024;
+/// Payloads up to this size may be read whole into the receive buffer (and copied from it);
+/// larger ones are placed from the socket straight away (see `receive::drive`), and make the
+/// next read of an empty buffer a probe.
+pub(crate) const SMALL_READ: usize = 16 * 1024;
+/// Most bytes read into an empty buffer after a payload above [`SMALL_READ`]: room for a few
+/// headers, while most of a payload that follows stays in the socket for its region.
+pub(crate) const PROBE: usize = 1024;
 
 /// Outcome of one step of reading or placing.
 #[derive(Debug)]
@@ -45,6 +52,11 @@ pub(crate) struct Reader {
     start: usize,
     end: usize,
     placing: Option<Placement>,
+    /// The last payload placed was above [`SMALL_READ`]: read an empty buffer by [`PROBE`].
+    expect_large: bool,
+    /// Payload bytes copied from the buffer into regions (tests tell copies from direct reads).
+    #[cfg(test)]
+    pub(crate) copied: usize,
 }
 
 impl Reader {
@@ -55,6 +67,9 @@ impl Reader {
             start: 0,
             end: 0,
             placing: None,
+            expect_large: false,
+            #[cfg(test)]
+            copied: 0,
         }
     }
 
@@ -66,6 +81,11 @@ impl Reader {
     /// True while a payload is being placed.
     pub(crate) fn is_placing(&self) -> bool {
         self.placing.is_some()
+    }
+
+    /// True while a payload of at most `len` bytes is being placed.
+    pub(crate) fn placing_within(&self, len: usize) -> bool {
+        self.placing.as_ref().is_some_and(|p| p.local.len <= len)
     }
 
     /// How many bytes should have arrived before the next read (the socket's read mark, see
@@ -101,9 +121,13 @@ impl Reader {
         (self.buffered() >= HDR_LEN).then(|| Frame::decode(raw))
     }
 
-    /// One non-blocking read into the free end of the buffer (compacting it first if needed).
+    /// One non-blocking read into the free end of the buffer (compacting it first if needed;
+    /// at most [`PROBE`] bytes into an empty buffer while large payloads come).
     pub(crate) fn fill(&mut self, socket: &Socket) -> Step {
-        if self.end == self.buf.len() || self.buf.len() - self.start < HDR_LEN {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        } else if self.end == self.buf.len() || self.buf.len() - self.start < HDR_LEN {
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.start = 0;
@@ -112,7 +136,12 @@ impl Reader {
             // Full of unprocessed input (a read into nothing would look like end of stream).
             return Step::WouldBlock;
         }
-        let got = socket.recv(&mut self.buf[self.end..]);
+        let limit = if self.expect_large && self.end == 0 {
+            PROBE
+        } else {
+            self.buf.len()
+        };
+        let got = socket.recv(&mut self.buf[self.end..limit]);
         match read_step(got) {
             (Step::Progress, n) => {
                 self.end += n;
@@ -129,11 +158,13 @@ impl Reader {
 
     /// Starts placing a payload into `local`.
     pub(crate) fn start_placement(&mut self, local: Local) {
+        self.expect_large = local.len > SMALL_READ;
         self.placing = Some(Placement { local, done: 0 });
     }
 
     /// One step of the placement: copies what the buffer holds, or reads once (at most
-    /// `chunk` bytes, one access of the target through its gate).
+    /// `chunk` bytes into the target, one access of it through its gate, and whatever follows
+    /// the payload into the emptied buffer).
     pub(crate) fn place(&mut self, socket: &Socket, chunk: usize) -> Step {
         let Some(p) = &mut self.placing else {
             return Step::Placed;
@@ -158,21 +189,27 @@ impl Reader {
             }
             self.start += n;
             p.done += n;
+            #[cfg(test)]
+            {
+                self.copied += n;
+            }
             return self.progress();
         }
-        if left <= SMALL_READ {
-            self.start = 0;
-            self.end = 0;
-            return self.fill(socket);
-        }
+        self.start = 0;
+        self.end = 0;
         let want = left.min(chunk);
-        let Ok(got) = p.local.buffer.nic_write(at, want, |dst| socket.recv(dst)) else {
+        let buf = &mut self.buf;
+        let Ok(got) = p.local.buffer.nic_write(at, want, |dst| {
+            let mut into = [IoSliceMut::new(dst), IoSliceMut::new(buf)];
+            (&*socket.stream()).read_vectored(&mut into)
+        }) else {
             self.placing = None;
             return Step::Inaccessible;
         };
         match read_step(got) {
             (Step::Progress, n) => {
-                p.done += n;
+                p.done += n.min(want);
+                self.end = n.saturating_sub(want);
                 self.progress()
             }
             (step, _) => step,
@@ -345,5 +382,57 @@ mod tests {
         }
         assert_eq!(r.read_mark(CHUNK), 1);
         assert!(buffer.lock().to_vec() == payload);
+    }
+
+    /// After a payload above `SMALL_READ`, the next one (the whole frame already in the
+    /// socket) is read into its region: at most a probe's worth of it is copied from the
+    /// buffer, and the header that follows comes with its last read.
+    #[test]
+    fn a_payload_after_a_large_one_is_read_into_its_region() {
+        let (mut peer, socket) = pair();
+        let len = 40_000;
+        let payloads: Vec<Vec<u8>> = (0..2u32)
+            .map(|k| (0..len as u32).map(|i| ((i + k) % 247) as u8 | 1).collect())
+            .collect();
+        let frame = |len: usize| {
+            Frame::Send {
+                len: len as u32,
+                solicited: false,
+            }
+            .encode()
+        };
+        let mut r = Reader::new();
+        for (k, payload) in payloads.iter().enumerate() {
+            // The frame, and the header of one more: all in our socket before we read.
+            let mut wire = frame(len).to_vec();
+            wire.extend_from_slice(payload);
+            wire.extend_from_slice(&frame(0));
+            peer.write_all(&wire).unwrap();
+            wait_input(&socket);
+            let copied = r.copied;
+            let header = loop {
+                if let Some(h) = r.next_frame() {
+                    break h.unwrap();
+                }
+                match r.fill(&socket) {
+                    Step::Progress => {}
+                    Step::WouldBlock => wait_input(&socket),
+                    other => panic!("unexpected {other:?}"),
+                }
+            };
+            assert_eq!(header, Frame::decode(&frame(len)).unwrap());
+            assert!(place_all(&mut r, &socket, len) == *payload, "payload {k}");
+            if k == 1 {
+                assert!(
+                    r.copied - copied <= PROBE,
+                    "{} bytes copied through the buffer",
+                    r.copied - copied
+                );
+            }
+            assert!(
+                matches!(r.next_frame(), Some(Ok(Frame::Send { len: 0, .. }))),
+                "the next header was not read with the payload"
+            );
+        }
     }
 }

@@ -13,7 +13,7 @@ use super::engine::Inbound;
 use super::fault::{Direction, FaultAction};
 use super::frame::{Frame, HDR_LEN};
 use super::queue_pair::{CHUNK, Guard, POST_BUDGET, ReadSlot, Shared};
-use super::reader::{RX_BUF, Reader, Step};
+use super::reader::{RX_BUF, Reader, SMALL_READ, Step};
 use super::socket::Interest;
 
 /// Longest single sleep of an application thread in the socket (it re-checks the connection
@@ -94,11 +94,16 @@ pub(crate) fn drive<'a>(
                     app_steps += 1;
                     match mode {
                         Mode::Nic if r.is_placing() && r.buffered() == 0 => break Stop::Busy,
-                        // The caller's completion goes first, and one call places at most
-                        // `APP_PLACE_STEPS` chunks (a non-blocking poll stays short); the
-                        // placement continues with the next call (or the NIC thread's, see
-                        // `ReadSlot::AppIdle`).
-                        Mode::App if st.rc.has_ready() || app_steps >= APP_PLACE_STEPS => {
+                        // The caller's completion goes first (before the rest of a payload
+                        // larger than the receive buffer; a smaller one is finished while
+                        // its bytes are there, as if it had been read into the buffer whole),
+                        // and one call places at most `APP_PLACE_STEPS` chunks (a
+                        // non-blocking poll stays short); the placement continues with the
+                        // next call (or the NIC thread's, see `ReadSlot::AppIdle`).
+                        Mode::App
+                            if (st.rc.has_ready() && !r.placing_within(RX_BUF))
+                                || app_steps >= APP_PLACE_STEPS =>
+                        {
                             break Stop::Idle;
                         }
                         _ => {}
@@ -143,10 +148,10 @@ pub(crate) fn drive<'a>(
                 if mode == Mode::App && needs_recv && !st.rc.has_recv() {
                     break Stop::HandBack;
                 }
-                // A payload that fits the receive buffer is handled once it is there in
-                // full; a larger one is placed from the socket straight away, by either mode.
+                // A small payload is handled once it is in the receive buffer in full; a
+                // larger one is placed from the socket straight away, by either mode.
                 if mode == Mode::Nic
-                    || payload > RX_BUF - HDR_LEN
+                    || payload > SMALL_READ
                     || r.buffered() >= HDR_LEN + payload
                 {
                     match shared.config.faults.check(Direction::Received, &frame) {

@@ -172,6 +172,11 @@ impl Socket {
         }
     }
 
+    /// The stream itself (non-blocking; for vectored reads).
+    pub(crate) fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
+
     /// The socket's descriptor (for `splice`).
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.stream.as_fd()
