@@ -163,8 +163,8 @@ impl Reader {
     }
 
     /// One step of the placement: copies what the buffer holds, or reads once (at most
-    /// `chunk` bytes into the target, one access of it through its gate, and whatever follows
-    /// the payload into the emptied buffer).
+    /// `chunk` bytes into the target, one access of it through its gate; the read that can
+    /// end the payload also takes what follows it into the emptied buffer).
     pub(crate) fn place(&mut self, socket: &Socket, chunk: usize) -> Step {
         let Some(p) = &mut self.placing else {
             return Step::Placed;
@@ -198,9 +198,11 @@ impl Reader {
         self.start = 0;
         self.end = 0;
         let want = left.min(chunk);
-        let buf = &mut self.buf;
+        // Only the read that ends the payload reads on into the buffer (what follows it): a
+        // middle chunk leaves the rest of the payload in the socket for the region.
+        let behind: &mut [u8] = if want == left { &mut self.buf } else { &mut [] };
         let Ok(got) = p.local.buffer.nic_write(at, want, |dst| {
-            let mut into = [IoSliceMut::new(dst), IoSliceMut::new(buf)];
+            let mut into = [IoSliceMut::new(dst), IoSliceMut::new(behind)];
             (&*socket.stream()).read_vectored(&mut into)
         }) else {
             self.placing = None;
@@ -434,5 +436,30 @@ mod tests {
                 "the next header was not read with the payload"
             );
         }
+        // A payload of many chunks: its middle reads leave the rest of it in the socket (for
+        // the region), not in the buffer.
+        let big: Vec<u8> = (0..1_000_000u32).map(|i| (i % 241) as u8 | 1).collect();
+        let mut wire = frame(big.len()).to_vec();
+        wire.extend_from_slice(&big);
+        let writer = std::thread::spawn(move || peer.write_all(&wire).map(|()| peer));
+        let copied = r.copied;
+        let header = loop {
+            if let Some(h) = r.next_frame() {
+                break h.unwrap();
+            }
+            match r.fill(&socket) {
+                Step::Progress => {}
+                Step::WouldBlock => wait_input(&socket),
+                other => panic!("unexpected {other:?}"),
+            }
+        };
+        assert_eq!(header, Frame::decode(&frame(big.len())).unwrap());
+        assert!(place_all(&mut r, &socket, big.len()) == big, "many chunks");
+        assert!(
+            r.copied - copied <= PROBE,
+            "{} bytes of many chunks copied through the buffer",
+            r.copied - copied
+        );
+        drop(writer.join().unwrap().unwrap());
     }
 }
