@@ -561,8 +561,15 @@ mod tests {
         let copied = r.copied;
         let (st, _) = drive(&shared, st, &mut r, Mode::App);
         assert!(st.rc.has_ready(), "the acknowledged write did not complete");
-        assert!(!r.is_placing(), "the thread returned in the middle of the payload");
+        assert!(
+            !r.is_placing(),
+            "the thread returned in the middle of the payload"
+        );
         assert!(buffer.lock()[LEN..].iter().all(|&b| b == 2));
-        assert!(r.copied - copied <= PROBE, "{} bytes copied", r.copied - copied);
+        assert!(
+            r.copied - copied <= PROBE,
+            "{} bytes copied",
+            r.copied - copied
+        );
     }
 }

@@ -203,7 +203,7 @@ impl Reader {
         let behind: &mut [u8] = if want == left { &mut self.buf } else { &mut [] };
         let Ok(got) = p.local.buffer.nic_write(at, want, |dst| {
             let mut into = [IoSliceMut::new(dst), IoSliceMut::new(behind)];
-            (&*socket.stream()).read_vectored(&mut into)
+            socket.stream().read_vectored(&mut into)
         }) else {
             self.placing = None;
             return Step::Inaccessible;

@@ -150,10 +150,7 @@ pub(crate) fn drive<'a>(
                 }
                 // A small payload is handled once it is in the receive buffer in full; a
                 // larger one is placed from the socket straight away, by either mode.
-                if mode == Mode::Nic
-                    || payload > SMALL_READ
-                    || r.buffered() >= HDR_LEN + payload
-                {
+                if mode == Mode::Nic || payload > SMALL_READ || r.buffered() >= HDR_LEN + payload {
                     match shared.config.faults.check(Direction::Received, &frame) {
                         None => {}
                         Some(FaultAction::Drop) => {
