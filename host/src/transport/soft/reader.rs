@@ -270,6 +270,20 @@ mod tests {
         assert!(socket.wait(read, Some(Duration::from_secs(10))), "no input");
     }
 
+    /// The next header, read as it comes.
+    fn next_header(r: &mut Reader, socket: &Socket) -> Frame {
+        loop {
+            if let Some(h) = r.next_frame() {
+                return h.unwrap();
+            }
+            match r.fill(socket) {
+                Step::Progress => {}
+                Step::WouldBlock => wait_input(socket),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+
     /// Places the payload of `len` bytes into a fresh zeroed buffer, step by step, and checks
     /// that no step but the last delivers the payload's last byte (the step that completes it
     /// says `Placed`, so nobody waits for input that is not coming).
@@ -321,16 +335,7 @@ mod tests {
 
         let mut r = Reader::new();
         for (payload, name) in [(&small, "small"), (&large, "large")] {
-            let header = loop {
-                if let Some(h) = r.next_frame() {
-                    break h.unwrap();
-                }
-                match r.fill(&socket) {
-                    Step::Progress => {}
-                    Step::WouldBlock => wait_input(&socket),
-                    other => panic!("unexpected {other:?}"),
-                }
-            };
+            let header = next_header(&mut r, &socket);
             assert_eq!(header, Frame::decode(&frame(payload.len())).unwrap());
             assert!(
                 place_all(&mut r, &socket, payload.len()) == *payload,
@@ -412,16 +417,7 @@ mod tests {
             peer.write_all(&wire).unwrap();
             wait_input(&socket);
             let copied = r.copied;
-            let header = loop {
-                if let Some(h) = r.next_frame() {
-                    break h.unwrap();
-                }
-                match r.fill(&socket) {
-                    Step::Progress => {}
-                    Step::WouldBlock => wait_input(&socket),
-                    other => panic!("unexpected {other:?}"),
-                }
-            };
+            let header = next_header(&mut r, &socket);
             assert_eq!(header, Frame::decode(&frame(len)).unwrap());
             assert!(place_all(&mut r, &socket, len) == *payload, "payload {k}");
             if k == 1 {
@@ -443,16 +439,7 @@ mod tests {
         wire.extend_from_slice(&big);
         let writer = std::thread::spawn(move || peer.write_all(&wire).map(|()| peer));
         let copied = r.copied;
-        let header = loop {
-            if let Some(h) = r.next_frame() {
-                break h.unwrap();
-            }
-            match r.fill(&socket) {
-                Step::Progress => {}
-                Step::WouldBlock => wait_input(&socket),
-                other => panic!("unexpected {other:?}"),
-            }
-        };
+        let header = next_header(&mut r, &socket);
         assert_eq!(header, Frame::decode(&frame(big.len())).unwrap());
         assert!(place_all(&mut r, &socket, big.len()) == big, "many chunks");
         assert!(
