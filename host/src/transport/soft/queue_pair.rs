@@ -554,7 +554,9 @@ mod tests {
             read: true,
             ..Default::default()
         };
+        shared.socket.set_read_mark(wire.len());
         assert!(shared.socket.wait(read, Some(Duration::from_secs(10))));
+        shared.socket.set_read_mark(1);
         let mut st = shared.lock();
         while st.rc.poll_event().is_some() {}
         assert!(!st.rc.has_ready());

@@ -415,7 +415,9 @@ mod tests {
             wire.extend_from_slice(payload);
             wire.extend_from_slice(&frame(0));
             peer.write_all(&wire).unwrap();
+            socket.set_read_mark(wire.len());
             wait_input(&socket);
+            socket.set_read_mark(1);
             let copied = r.copied;
             let header = next_header(&mut r, &socket);
             assert_eq!(header, Frame::decode(&frame(len)).unwrap());
