@@ -3,9 +3,10 @@
 //! completion receive this way ([`Mode`]); the application thread handles what needs no
 //! waiting for the application (frames whose receive is posted, payloads of any size, read
 //! without blocking as they arrive) and hands the reader back to the NIC thread for anything
-//! else. If its own completion becomes ready in the middle of a payload, or after 8 MiB of
-//! it, it returns with the reader still placing: its next call continues, or the NIC thread
-//! after the hand-over time.
+//! else. If its own completion becomes ready in the middle of a payload larger than the
+//! receive buffer (a smaller one is finished while its bytes are there), or after 8 MiB of a
+//! payload, it returns with the reader still placing: its next call continues, or the NIC
+//! thread after the hand-over time.
 
 use std::time::{Duration, Instant};
 
