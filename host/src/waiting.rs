@@ -156,7 +156,7 @@ pub enum WaitEnd {
 ///   `2·typical` and `wake`, within [5 µs, `cap`]: spinning as long as a sleep would cost is
 ///   the classic spin-then-block rule (never more than twice the best choice made in
 ///   hindsight), and under emulation, where a wake-up costs 150–250 µs, `2·typical` alone
-///   left every wait in the slow tail asleep (measured on Soft-RoCE: 16 % of the waits of a
+///   left every wait in the slow tail asleep (measured on Soft-RoCE: 12–16 % of the waits of a
 ///   64-byte ping-pong slept, each paying about 200 µs);
 /// * a wait that slept but would have ended within `cap` (its length less `wake`) shows that
 ///   spinning longer would have paid: the budget grows to the larger of `2·typical`, `wake`
