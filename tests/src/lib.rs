@@ -132,6 +132,27 @@ pub fn in_place_connection(
     Ok((conn, buf))
 }
 
+/// A connection to the software NAA at `addr` (kernel 1), retried every 10 ms while the NAA
+/// rejects it (a just-closed connection may still hold the only slot); panics with `what` and
+/// the last error once `within` has passed.
+pub fn connect_within(addr: SocketAddr, within: Duration, what: &str) -> Connection<SoftEndpoint> {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        match Connection::connect(
+            &SoftTransport::default(),
+            addr,
+            None,
+            ClientConfig::new(code(1)),
+        ) {
+            Ok(conn) => return conn,
+            Err(e) => {
+                assert!(std::time::Instant::now() < deadline, "{what}: {e}");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}
+
 /// 127.0.0.1 with a free port.
 pub fn loopback() -> SocketAddr {
     "127.0.0.1:0".parse().expect("loopback address")

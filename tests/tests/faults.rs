@@ -5,7 +5,7 @@
 //! the slot and serves the next client. The timeouts are short so the tests stay fast; they
 //! are ordered far apart, so no outcome depends on timing.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use naaice::core::machine::{Error as MachineError, WorkError};
 use naaice::core::{ClientConfig, Phase};
@@ -14,7 +14,7 @@ use naaice::transport::soft::{
     FaultAction, FaultPlan, FrameKind, SoftConfig, SoftEndpoint, SoftTransport,
 };
 use naaice::{Buffer, Connection, Error, Naa, NaaOptions, Param};
-use naaice_tests::{code, loopback, test_kernels};
+use naaice_tests::{code, connect_within, loopback, test_kernels};
 
 /// The clients' ACK timeout where it does not matter.
 const SLOW: Duration = Duration::from_secs(10);
@@ -85,21 +85,7 @@ fn scenario(
 /// The NAA frees the slot of the client hit by the fault and serves the next one: a fault-free
 /// client (retrying while the one slot is still taken) gets correct results.
 fn serves_the_next_client(naa: &SoftNaaHandle) {
-    let deadline = Instant::now() + RECOVERY;
-    let mut conn = loop {
-        match Connection::connect(
-            &SoftTransport::default(),
-            naa.local_addr(),
-            None,
-            ClientConfig::new(code(1)),
-        ) {
-            Ok(c) => break c,
-            Err(e) => {
-                assert!(Instant::now() < deadline, "the slot was not freed: {e}");
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-    };
+    let mut conn = connect_within(naa.local_addr(), RECOVERY, "the slot was not freed");
     let buf = Buffer::from_slice(&[1, 2, 3]);
     let id = conn.add_param(&buf).unwrap();
     conn.set_input(id).unwrap();

@@ -4,14 +4,14 @@
 
 use std::time::{Duration, Instant};
 
+use naaice::Buffer;
 use naaice::core::config::MRSP_RECV_LEN;
 use naaice::swnaa::{SoftNaaConfig, SoftNaaHandle};
 use naaice::transport::soft::{SoftEndpoint, SoftTransport};
 use naaice::transport::{
     Completion, Endpoint, MemoryRegion, RemoteAddr, SendOp, SendWr, Sge, Transport, WcStatus,
 };
-use naaice::{Buffer, Connection};
-use naaice_tests::{code, start_naa};
+use naaice_tests::{connect_within, start_naa};
 
 const ROUNDS: usize = 200;
 const LONG: Duration = Duration::from_secs(20);
@@ -70,21 +70,7 @@ fn refusals(op: SendOp, len: usize, want: WcStatus) {
         assert_eq!(got, want, "round {round}");
     }
     // The last round's slot may not be free yet either: rejected, the client tries again.
-    let deadline = Instant::now() + LONG;
-    let mut conn = loop {
-        match Connection::connect(
-            &SoftTransport::default(),
-            naa.local_addr(),
-            None,
-            naaice::core::ClientConfig::new(code(1)),
-        ) {
-            Ok(conn) => break conn,
-            Err(e) => {
-                assert!(Instant::now() < deadline, "connect after the refusals: {e}");
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        }
-    };
+    let mut conn = connect_within(naa.local_addr(), LONG, "connect after the refusals");
     let buf = Buffer::from_slice(&[1, 2, 3]);
     let id = conn.add_param(&buf).unwrap();
     conn.set_input(id).unwrap();
