@@ -14,7 +14,7 @@ use rdma_mummy_sys::{
 use super::cm::{CmId, wait_readable};
 use super::cq::{CompletionChannel, CompletionQueue};
 use super::event_check::EventCheck;
-use super::mr::{KeyTable, VerbsRegion};
+use super::mr::{KeyCache, KeyTable, VerbsRegion};
 use super::outstanding::Outstanding;
 use super::pd::ProtectionDomain;
 use super::qp::QueuePair;
@@ -71,6 +71,8 @@ pub struct VerbsEndpoint {
     pd: Arc<ProtectionDomain>,
     id: Arc<CmId>,
     keys: Arc<KeyTable>,
+    /// The registration the last SGE was checked against.
+    key_cache: KeyCache,
     state: State,
     /// Armed for all completions, and no CQ event consumed since.
     armed: bool,
@@ -120,6 +122,7 @@ impl VerbsEndpoint {
             pd,
             id,
             keys: Arc::new(KeyTable::default()),
+            key_cache: KeyCache::default(),
             state,
             armed: false,
             waiter: Waiter::new(config.wait),
@@ -261,8 +264,8 @@ impl VerbsEndpoint {
         }
     }
 
-    fn sge(&self, sge: &Sge) -> Result<ibv_sge> {
-        self.keys.check(sge)?;
+    fn sge(&mut self, sge: &Sge) -> Result<ibv_sge> {
+        self.keys.check_cached(sge, &mut self.key_cache)?;
         Ok(ibv_sge {
             addr: sge.addr,
             length: sge.len,
@@ -453,6 +456,10 @@ impl Endpoint for VerbsEndpoint {
                     out[n] = c;
                     n += 1;
                 }
+                // What a wait already took off the CQ is handed out without reading the CQ
+                // again (that read would mostly find nothing: a small RPC's completion comes
+                // alone); the caller polls again for more.
+                None if n > 0 => break,
                 None if self.fill()? == 0 => break,
                 None => {}
             }

@@ -2,6 +2,7 @@
 //! its scatter/gather elements against.
 
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use rdma_mummy_sys::{ibv_access_flags, ibv_dereg_mr, ibv_mr, ibv_reg_mr};
@@ -20,25 +21,58 @@ use crate::transport::{MemoryRegion, Sge};
 #[derive(Debug, Default)]
 pub(super) struct KeyTable {
     regions: Mutex<FxHashMap<u32, (u64, usize)>>,
+    /// Counts removals: a [`KeyCache`] entry taken at an unchanged count is still live.
+    removals: AtomicU64,
+}
+
+/// The registration an endpoint last found in its [`KeyTable`]: the next SGE with the same
+/// lkey is checked against it without the table's lock and lookup, until a registration is
+/// removed (a small RPC posts from the same region every time).
+#[derive(Debug, Default)]
+pub(super) struct KeyCache(Option<CachedKey>);
+
+#[derive(Clone, Copy, Debug)]
+struct CachedKey {
+    lkey: u32,
+    addr: u64,
+    len: usize,
+    removals: u64,
 }
 
 impl KeyTable {
     /// Checks that `sge` lies inside a live registration.
+    #[cfg(test)]
     pub(super) fn check(&self, sge: &Sge) -> Result<()> {
+        let (addr, len) = self.lookup(sge.lkey)?;
+        inside(sge, addr, len)
+    }
+
+    /// Checks that `sge` lies inside a live registration, through `cache`.
+    pub(super) fn check_cached(&self, sge: &Sge, cache: &mut KeyCache) -> Result<()> {
+        // Read before the lookup: a removal after it makes the entry stale for the next check.
+        let removals = self.removals.load(Ordering::Acquire);
+        let (addr, len) = match cache.0 {
+            Some(c) if c.lkey == sge.lkey && c.removals == removals => (c.addr, c.len),
+            _ => {
+                let (addr, len) = self.lookup(sge.lkey)?;
+                cache.0 = Some(CachedKey {
+                    lkey: sge.lkey,
+                    addr,
+                    len,
+                    removals,
+                });
+                (addr, len)
+            }
+        };
+        inside(sge, addr, len)
+    }
+
+    fn lookup(&self, lkey: u32) -> Result<(u64, usize)> {
         let regions = self.regions.lock().unwrap_or_else(PoisonError::into_inner);
-        let &(addr, len) = regions
-            .get(&sge.lkey)
-            .ok_or(TransportError::InvalidRequest("unknown lkey"))?;
-        let inside = sge
-            .addr
-            .checked_sub(addr)
-            .and_then(|offset| offset.checked_add(u64::from(sge.len)))
-            .is_some_and(|end| end <= len as u64);
-        if inside {
-            Ok(())
-        } else {
-            Err(TransportError::InvalidRequest("SGE outside its region"))
-        }
+        regions
+            .get(&lkey)
+            .copied()
+            .ok_or(TransportError::InvalidRequest("unknown lkey"))
     }
 
     fn insert(&self, lkey: u32, addr: u64, len: usize) {
@@ -49,6 +83,21 @@ impl KeyTable {
     fn remove(&self, lkey: u32) {
         let mut regions = self.regions.lock().unwrap_or_else(PoisonError::into_inner);
         regions.remove(&lkey);
+        self.removals.fetch_add(1, Ordering::Release);
+    }
+}
+
+/// `Ok` if `sge` lies inside the `len` bytes from `addr`.
+fn inside(sge: &Sge, addr: u64, len: usize) -> Result<()> {
+    let inside = sge
+        .addr
+        .checked_sub(addr)
+        .and_then(|offset| offset.checked_add(u64::from(sge.len)))
+        .is_some_and(|end| end <= len as u64);
+    if inside {
+        Ok(())
+    } else {
+        Err(TransportError::InvalidRequest("SGE outside its region"))
     }
 }
 
@@ -173,5 +222,30 @@ mod tests {
         }
         keys.remove(5);
         assert!(keys.check(&sge(0x1000, 1, 5)).is_err(), "deregistered");
+    }
+
+    #[test]
+    fn the_cache_answers_like_the_table_also_after_a_removal() {
+        let keys = KeyTable::default();
+        let mut cache = KeyCache::default();
+        let sge = |addr, len, lkey| Sge { addr, len, lkey };
+        keys.insert(5, 0x1000, 256);
+        keys.insert(7, 0x9000, 16);
+        assert!(keys.check_cached(&sge(0x1000, 256, 5), &mut cache).is_ok());
+        assert!(keys.check_cached(&sge(0x1000, 257, 5), &mut cache).is_err());
+        assert!(keys.check_cached(&sge(0x9000, 16, 7), &mut cache).is_ok());
+        assert!(keys.check_cached(&sge(0x1000, 1, 5), &mut cache).is_ok());
+        keys.remove(5);
+        assert!(
+            keys.check_cached(&sge(0x1000, 1, 5), &mut cache).is_err(),
+            "a removal invalidates the cached registration"
+        );
+        // The provider may hand the same lkey out again, for other memory.
+        keys.insert(5, 0x4000, 8);
+        assert!(keys.check_cached(&sge(0x1000, 1, 5), &mut cache).is_err());
+        assert!(keys.check_cached(&sge(0x4000, 8, 5), &mut cache).is_ok());
+        keys.remove(7);
+        assert!(keys.check_cached(&sge(0x4000, 8, 5), &mut cache).is_ok());
+        assert!(keys.check_cached(&sge(0x9000, 1, 7), &mut cache).is_err());
     }
 }
