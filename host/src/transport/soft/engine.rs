@@ -271,12 +271,17 @@ impl Engine {
         if self.sq.len() + wrs.len() > self.settings.max_send_wr {
             return Err(TransportError::InvalidRequest("send queue full"));
         }
-        let mut entries = Vec::with_capacity(wrs.len());
+        // All or nothing, without a list of its own: queued in place, taken back on an error.
+        let queued = self.sq.len();
         for wr in wrs {
-            let local = wr.local.map(|sge| self.regions.local(&sge)).transpose()?;
-            entries.push(SendEntry { wr: *wr, local });
+            match wr.local.map(|sge| self.regions.local(&sge)).transpose() {
+                Ok(local) => self.sq.push_back(SendEntry { wr: *wr, local }),
+                Err(e) => {
+                    self.sq.truncate(queued);
+                    return Err(e);
+                }
+            }
         }
-        self.sq.extend(entries);
         Ok(())
     }
 
@@ -961,6 +966,34 @@ mod tests {
             [(1, WcStatus::Success, WcOpcode::Send)]
         );
         assert_eq!(a.poll_timeout(true), None, "nothing awaits an ACK");
+    }
+
+    #[test]
+    fn a_list_with_a_bad_sge_queues_nothing() {
+        let t0 = Instant::now();
+        let (mut a, _, ak) = engine(t0);
+        let (mut b, _, _) = engine(t0);
+        b.post_recv(7, None).unwrap();
+        b.post_recv(8, None).unwrap();
+        for bad in [sge(ak, 60, 8), sge(ak ^ 1, 0, 4)] {
+            let list = [
+                wr(1, SendOp::Send, Some(sge(ak, 0, 4))),
+                wr(2, SendOp::Send, Some(bad)),
+                wr(3, SendOp::Send, None),
+            ];
+            assert!(matches!(
+                a.post_send(&list),
+                Err(TransportError::InvalidRequest(_))
+            ));
+            assert!(deliver(&mut a, &mut b, t0).is_empty(), "nothing went out");
+        }
+        // The queue holds nothing of the refused lists: a good one goes out alone.
+        a.post_send(&[wr(4, SendOp::Send, None)]).unwrap();
+        assert_eq!(deliver(&mut a, &mut b, t0).len(), 1);
+        assert_eq!(
+            completions(&mut b),
+            [(7, WcStatus::Success, WcOpcode::Recv)]
+        );
     }
 
     #[test]

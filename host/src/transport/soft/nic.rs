@@ -73,7 +73,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
 /// Sleeps until input (if `read`), room to write (if a write is left over), the bell, or the
 /// next timer.
 fn sleep<'a>(shared: &'a Shared, mut st: Guard<'a>, read: bool, now: Instant) -> Guard<'a> {
-    let writer = st.writer.as_ref();
+    let writer = st.writer.as_deref();
     let write = writer.is_some_and(Writer::has_work);
     // The delayed ACK matters only if the writer is idle and ours to use (its holder or the
     // frame in progress takes the ACK along).
@@ -120,10 +120,10 @@ pub(crate) fn flush_finals<'a>(shared: &'a Shared, mut st: Guard<'a>, report: bo
     loop {
         st = shared.pump(st, usize::MAX);
         let held_elsewhere = st.writer.is_none();
-        let busy = held_elsewhere || st.writer.as_ref().is_some_and(Writer::has_work);
+        let busy = held_elsewhere || st.writer.as_deref().is_some_and(Writer::has_work);
         let now = Instant::now();
         if !busy {
-            if report && st.writer.as_ref().is_some_and(Writer::is_torn) && st.rc.final_queued() {
+            if report && st.writer.as_deref().is_some_and(Writer::is_torn) && st.rc.final_queued() {
                 tracing::warn!(
                     "soft transport: final frame (NAK or DREQ) not sent: \
                      a frame was cut off or the socket failed"

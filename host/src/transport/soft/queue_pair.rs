@@ -83,7 +83,7 @@ pub(crate) struct Core {
     /// The receive direction.
     pub(crate) read: ReadSlot,
     /// The transmit direction (`None` while a thread writes).
-    pub(crate) writer: Option<Writer>,
+    pub(crate) writer: Option<Box<Writer>>,
     /// Application threads blocked on [`Shared::app_cv`].
     pub(crate) app_waiters: u32,
     /// Set while the NIC thread sleeps.
@@ -188,7 +188,7 @@ impl Shared {
             core: Mutex::new(Core {
                 rc,
                 read: ReadSlot::Free(Reader::new()),
-                writer: Some(Writer::new(now)),
+                writer: Some(Box::new(Writer::new(now))),
                 app_waiters: 0,
                 nic_sleep: None,
                 deaf: false,

@@ -1,7 +1,7 @@
 //! The region table of one queue pair: memory keys, and the resolution of local SGEs and
 //! remote targets (rkey, bounds, access) into validated [`Local`] ranges.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use crate::memory::Buffer;
 use crate::transport::{RemoteAddr, Result, Sge, TransportError};
@@ -25,9 +25,14 @@ struct Registered {
 }
 
 /// Registered regions by key (lkey = rkey).
+///
+/// Looked up on every post and every incoming write, so hashed with Fx: the keys are this
+/// endpoint's own salted ones and the table holds a connection's few regions, so a peer
+/// choosing the rkeys it sends can cause no costly collisions, and SipHash was a visible share
+/// of a small RPC's instructions.
 #[derive(Debug)]
 pub(crate) struct Regions {
-    table: HashMap<u32, Registered>,
+    table: FxHashMap<u32, Registered>,
     /// Registrations so far (key generator).
     registrations: u32,
     /// Per-endpoint salt of the generated keys.
@@ -38,7 +43,7 @@ impl Regions {
     /// An empty table with a random key salt.
     pub(crate) fn new() -> Self {
         Self {
-            table: HashMap::new(),
+            table: FxHashMap::default(),
             registrations: 0,
             salt: key_salt(),
         }
@@ -79,22 +84,17 @@ impl Regions {
 
     /// `len` bytes at `addr` of region `key`, if the range lies inside it.
     fn range(&self, key: u32, addr: u64, len: u32) -> Option<Local> {
-        let region = self.table.get(&key)?;
-        let offset = usize::try_from(addr.checked_sub(region.addr)?).ok()?;
-        let len = len as usize;
-        (offset.checked_add(len)? <= region.buffer.len()).then(|| Local {
-            buffer: region.buffer.clone(),
-            offset,
-            len,
-        })
+        self.table.get(&key)?.range(addr, len)
     }
 
     /// Resolves a local SGE (post time).
     pub(crate) fn local(&self, sge: &Sge) -> Result<Local> {
-        if !self.table.contains_key(&sge.lkey) {
-            return Err(TransportError::InvalidRequest("unknown lkey"));
-        }
-        self.range(sge.lkey, sge.addr, sge.len)
+        let region = self
+            .table
+            .get(&sge.lkey)
+            .ok_or(TransportError::InvalidRequest("unknown lkey"))?;
+        region
+            .range(sge.addr, sge.len)
             .ok_or(TransportError::InvalidRequest("SGE outside its region"))
     }
 
@@ -103,6 +103,19 @@ impl Regions {
     pub(crate) fn target(&self, remote: RemoteAddr, len: u32) -> Option<Local> {
         self.range(remote.rkey, remote.addr, len)
             .filter(|l| !l.buffer.is_app_locked())
+    }
+}
+
+impl Registered {
+    /// `len` bytes at `addr`, if the range lies inside the region.
+    fn range(&self, addr: u64, len: u32) -> Option<Local> {
+        let offset = usize::try_from(addr.checked_sub(self.addr)?).ok()?;
+        let len = len as usize;
+        (offset.checked_add(len)? <= self.buffer.len()).then(|| Local {
+            buffer: self.buffer.clone(),
+            offset,
+            len,
+        })
     }
 }
 
