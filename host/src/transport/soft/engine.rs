@@ -973,8 +973,9 @@ mod tests {
         let t0 = Instant::now();
         let (mut a, _, ak) = engine(t0);
         let (mut b, _, _) = engine(t0);
-        b.post_recv(7, None).unwrap();
-        b.post_recv(8, None).unwrap();
+        for id in [7, 8] {
+            b.post_recv(id, None).unwrap();
+        }
         for bad in [sge(ak, 60, 8), sge(ak ^ 1, 0, 4)] {
             let list = [
                 wr(1, SendOp::Send, Some(sge(ak, 0, 4))),
