@@ -3,10 +3,10 @@
 //! transport work and reports what is left for its owner as events (quinn's
 //! `ConnectionDriver`, without async).
 //!
-//! Owners ([`Connection`](crate::Connection), the software NAA's worker) call
-//! [`Driver::poll`] until it returns `None`, then [`Driver::wait`]; commands (start an MRSP,
-//! start an RPC, a kernel finished, …) are methods of the role-specific views in `client` and
-//! `server`.
+//! Owners run [`Driver::next_event`] and [`Driver::pump`] until nothing is left to do (the
+//! software NAA's worker through [`Driver::poll_serving`], which also runs its kernels), then
+//! [`Driver::wait`]; commands (start an MRSP, start an RPC, a kernel finished, …) are methods
+//! of the role-specific views in `client` and `server`.
 
 mod client;
 mod readiness;
@@ -93,16 +93,6 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
     pub(crate) fn disconnect(&mut self) {
         self.ep.disconnect();
         self.connected = false;
-    }
-
-    /// Executes the machine's transport work and returns the next event; when there is
-    /// nothing to do, first feeds whatever the transport has ready (never blocks).
-    pub(crate) fn poll(&mut self) -> Result<Option<M::Event>> {
-        if let Some(event) = self.next_event() {
-            return Ok(Some(event));
-        }
-        self.pump()?;
-        Ok(self.next_event())
     }
 
     /// Executes the machine's transport work until it reports an event (returned) or has

@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
-use naaice_core::machine::{Machine, Post, ServerAction};
+use naaice_core::machine::{KernelCall, Machine, Post, ServerAction};
 use naaice_core::{RegionFlags, RegionId, ReturnCode, Server};
 
-use super::{Driver, MessageBuffers};
+use super::{Driver, MessageBuffers, ServerEvent};
 use crate::clock;
 use crate::memory::Buffer;
 use crate::transport::{Endpoint, Incoming};
@@ -95,6 +95,33 @@ impl<E: Endpoint> Driver<E, Server> {
                 self.region_buffer(id).map(|b| (r.flags, b.clone()))
             })
             .collect()
+    }
+
+    /// Executes the machine's transport work, feeding what the transport has ready when that
+    /// runs out (never blocks), and returns the next event; `None` when nothing is left to
+    /// do. A kernel the machine asks for runs inline through `kernel` (which returns its
+    /// return code and when it returned) and its RPC's answer is posted before this returns:
+    /// one call serves an RPC from its completion to the posted answer, without a round
+    /// through the owner's loop in between.
+    pub(crate) fn poll_serving(
+        &mut self,
+        kernel: &mut impl FnMut(KernelCall) -> (ReturnCode, std::time::Instant),
+    ) -> crate::transport::Result<Option<ServerEvent>> {
+        let mut pumped = false;
+        loop {
+            match self.next_event() {
+                Some(ServerEvent::RunKernel(call)) => {
+                    let (rc, done) = kernel(call);
+                    self.kernel_done(rc, clock::to_core(done));
+                }
+                Some(event) => return Ok(Some(event)),
+                None if pumped => return Ok(None),
+                None => {
+                    self.pump()?;
+                    pumped = true;
+                }
+            }
+        }
     }
 
     /// Reports the return code of the kernel the machine asked for, which returned at `now`.

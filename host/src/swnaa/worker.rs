@@ -60,19 +60,14 @@ fn run<E: Endpoint>(
     memory: &mut Option<Reservation>,
     shutdown: &AtomicBool,
 ) {
-    // Region buffers with their flags, for kernels (filled after the MRSP).
-    let mut regions: Arc<[(RegionFlags, Buffer)]> = Arc::new([]);
+    let mut kernels = Kernels {
+        registry: &conn.kernels,
+        regions: Arc::new([]),
+        timeout: driver.machine().config().kernel_timeout,
+    };
     let mut idle = false;
     while !shutdown.load(Ordering::Relaxed) {
-        let between_rpcs = matches!(
-            driver.machine().phase(),
-            Phase::MrspDone | Phase::DataReceiving
-        );
-        if between_rpcs != idle {
-            idle = between_rpcs;
-            conn.activity.set_idle(idle.then(Instant::now));
-        }
-        let event = match driver.poll() {
+        let event = match driver.poll_serving(&mut |call| kernels.run(call)) {
             Ok(event) => event,
             Err(e) => {
                 tracing::warn!(error = %e, "transport failed");
@@ -93,15 +88,20 @@ fn run<E: Endpoint>(
                 } else {
                     driver.refuse_allocation(region);
                 }
+                // The last region is placed and the Advertisement not yet posted: prepare
+                // the kernels' view of the regions now, so that none of it runs between the
+                // Advertisement and the first RPC (which the client sends at once).
+                if memory.is_some() && driver.machine().phase() == Phase::MrspSending {
+                    kernels.regions = driver.kernel_regions();
+                }
             }
+            // `poll_serving` runs kernels itself.
             Some(ServerEvent::RunKernel(call)) => {
-                let timeout = driver.machine().config().kernel_timeout;
-                let (rc, done) = run_kernel(&conn.kernels, call, &regions, timeout);
+                let (rc, done) = kernels.run(call);
                 driver.kernel_done(rc, clock::to_core(done));
             }
             Some(ServerEvent::MrspComplete) => {
-                regions = driver.kernel_regions();
-                tracing::debug!(regions = regions.len(), "MRSP done");
+                tracing::debug!(regions = kernels.regions.len(), "MRSP done");
             }
             // A flushed work request only follows the connection's end (its cause, if any,
             // was reported first): not worth a warning on every client that leaves.
@@ -113,13 +113,23 @@ fn run<E: Endpoint>(
             )) => tracing::debug!(error = %e, "connection ended"),
             Some(ServerEvent::Failed(e)) => tracing::warn!(error = %e, "connection failed"),
             Some(ServerEvent::Disconnect) => return,
-            None if matches!(driver.machine().phase(), Phase::Error | Phase::Finished) => return,
-            // Evicted: leaves only with nothing pending, so an RPC that arrived first is served.
-            None if idle && conn.activity.evicted() => {
-                tracing::info!("evicted: idle the longest while a new client needed the slot");
-                return;
-            }
             None => {
+                let phase = driver.machine().phase();
+                if matches!(phase, Phase::Error | Phase::Finished) {
+                    return;
+                }
+                // The slot policy's idle mark: between RPCs, set when nothing is left to do.
+                let between_rpcs = matches!(phase, Phase::MrspDone | Phase::DataReceiving);
+                if between_rpcs != idle {
+                    idle = between_rpcs;
+                    conn.activity.set_idle(idle.then(Instant::now));
+                }
+                // Evicted: leaves only with nothing pending, so an RPC that arrived first is
+                // served.
+                if idle && conn.activity.evicted() {
+                    tracing::info!("evicted: idle the longest while a new client needed the slot");
+                    return;
+                }
                 if let Err(e) = driver.wait(Some(Instant::now() + SHUTDOWN_POLL)) {
                     tracing::warn!(error = %e, "transport wait failed");
                     return;
@@ -152,6 +162,22 @@ fn reserve<E: Endpoint>(
         );
     }
     reservation
+}
+
+/// The connection's kernels and what they run on.
+struct Kernels<'a> {
+    /// The kernels by function code.
+    registry: &'a KernelRegistry,
+    /// Region buffers with their flags (set when the MRSP is done).
+    regions: Arc<[(RegionFlags, Buffer)]>,
+    /// How long a kernel may run.
+    timeout: Duration,
+}
+
+impl Kernels<'_> {
+    fn run(&self, call: KernelCall) -> (ReturnCode, Instant) {
+        run_kernel(self.registry, call, &self.regions, self.timeout)
+    }
 }
 
 /// Runs the kernel inline, with `timeout` from now as its deadline; returns its return code
