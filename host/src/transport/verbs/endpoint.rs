@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rdma_mummy_sys::{
     ibv_recv_wr, ibv_send_flags, ibv_send_wr, ibv_sge, ibv_wc, ibv_wc_flags, ibv_wc_opcode,
@@ -31,15 +31,31 @@ const POLL_BATCH: usize = 32;
 /// How long a wait spins without yielding the CPU. A yield is a system call (microseconds
 /// under emulation): measured on Soft-RoCE, 50 µs instead of 5 µs cut the CPU time per small
 /// RPC by 10–30 % at the same or lower latency.
-const PURE_SPIN: std::time::Duration = std::time::Duration::from_micros(50);
+const PURE_SPIN: Duration = Duration::from_micros(50);
 
 /// What ended a sleep.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Woken {
-    /// A completion is ready.
+    /// A completion is ready (after the thread slept).
     Completion,
+    /// A completion was found by the poll right after arming the CQ: the thread never slept.
+    BeforeSleep,
     /// A connection event is ready.
     Event,
+}
+
+/// What a wait that went to sleep after `waited` in all tells the waiting policy (`None`:
+/// nothing). A completion found right after arming paid no wake-up, so it counts as found
+/// by spinning: taken as a sleep, it would drag the wake-up estimate down to the cost of the
+/// arming alone (a system call, about 20 µs under emulation, where a real wake-up costs
+/// 80–150 µs), and with it the spin budget that keeps waits from sleeping.
+fn wait_end(woken: Option<Woken>, waited: Duration) -> Option<WaitEnd> {
+    match woken {
+        Some(Woken::Completion) => Some(WaitEnd::Slept(waited)),
+        Some(Woken::BeforeSleep) => Some(WaitEnd::Spun(waited)),
+        Some(Woken::Event) => None,
+        None => Some(WaitEnd::TimedOut(waited)),
+    }
 }
 
 /// Where a connection is.
@@ -238,7 +254,7 @@ impl VerbsEndpoint {
                 self.armed = true;
                 // D-15: a completion queued before the arming raises no event. Poll again.
                 if self.fill()? > 0 {
-                    return Ok(Some(Woken::Completion));
+                    return Ok(Some(Woken::BeforeSleep));
                 }
             }
             let now = Instant::now();
@@ -524,11 +540,8 @@ impl Endpoint for VerbsEndpoint {
             return Ok(false);
         }
         let ready = self.sleep(deadline)?;
-        let waited = Instant::now() - start;
-        match ready {
-            Some(Woken::Completion) => self.waiter.record(WaitEnd::Slept(waited)),
-            Some(Woken::Event) => {}
-            None => self.waiter.record(WaitEnd::TimedOut(waited)),
+        if let Some(end) = wait_end(ready, Instant::now() - start) {
+            self.waiter.record(end);
         }
         Ok(ready.is_some())
     }
@@ -585,6 +598,47 @@ impl Drop for VerbsEndpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::waiting::{WaitPolicy, Waiter};
+
+    #[test]
+    fn a_completion_found_right_after_arming_keeps_the_wake_up_estimate() {
+        let us = Duration::from_micros;
+        // Steady waits of 10 µs, then one that spun its budget and slept 150 µs more (a real
+        // wake-up), then steady waits again.
+        let mut waiter = Waiter::new(WaitPolicy::default());
+        let steady = |w: &mut Waiter, n: usize| {
+            for _ in 0..n {
+                w.spin_budget();
+                w.record(WaitEnd::Spun(us(10)));
+            }
+        };
+        steady(&mut waiter, 36);
+        let spun = waiter.spin_budget().unwrap();
+        waiter.record(WaitEnd::Slept(spun + us(150)));
+        steady(&mut waiter, 8);
+        assert!(waiter.spin_budget().unwrap() >= us(100));
+        // Then a wait that spun its whole budget and found its completion by the poll right
+        // after arming (the arming took 20 µs), then steady waits again.
+        let after = |woken: Woken| {
+            let mut w = waiter.clone();
+            let spun = w.spin_budget().unwrap();
+            w.record(wait_end(Some(woken), spun + us(20)).unwrap());
+            steady(&mut w, 16);
+            w.spin_budget().unwrap()
+        };
+        let kept = after(Woken::BeforeSleep);
+        assert!(
+            kept >= us(100),
+            "spins as long as a wake-up costs: {kept:?}"
+        );
+        let dragged = after(Woken::Completion);
+        assert!(
+            dragged < us(50),
+            "taken as sleeps they would lower it: {dragged:?}"
+        );
+        assert_eq!(wait_end(Some(Woken::Event), us(30)), None);
+        assert_eq!(wait_end(None, us(30)), Some(WaitEnd::TimedOut(us(30))));
+    }
 
     fn wc(status: u32, opcode: u32, flags: u32, imm_be: u32) -> ibv_wc {
         // SAFETY: plain old data; all-zero is valid.
