@@ -95,7 +95,8 @@ fn run<E: Endpoint>(
                     kernels.regions = driver.kernel_regions();
                 }
             }
-            // `poll_serving` runs kernels itself.
+            // `poll_serving` runs kernels itself and does not return this event; served the
+            // same way all the same.
             Some(ServerEvent::RunKernel(call)) => {
                 let (rc, done) = kernels.run(call);
                 driver.kernel_done(rc, clock::to_core(done));
@@ -168,7 +169,8 @@ fn reserve<E: Endpoint>(
 struct Kernels<'a> {
     /// The kernels by function code.
     registry: &'a KernelRegistry,
-    /// Region buffers with their flags (set when the MRSP is done).
+    /// Region buffers with their flags (set once the last region is placed, before the
+    /// Advertisement goes out).
     regions: Arc<[(RegionFlags, Buffer)]>,
     /// How long a kernel may run.
     timeout: Duration,
