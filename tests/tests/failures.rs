@@ -161,6 +161,34 @@ fn server_killed_client_errors_before_its_deadline() {
     }
 }
 
+/// An NAA shut down while a kernel runs: the kernel's RPC stays unanswered and the client
+/// gets the disconnect as an error (over the software transport; `verbs_rpc.rs` has the
+/// same over verbs).
+#[test]
+fn server_shut_down_mid_kernel_the_client_gets_the_disconnect() {
+    let naa = start_naa(SoftNaaConfig::default());
+    let (mut conn, _buf) = connected(naa.local_addr(), SLEEP, 64);
+    conn.set_immediate([50, 0, 0]).unwrap(); // a 500 ms kernel
+    conn.init_transfer().unwrap();
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        naa.shutdown();
+    });
+    let t = Instant::now();
+    let result = conn.wait();
+    stopper.join().unwrap();
+    let error = result.expect_err("the RPC of a kernel cut short by a shutdown must fail");
+    assert!(
+        error.to_string().contains("disconnect"),
+        "unclear error: {error}"
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "noticed after {:?}",
+        t.elapsed()
+    );
+}
+
 /// An NAA killed while its client is idle: the client's next RPC fails with an error that
 /// says the peer is gone, not with the number of a work request it could not post.
 #[test]

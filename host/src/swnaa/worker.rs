@@ -67,7 +67,13 @@ fn run<E: Endpoint>(
     };
     let mut idle = false;
     while !shutdown.load(Ordering::Relaxed) {
-        let event = match driver.poll_serving(&mut |call| kernels.run(call)) {
+        // A shutdown that came while a kernel ran leaves its RPC unanswered: the client sees
+        // the disconnect, as with any other RPC in progress.
+        let stopping = || shutdown.load(Ordering::Relaxed);
+        let event = match driver.poll_serving(&mut |call| {
+            let done = kernels.run(call);
+            (!stopping()).then_some(done)
+        }) {
             Ok(event) => event,
             Err(e) => {
                 tracing::warn!(error = %e, "transport failed");
@@ -99,7 +105,9 @@ fn run<E: Endpoint>(
             // same way all the same.
             Some(ServerEvent::RunKernel(call)) => {
                 let (rc, done) = kernels.run(call);
-                driver.kernel_done(rc, clock::to_core(done));
+                if !stopping() {
+                    driver.kernel_done(rc, clock::to_core(done));
+                }
             }
             Some(ServerEvent::MrspComplete) => {
                 tracing::debug!(regions = kernels.regions.len(), "MRSP done");
@@ -116,7 +124,7 @@ fn run<E: Endpoint>(
             Some(ServerEvent::Disconnect) => return,
             None => {
                 let phase = driver.machine().phase();
-                if matches!(phase, Phase::Error | Phase::Finished) {
+                if matches!(phase, Phase::Error | Phase::Finished) || stopping() {
                     return;
                 }
                 // The slot policy's idle mark: between RPCs, set when nothing is left to do.
