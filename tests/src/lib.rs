@@ -82,6 +82,24 @@ pub fn test_kernels() -> KernelRegistry {
     k
 }
 
+/// Waits for the RPC that `conn` has in progress while `naa` shuts down `after` into the
+/// wait; returns the wait's result and how long the wait took.
+pub fn wait_through_shutdown<E: naaice::transport::Endpoint>(
+    conn: &mut Connection<E>,
+    naa: SoftNaaHandle,
+    after: Duration,
+) -> (naaice::Result<naaice_core::machine::RpcResult>, Duration) {
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(after);
+        naa.shutdown();
+    });
+    let t = std::time::Instant::now();
+    let result = conn.wait();
+    let took = t.elapsed();
+    stopper.join().expect("the NAA's shutdown panicked");
+    (result, took)
+}
+
 /// Starts a software NAA on 127.0.0.1 with [`test_kernels`].
 pub fn start_naa(config: SoftNaaConfig) -> SoftNaaHandle {
     let naa = SoftNaa::bind(SoftTransport::default(), loopback(), config, test_kernels())

@@ -9,7 +9,9 @@ use naaice::core::ClientConfig;
 use naaice::swnaa::SoftNaaConfig;
 use naaice::transport::soft::{SoftEndpoint, SoftTransport};
 use naaice::{Buffer, Connection, Error};
-use naaice_tests::{SLEEP, code, is_child, read_line_with_prefix, spawn_child, start_naa};
+use naaice_tests::{
+    SLEEP, code, is_child, read_line_with_prefix, spawn_child, start_naa, wait_through_shutdown,
+};
 
 const BIG: usize = 256 << 20;
 
@@ -170,23 +172,13 @@ fn server_shut_down_mid_kernel_the_client_gets_the_disconnect() {
     let (mut conn, _buf) = connected(naa.local_addr(), SLEEP, 64);
     conn.set_immediate([50, 0, 0]).unwrap(); // a 500 ms kernel
     conn.init_transfer().unwrap();
-    let stopper = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(100));
-        naa.shutdown();
-    });
-    let t = Instant::now();
-    let result = conn.wait();
-    stopper.join().unwrap();
+    let (result, took) = wait_through_shutdown(&mut conn, naa, Duration::from_millis(100));
     let error = result.expect_err("the RPC of a kernel cut short by a shutdown must fail");
     assert!(
         error.to_string().contains("disconnect"),
         "unclear error: {error}"
     );
-    assert!(
-        t.elapsed() < Duration::from_secs(10),
-        "noticed after {:?}",
-        t.elapsed()
-    );
+    assert!(took < Duration::from_secs(10), "noticed after {took:?}");
 }
 
 /// An NAA killed while its client is idle: the client's next RPC fails with an error that

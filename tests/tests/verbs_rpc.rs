@@ -26,7 +26,7 @@ use naaice::transport::{Transport, TransportError};
 use naaice::waiting::WaitPolicy;
 use naaice::{Buffer, Connection, Error, Naa, NaaOptions, Param};
 use naaice_tests::suite::{self, Site, pattern, plus};
-use naaice_tests::{SLEEP, code, test_kernels};
+use naaice_tests::{SLEEP, code, test_kernels, wait_through_shutdown};
 
 type Conn = Connection<VerbsEndpoint>;
 
@@ -464,21 +464,14 @@ fn naa_shutdown_mid_rpc_fails_the_client() {
             conn.do_mrsp().unwrap();
             conn.set_immediate([100, 0, 0]).unwrap(); // 1 s kernel
             conn.init_transfer().unwrap();
-            let stopper = std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(100));
-                naa.shutdown();
-            });
-            let t = Instant::now();
-            let r = conn.wait();
-            stopper.join().unwrap();
+            let (r, took) = wait_through_shutdown(&mut conn, naa, Duration::from_millis(100));
             assert!(
                 r.is_err(),
                 "RPC succeeded although the NAA went away: {r:?}"
             );
             assert!(
-                t.elapsed() < Duration::from_secs(30),
-                "noticed after {:?} ({config:?})",
-                t.elapsed()
+                took < Duration::from_secs(30),
+                "noticed after {took:?} ({config:?})"
             );
         }
     });
