@@ -66,10 +66,10 @@ fn run<E: Endpoint>(
         timeout: driver.machine().config().kernel_timeout,
     };
     let mut idle = false;
-    while !shutdown.load(Ordering::Relaxed) {
-        // A shutdown that came while a kernel ran leaves its RPC unanswered: the client sees
-        // the disconnect, as with any other RPC in progress.
-        let stopping = || shutdown.load(Ordering::Relaxed);
+    // A shutdown that came while a kernel ran leaves its RPC unanswered: the client sees the
+    // disconnect, as with any other RPC in progress.
+    let stopping = || shutdown.load(Ordering::Relaxed);
+    while !stopping() {
         let event = match driver.poll_serving(&mut |call| {
             let done = kernels.run(call);
             (!stopping()).then_some(done)
