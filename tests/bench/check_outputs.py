@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Checks the files of one naaice-bench run: they exist and parse, with the expected rows.
 
-    check_outputs.py --max-size BYTES --reps N [--compared] DIR
+    check_outputs.py --max-size BYTES --reps N [--compared] [--naa-cpu] DIR
 
 * lowlevel.csv: header byte_length,setup_time,transfer_time (spec 8.1), N rows for every
   reference size up to BYTES, positive times;
 * middleware.csv: header byte_length,transfer_time, the same rows;
 * summary.csv: after "#" lines, one row per size (the reference sizes and 64 B, 4 KiB), the
   medians present and positive (the connect time too; from 1 MiB, with the raw stream, the
-  sized stream too); with --compared also the compared CSV's column and the ratio;
+  sized stream too); with --compared also the compared CSV's column and the ratio; with
+  --naa-cpu (a run with --naa-pid) the NAA process's CPU time per steady RPC, and the header
+  naming that process;
 * latency.png, bandwidth.png: PNG chunks with valid CRCs, a non-empty image;
 * latency.svg, bandwidth.svg: well-formed SVG with the axis text and drawn lines.
 
@@ -68,10 +70,13 @@ def check_reference_csv(path, header, sizes, reps):
         raise CheckError(f"{path}: rows per size {counts}, want {want}")
 
 
-def check_summary(path, sizes, compared):
+def check_summary(path, sizes, compared, naa_cpu=False):
     if not path.is_file():
         raise CheckError(f"{path} missing")
-    lines = [l for l in path.read_text().splitlines() if not l.startswith("#")]
+    text = path.read_text()
+    if naa_cpu and "others = the NAA's process" not in text:
+        raise CheckError(f"{path}: the header does not say the CPU time is the NAA process's")
+    lines = [l for l in text.splitlines() if not l.startswith("#")]
     rows = list(csv.DictReader(lines))
     got = sorted(int(r["byte_length"]) for r in rows)
     want = sorted(set(sizes) | {s for s in (64, 4096) if s <= max(sizes)})
@@ -85,6 +90,8 @@ def check_summary(path, sizes, compared):
         # From 1 MiB with the raw limit: both stream limits (1 MiB messages, sized messages).
         if int(r["byte_length"]) >= 1 << 20 and r.get("raw_stream_MBps"):
             positive(r.get("raw_stream_sized_MBps"), f"{path}: sized stream of {r['byte_length']}")
+        if naa_cpu:
+            positive(r.get("steady_cpu_others_us"), f"{path}: NAA CPU of {r['byte_length']}")
         if compared and int(r["byte_length"]) in sizes:
             positive(r.get("compare_transfer_us"), f"{path}: compare of {r['byte_length']}")
             positive(r.get("fresh_vs_compare"), f"{path}: ratio of {r['byte_length']}")
@@ -135,6 +142,7 @@ def main():
     parser.add_argument("--max-size", type=int, required=True)
     parser.add_argument("--reps", type=int, required=True)
     parser.add_argument("--compared", action="store_true")
+    parser.add_argument("--naa-cpu", action="store_true")
     parser.add_argument("dir", type=Path)
     args = parser.parse_args()
     sizes = [s for s in reference_sizes() if s <= args.max_size]
@@ -143,7 +151,7 @@ def main():
                             sizes, args.reps)
         check_reference_csv(args.dir / "middleware.csv", "byte_length,transfer_time", sizes,
                             args.reps)
-        check_summary(args.dir / "summary.csv", sizes, args.compared)
+        check_summary(args.dir / "summary.csv", sizes, args.compared, args.naa_cpu)
         for name in ("latency", "bandwidth"):
             check_png(args.dir / f"{name}.png")
             check_svg(args.dir / f"{name}.svg")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ci.sh -- naaice-bench end to end (CI): a small sweep against its own in-process software NAA,
 # then `naaice-bench --naa` against a separately started naaice-swnaa with the first run's
-# low-level CSV as --compare; check_outputs.py checks that the CSVs and the plots exist and
+# low-level CSV as --compare and the server's CPU time per RPC read from its process (--naa-pid); check_outputs.py checks that the CSVs and the plots exist and
 # parse. Also checks that the server's log file (like a Slurm output file) has no colour codes.
 #
 #   tests/bench/ci.sh [OUT]      (default OUT: target/bench-ci)
@@ -40,7 +40,7 @@ for _ in $(seq 300); do
     sleep 0.1
 done
 [ -n "$port" ] || { echo "naaice-swnaa did not start:" >&2; cat "$out/swnaa.log" >&2; exit 1; }
-"$bench" --naa "127.0.0.1:$port" "${sweep[@]}" --compare "$out/own/lowlevel.csv" \
+"$bench" --naa "127.0.0.1:$port" --naa-pid "$swnaa_pid" "${sweep[@]}" --compare "$out/own/lowlevel.csv" \
     --out "$out/naa" > "$out/naa.txt" 2>&1 || {
     cat "$out/naa.txt" >&2
     exit 1
@@ -55,4 +55,4 @@ if grep -q $'\x1b' "$out/swnaa.log"; then
 fi
 
 python3 "$HERE/check_outputs.py" --max-size 70000 --reps 2 "$out/own"
-python3 "$HERE/check_outputs.py" --max-size 70000 --reps 2 --compared "$out/naa"
+python3 "$HERE/check_outputs.py" --max-size 70000 --reps 2 --compared --naa-cpu "$out/naa"

@@ -43,6 +43,12 @@ pub(crate) struct Args {
     /// `verbs`).
     #[arg(short, long, default_value = "soft", value_parser = parse_transport)]
     pub transport: AnyTransport,
+    /// With --naa: the process id of the NAA on this machine (for example a naaice-swnaa
+    /// started beside the benchmark). The CPU time per steady RPC of the other side is then
+    /// read from that process's CPU clock (all its threads) instead of this process's other
+    /// threads.
+    #[arg(long, value_name = "PID", requires = "naa")]
+    pub naa_pid: Option<u32>,
     /// Over verbs without --naa: the address the in-process NAA listens on (an address of
     /// an RDMA device).
     #[arg(long, value_name = "IP")]

@@ -10,6 +10,7 @@ mod cpu;
 mod limits;
 mod measure;
 mod plot;
+mod process_clock;
 mod raw;
 mod report;
 mod sizes;
@@ -31,6 +32,7 @@ use naaice_core::FunctionCode;
 use cli::Args;
 use compare::Reference;
 use measure::{Measured, Target};
+use process_clock::ProcessClock;
 
 /// Errors of the tool: printed, then exit status 1.
 pub(crate) type Error = Box<dyn std::error::Error>;
@@ -102,6 +104,14 @@ fn naa(
     Ok((handle.local_addr(), Some(handle)))
 }
 
+/// What the "others" CPU time counts.
+fn others_meaning(naa_cpu: Option<&ProcessClock>) -> String {
+    naa_cpu.map_or_else(
+        || "this process's other threads (the in-process NAA, transport threads)".to_owned(),
+        |c| format!("the NAA's process {} (all its threads)", c.pid()),
+    )
+}
+
 /// Logs to stderr, coloured only on a terminal (Slurm output files stay plain).
 fn init_logging(filter: &str) -> Result<(), Error> {
     let filter =
@@ -151,21 +161,26 @@ fn run(args: &Args) -> Result<(), Error> {
         .then(raw::RawPeer::start)
         .transpose()?;
     let fncode = FunctionCode::new(args.fncode).ok_or("--fncode must be in 1..=127")?;
+    let naa_cpu = args.naa_pid.map(ProcessClock::of).transpose()?;
     let target = Target {
         transport: &transport,
         naa,
         fncode,
         raw: raw.as_ref(),
         stream_secs: args.stream_secs / 4.0,
+        naa_cpu: naa_cpu.as_ref(),
     };
     let sizes = sizes::sweep_sizes(args.max_size);
     let what = format!(
-        "{} NAA at {naa} over {}",
+        "{} NAA at {naa}{} over {}",
         if own.is_some() {
             "in-process software"
         } else {
             "the"
         },
+        naa_cpu
+            .as_ref()
+            .map_or_else(String::new, |c| format!(" (process {})", c.pid())),
         transport.name()
     );
     println!(
@@ -193,7 +208,7 @@ fn run(args: &Args) -> Result<(), Error> {
         )?;
         let us = |v: Option<f64>| v.map_or(f64::NAN, |v| v * 1e6);
         bar.suspend(|| {
-            let (cpu_client, cpu_others) = m.cpu.per_rpc().unzip();
+            let (cpu_client, cpu_others) = m.cpu.per_rpc();
             eprintln!(
                 "{:>10} B: steady {:>10.1} µs (cpu: client {:.1} µs, others {:.1} µs), \
                  raw {:>10.1} µs, first RPC {:>10.1} µs, middleware {:>10.1} µs  [{:.1} s]",
@@ -223,11 +238,12 @@ fn run(args: &Args) -> Result<(), Error> {
          transfer = the first RPC; middleware = naa_invoke + naa_wait after naa_create\n\
          times in µs (p50 unless named), MB/s = 2 * size / time; raw = TCP on loopback\n\
          cpu = CPU time per steady RPC (while it ran): client = the calling thread, others = \
-         the process's other threads (the in-process NAA, transport threads)\n\
+         {}\n\
          compare = median transfer_time of {} per size",
         env!("CARGO_PKG_VERSION"),
         args.fncode,
         started.elapsed().as_secs_f64(),
+        others_meaning(naa_cpu.as_ref()),
         reference.as_ref().map_or("(none)", |r| r.label.as_str())
     );
     let lowlevel = args.lowlevel_csv();
@@ -239,7 +255,10 @@ fn run(args: &Args) -> Result<(), Error> {
         &summary,
         &report::summary_csv(&rows, reference.as_ref(), &comment),
     )?;
-    println!("\n{}", report::table(&rows, reference.as_ref()));
+    println!(
+        "\n{}",
+        report::table(&rows, reference.as_ref(), &others_meaning(naa_cpu.as_ref()))
+    );
     if let Some(limits) = limits::summary(&rows) {
         println!("{limits}");
     }

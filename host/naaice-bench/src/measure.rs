@@ -9,6 +9,7 @@ use naaice_core::{ClientConfig, FunctionCode};
 
 use crate::Error;
 use crate::cpu::{CpuStamp, CpuUse};
+use crate::process_clock::ProcessClock;
 use crate::raw::{RawPeer, STREAM_CHUNK};
 use crate::sizes::{MIB, Size};
 use crate::stats::Samples;
@@ -31,6 +32,9 @@ pub(crate) struct Target<'a> {
     pub raw: Option<&'a RawPeer>,
     /// Seconds of each stream-bandwidth measurement (four per size from 1 MiB).
     pub stream_secs: f64,
+    /// The NAA's process clock (`--naa-pid`): the other side's CPU time is read from it
+    /// instead of this process's other threads.
+    pub naa_cpu: Option<&'a ProcessClock>,
 }
 
 /// Everything measured for one size.
@@ -210,15 +214,16 @@ impl Target<'_> {
         // Alternate which goes first so that machine noise hits both alike. The CPU clocks
         // are read around each RPC only when raw round trips run between them (reading them
         // costs system calls, which under emulation take as long as a small RPC).
+        let naa_cpu = self.naa_cpu;
         let mut rpc = |m: &mut Measured| -> Result<(), Error> {
-            let cpu = per_rpc.then(CpuStamp::now);
+            let cpu = per_rpc.then(|| CpuStamp::now(naa_cpu));
             m.steady.push(Self::rpc(&mut conn)?);
             if let Some(cpu) = cpu {
-                m.cpu.add_since(cpu, 1);
+                m.cpu.add(cpu, CpuStamp::now(naa_cpu), 1);
             }
             Ok(())
         };
-        let whole = (!per_rpc).then(CpuStamp::now);
+        let whole = (!per_rpc).then(|| CpuStamp::now(naa_cpu));
         for i in 0..n {
             if i % 2 == 0 {
                 round_trip(Some(&mut m.raw))?;
@@ -229,7 +234,8 @@ impl Target<'_> {
             }
         }
         if let Some(whole) = whole {
-            m.cpu.add_since(whole, u32::try_from(n).unwrap_or(u32::MAX));
+            let rpcs = u32::try_from(n).unwrap_or(u32::MAX);
+            m.cpu.add(whole, CpuStamp::now(naa_cpu), rpcs);
         }
         conn.disconnect();
         Ok(())

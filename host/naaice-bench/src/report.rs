@@ -82,7 +82,7 @@ pub(crate) fn summary_csv(
             .p50()
             .zip(compare)
             .map(|(ours, theirs)| ours / theirs);
-        let (cpu_client, cpu_others) = m.cpu.per_rpc().unzip();
+        let (cpu_client, cpu_others) = m.cpu.per_rpc();
         let _ = writeln!(
             s,
             "{bytes},{},{steady},{steady90},{steady99},{},{},{},{},{},{},{},{first},{first90},\
@@ -107,8 +107,8 @@ pub(crate) fn summary_csv(
 }
 
 /// A table for people: p50/p99 of each measurement in µs, the ratios to the raw limit and
-/// to the compared CSV.
-pub(crate) fn table(rows: &[Measured], reference: Option<&Reference>) -> String {
+/// to the compared CSV; `others` says what the other side's CPU time counts.
+pub(crate) fn table(rows: &[Measured], reference: Option<&Reference>, others: &str) -> String {
     let mut t = String::new();
     let _ = writeln!(
         t,
@@ -138,7 +138,7 @@ pub(crate) fn table(rows: &[Measured], reference: Option<&Reference>) -> String 
         let steady = m.steady.percentiles();
         let first = m.first.percentiles();
         let compare = reference.and_then(|c| c.transfer.get(&m.size.bytes).copied());
-        let (cpu_client, cpu_others) = m.cpu.per_rpc().unzip();
+        let (cpu_client, cpu_others) = m.cpu.per_rpc();
         let _ = writeln!(
             t,
             "{:>10} {:>5} | {:>10} {:>10} {:>8} {:>8} {:>10} {:>6} | {:>10} {:>10} {:>9} {:>9} {:>10} | {:>10} {:>6}",
@@ -159,10 +159,11 @@ pub(crate) fn table(rows: &[Measured], reference: Option<&Reference>) -> String 
             r(m.first.p50(), compare),
         );
     }
-    t.push_str(
+    let _ = writeln!(
+        t,
         "(µs; ratio = steady p50 / raw TCP round trip, and first RPC p50 / compared median;\n \
-         cpu = CPU time per steady RPC of the client thread and of the other threads: the\n \
-         in-process NAA and transport threads)\n",
+         cpu = CPU time per steady RPC of the client thread (cli) and of the other side (oth):\n \
+         {others})"
     );
     t
 }
