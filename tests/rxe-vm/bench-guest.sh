@@ -17,9 +17,15 @@
 # With RPC_FLOOR set to an rpc_floor binary (tests/rxe-vm/floor), every perftest round also runs
 # it for every size: the bare verbs operations of an RPC, the floor of what the RPC can reach.
 #
+# With NAAICE_SWNAA set to a naaice-swnaa binary, every RPC round starts it as its own process
+# on RXE_VM_ADDR (as perftest's and rpc_floor's servers run, and as users run an NAA) and runs
+# NAAICE_BENCH against it with --naa ADDR:PORT --naa-pid PID, so that the NAA's CPU time per RPC
+# is its process's. A --wait or --busy-poll-us among the naaice-bench args is passed on to the
+# NAA. Without it, naaice-bench starts its own NAA in its process.
+#
 # Files in OUT: perftest/<round>/<tool>-<size>.txt (client output of the successful run),
 # rpc/<round>/{summary.txt,lowlevel.csv,middleware.csv,output.txt} (and naaice-bench's
-# plots), timeline.txt. bench_report.py reads them.
+# plots, and swnaa.log with NAAICE_SWNAA), timeline.txt. bench_report.py reads them.
 set -u
 [ $# -ge 5 ] || {
     echo "usage: bench-guest.sh OUT ROUNDS SIZES TRANSPORT NAAICE_BENCH [args...]" >&2
@@ -30,8 +36,8 @@ shift 4
 dev=${RXE_VM_DEV:?run this inside tests/rxe-vm/run.sh}
 addr=${RXE_VM_ADDR:?run this inside tests/rxe-vm/run.sh}
 case "$transport" in
-    verbs) transport_args=(--transport verbs --addr "$addr") ;;
-    soft) transport_args=() ;;
+    verbs) transport_args=(--transport verbs) ;;
+    soft) transport_args=(--transport soft) ;;
     *)
         echo "bench-guest: unknown transport $transport" >&2
         exit 2
@@ -149,15 +155,71 @@ perftest_round() {
     note "perftest round $round end"
 }
 
+# The NAA's wait policy: naaice-bench's --wait or --busy-poll-us, if given.
+naa_wait=()
+args=("$@")
+for i in "${!args[@]}"; do
+    case "${args[$i]}" in
+        --wait) naa_wait=(--wait "${args[$((i + 1))]:-}") ;;
+        --wait=*) naa_wait=(--wait "${args[$i]#--wait=}") ;;
+        --busy-poll-us) naa_wait=(--wait "spin:${args[$((i + 1))]:-}") ;;
+    esac
+done
+
+# Starts NAAICE_SWNAA for one round; sets naa_pid and naa_args (empty if it did not start).
+start_naa() { # dir
+    local _ port
+    naa_pid= naa_args=()
+    "$NAAICE_SWNAA" --transport "$transport" --address "$addr" --port 0 --max-connections 16 \
+        "${naa_wait[@]}" --log info > "$1/swnaa.log" 2>&1 &
+    naa_pid=$!
+    for _ in $(seq 300); do
+        port=$(sed -n 's/^naaice-swnaa listening on [^ ]*:\([0-9][0-9]*\)\( .*\)\{0,1\}$/\1/p' "$1/swnaa.log")
+        [ -n "$port" ] && break
+        kill -0 "$naa_pid" 2> /dev/null || break
+        sleep 0.05
+    done
+    if [ -z "$port" ]; then
+        echo "  naaice-swnaa did not start:" >&2
+        cat "$1/swnaa.log" >&2
+        kill "$naa_pid" 2> /dev/null
+        wait "$naa_pid" 2> /dev/null
+        naa_pid=
+        return 1
+    fi
+    naa_args=(--naa "$addr:$port" --naa-pid "$naa_pid")
+}
+
 rpc_round() { # round command...
-    local round=$1 rc dir=$out/rpc/$1
+    local round=$1 rc dir=$out/rpc/$1 where
     shift
     mkdir -p "$dir"
     note "naaice-bench round $round start"
-    echo "naaice-bench round $round ($transport)"
-    "$@" "${transport_args[@]}" --out "$dir" --summary "$dir/summary.txt" \
+    if [ -n "${NAAICE_SWNAA:-}" ]; then
+        where="NAA in its own process"
+        if ! start_naa "$dir"; then
+            failed=1
+            note "naaice-bench round $round end (naaice-swnaa did not start)"
+            return
+        fi
+    else
+        where="NAA in naaice-bench's process"
+        naa_args=()
+        [ "$transport" != verbs ] || naa_args=(--addr "$addr")
+    fi
+    echo "naaice-bench round $round ($transport, $where)"
+    "$@" "${transport_args[@]}" "${naa_args[@]}" --out "$dir" --summary "$dir/summary.txt" \
         > "$dir/output.txt" 2>&1
     rc=$?
+    if [ -n "${naa_pid:-}" ]; then
+        kill -TERM "$naa_pid" 2> /dev/null
+        if ! wait "$naa_pid"; then
+            echo "  naaice-swnaa did not stop cleanly on SIGTERM:" >&2
+            tail -n 20 "$dir/swnaa.log" >&2
+            [ $rc != 0 ] || rc=1
+        fi
+        naa_pid=
+    fi
     note "naaice-bench round $round end (status $rc)"
     if [ $rc != 0 ]; then
         failed=1

@@ -3,7 +3,8 @@
 # (ib_write_lat, ib_write_bw) in ONE VM run, then the ratios.
 #
 #   tests/rxe-vm/bench.sh [--rounds N] [--sizes "S..."] [--max-size BYTES] [--transport verbs|soft]
-#                         [--bin PATH] [--out DIR] [--no-floor] [-- naaice-bench options...]
+#                         [--bin PATH] [--swnaa PATH] [--in-process-naa] [--out DIR] [--no-floor]
+#                         [-- naaice-bench options...]
 #
 #   --rounds     naaice-bench rounds, each between two perftest rounds (default 2)
 #   --sizes      perftest sizes; the ratios use the sizes both measured (default: 64 and 4096,
@@ -12,7 +13,15 @@
 #   --transport  verbs (default) or soft (the software transport inside the VM: only to try the
 #                pipeline, its ratios mean nothing)
 #   --bin        a prebuilt naaice-bench binary (default: built with
-#                cargo build --release -p naaice-bench [--features verbs])
+#                cargo build --release -p naaice-bench -p naaice-swnaa [--features ...verbs])
+#   --swnaa      a prebuilt naaice-swnaa binary: the NAA, started as its own process in the VM
+#                for every naaice-bench round, as perftest's servers run and as users run an
+#                NAA; naaice-bench reads its CPU time per RPC from its process (--naa-pid).
+#                A --wait or --busy-poll-us among the naaice-bench options applies to it too.
+#                Default: built with naaice-bench (from --bin's build if --bin is given:
+#                the naaice-swnaa beside it)
+#   --in-process-naa  naaice-bench starts its own NAA in its process instead (its other
+#                threads' CPU time is then the NAA's)
 #   --out        result directory (default target/rxe-bench/<UTC time>)
 #   --no-floor   skip the bare-verbs floor (floor/rpc_floor.c: the RPC's verbs operations and
 #                nothing else, both sides busy-polling; built with cc against Debian's
@@ -30,6 +39,8 @@ sizes=
 max_size=4194304
 transport=verbs
 bin=
+swnaa=
+in_process=0
 out=
 floor=1
 while [ $# -gt 0 ]; do
@@ -53,6 +64,13 @@ while [ $# -gt 0 ]; do
         --bin)
             bin=$2
             shift
+            ;;
+        --swnaa)
+            swnaa=$2
+            shift
+            ;;
+        --in-process-naa)
+            in_process=1
             ;;
         --out)
             out=$2
@@ -102,19 +120,31 @@ fi
 
 if [ -z "$bin" ]; then
     features=()
-    [ "$transport" = soft ] || features=(--features verbs)
-    echo "bench.sh: building naaice-bench (${features[*]:-software transport})" >&2
-    bin=$(cd "$ROOT" && cargo build --release -p naaice-bench "${features[@]}" \
+    [ "$transport" = soft ] || features=(--features naaice-bench/verbs,naaice-swnaa/verbs)
+    echo "bench.sh: building naaice-bench and naaice-swnaa (${features[*]:-software transport})" >&2
+    built=$(cd "$ROOT" && cargo build --release -p naaice-bench -p naaice-swnaa "${features[@]}" \
         --message-format=json-render-diagnostics \
         | python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "naaice-bench" and m.get("executable"):
-        print(m["executable"])')
+    if m.get("reason") == "compiler-artifact" and m.get("executable"):
+        print(m["target"]["name"], m["executable"])')
+    bin=$(sed -n 's/^naaice-bench //p' <<< "$built")
+    [ -n "$swnaa" ] || swnaa=$(sed -n 's/^naaice-swnaa //p' <<< "$built")
     [ -n "$bin" ] || { echo "bench.sh: cargo built no naaice-bench executable" >&2; exit 1; }
 fi
 [ -x "$bin" ] || { echo "bench.sh: $bin is not an executable" >&2; exit 2; }
+if [ "$in_process" = 1 ]; then
+    swnaa=
+else
+    swnaa=${swnaa:-$(dirname "$bin")/naaice-swnaa}
+    [ -x "$swnaa" ] || {
+        echo "bench.sh: no naaice-swnaa at $swnaa (give --swnaa PATH, or --in-process-naa)" >&2
+        exit 2
+    }
+    swnaa=$(realpath "$swnaa")
+fi
 
 out=${out:-$ROOT/target/rxe-bench/$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$out"
@@ -136,8 +166,11 @@ start=$SECONDS
 status=0
 bin=$(realpath "$bin")
 # The results and the binary must be visible in the VM (the repository is shared anyway).
-RPC_FLOOR=$floor_bin RXE_VM_PASS_ENV="RPC_FLOOR${RXE_VM_PASS_ENV:+ $RXE_VM_PASS_ENV}" \
-    RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-1800} RXE_VM_SHARE="$out:$(dirname "$bin")${RXE_VM_SHARE:+:$RXE_VM_SHARE}" \
+share="$out:$(dirname "$bin")"
+[ -z "$swnaa" ] || share="$share:$(dirname "$swnaa")"
+RPC_FLOOR=$floor_bin NAAICE_SWNAA=$swnaa \
+    RXE_VM_PASS_ENV="RPC_FLOOR NAAICE_SWNAA${RXE_VM_PASS_ENV:+ $RXE_VM_PASS_ENV}" \
+    RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-1800} RXE_VM_SHARE="$share${RXE_VM_SHARE:+:$RXE_VM_SHARE}" \
     "$HERE/run.sh" "$HERE/bench-guest.sh" "$out" "$rounds" "$sizes" "$transport" "$bin" \
     --max-size "$max_size" "$@" || status=$?
 echo "bench.sh: VM run took $((SECONDS - start)) s (status $status)" >&2

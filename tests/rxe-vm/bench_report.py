@@ -18,7 +18,9 @@ OUT is the directory bench-guest.sh filled (bench.sh runs both):
 * rpc/<round>/summary.txt: naaice-bench's summary CSV after "#" comment lines, one row per size;
   read here: steady_rpc_us, fresh_transfer_us, fresh_setup_us (medians in usec; fresh = a new
   connection: setup = registration + MRSP, transfer = its first RPC), and the CPU time per
-  steady RPC, steady_cpu_client_us and steady_cpu_others_us (the NAA's worker, in-process).
+  steady RPC, steady_cpu_client_us and steady_cpu_others_us: the NAA's, from its own process when
+  the summary's header says "others = the NAA's process" (bench.sh's default: naaice-swnaa
+  beside naaice-bench, --naa-pid), else naaice-bench's other threads (its in-process NAA).
 
 naaice-bench round k ran between perftest rounds k-1 and k, so each RPC figure is compared with the
 better of those two perftest figures (the lower latency, the higher bandwidth): the limit of the
@@ -122,6 +124,13 @@ def rpc_round(directory):
             number(row.get("steady_cpu_others_us")),
         )
     return out
+
+
+def naa_arrangement(directory):
+    """Where the NAA of one naaice-bench round ran, from its summary's header."""
+    summary = directory / "summary.txt"
+    text = summary.read_text() if summary.exists() else ""
+    return "its own process" if "others = the NAA's process" in text else "naaice-bench's process"
 
 
 def best_of(values, pick):
@@ -249,7 +258,8 @@ def report(out):
             f"{fmt(r['r_send']):>12} | "
             f"{fmt(r['cpu_client'], '.1f'):>10} {fmt(r['cpu_others'], '.1f'):>10}"
         )
-    lines.append("(cpu: CPU time per steady RPC of the client thread and of the in-process NAA;")
+    where = " / ".join(sorted({naa_arrangement(d) for d in rpc_dirs}))
+    lines.append(f"(cpu: CPU time per steady RPC of the client thread and of the NAA, in {where};")
     lines.append(" 2send: 2*ib_send_lat, a SEND/RECV ping-pong completing through the CQ like the RPC)")
     lines.append("")
     floored = [r for r in rows if r["v_steady"] is not None]

@@ -60,6 +60,16 @@ class BestOfThePerftestRounds(unittest.TestCase):
         self.assertEqual(cells[3], ["2.00", "6.00", "1.02"])
         self.assertEqual(cells[4], ["1.76"])  # 60 / (2 * 17)
 
+    def test_the_cpu_note_says_where_the_naa_ran(self):
+        text, _complete = bench_report.report(self.out)
+        self.assertIn("of the NAA, in naaice-bench's process;", text)
+        (self.out / "rpc" / "1" / "summary.txt").write_text(
+            "# cpu = ...: client = the calling thread, others = the NAA's process 42 (all its threads)\n"
+            + HEADER + "64,60.0,180.0,450.0,80.0,81.0\n"
+        )
+        text, _complete = bench_report.report(self.out)
+        self.assertIn("of the NAA, in its own process;", text)
+
     def test_the_floor_uses_its_faster_round_and_is_compared_both_ways(self):
         floor(self.out / "perftest" / "0", 64, steady=50.0, first=200.0, setup=600.0)
         floor(self.out / "perftest" / "1", 64, steady=40.0, first=90.0, setup=300.0)
