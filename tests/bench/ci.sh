@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # ci.sh -- naaice-bench end to end (CI): a small sweep against its own in-process software NAA,
 # then `naaice-bench --naa` against a separately started naaice-swnaa with the first run's
-# low-level CSV as --compare and the server's CPU time per RPC read from its process (--naa-pid); check_outputs.py checks that the CSVs and the plots exist and
-# parse. Also checks that the server's log file (like a Slurm output file) has no colour codes.
+# low-level CSV as --compare and the server's CPU time per RPC read from its process (--naa-pid);
+# check_outputs.py checks that the CSVs and the plots exist and parse. Also checks the server's
+# log file (like a Slurm output file): no colour codes, and a summary (RPCs, CPU time per RPC)
+# of every connection.
 #
 #   tests/bench/ci.sh [OUT]      (default OUT: target/bench-ci)
 #
@@ -49,6 +51,14 @@ kill -TERM "$swnaa_pid"
 wait "$swnaa_pid" || { echo "naaice-swnaa exited with $? on SIGTERM" >&2; cat "$out/swnaa.log" >&2; exit 1; }
 trap - EXIT
 grep -q "client connected" "$out/swnaa.log" || { echo "the benchmark never reached naaice-swnaa" >&2; exit 1; }
+# Each connection's summary: the steady-state one served the --steady RPCs and more.
+most=$(sed -n 's/.*connection closed.* rpcs=\([0-9]*\) .*cpu_per_rpc_us=[0-9.]*.*/\1/p' "$out/swnaa.log" |
+    sort -n | tail -n 1)
+[ "${most:-0}" -ge 20 ] || {
+    echo "naaice-swnaa's log has no summary (rpcs, cpu_per_rpc_us) of the steady-state connection:" >&2
+    grep "connection closed" "$out/swnaa.log" >&2
+    exit 1
+}
 if grep -q $'\x1b' "$out/swnaa.log"; then
     echo "colour codes in naaice-swnaa's log file" >&2
     exit 1

@@ -49,9 +49,57 @@ pub(crate) fn serve<I: Incoming>(incoming: I, conn: &Connection, shutdown: &Atom
         return;
     };
     tracing::info!(?peer, "client connected");
+    let usage = Usage::start();
     run(&mut driver, conn, &mut memory, shutdown);
     driver.disconnect();
-    tracing::info!(?peer, "connection closed");
+    let rpcs = driver.machine().rpc_count();
+    let (elapsed, cpu) = usage.since();
+    let per_rpc = if rpcs > 0 {
+        format!("{:.1}", cpu.as_secs_f64() * 1e6 / f64::from(rpcs))
+    } else {
+        "-".to_owned()
+    };
+    tracing::info!(
+        ?peer,
+        rpcs,
+        elapsed_ms = %format_args!("{:.3}", elapsed.as_secs_f64() * 1e3),
+        cpu_ms = %format_args!("{:.3}", cpu.as_secs_f64() * 1e3),
+        cpu_per_rpc_us = %per_rpc,
+        "connection closed"
+    );
+}
+
+/// The wall time and this thread's CPU time since a connection was accepted: what a
+/// connection cost the NAA (a spinning wait shows up as CPU time).
+struct Usage {
+    started: Instant,
+    cpu: Duration,
+}
+
+impl Usage {
+    fn start() -> Self {
+        Self {
+            started: Instant::now(),
+            cpu: thread_cpu(),
+        }
+    }
+
+    /// (wall time, CPU time of this thread) since [`Usage::start`].
+    fn since(&self) -> (Duration, Duration) {
+        (
+            self.started.elapsed(),
+            thread_cpu().saturating_sub(self.cpu),
+        )
+    }
+}
+
+/// The CPU time of the calling thread.
+fn thread_cpu() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(
+        u64::try_from(t.tv_sec).unwrap_or(0),
+        u32::try_from(t.tv_nsec).unwrap_or(0),
+    )
 }
 
 fn run<E: Endpoint>(
