@@ -13,7 +13,7 @@ use naaice::transport::TransportError;
 use naaice::transport::soft::SoftEndpoint;
 use naaice::{Buffer, Connection, Error};
 use naaice_tests::raw_client::{MrspAnswer, mrsp_request, raw_mrsp};
-use naaice_tests::{code, in_place_connection, start_naa};
+use naaice_tests::{SLEEP, code, in_place_connection, start_naa};
 
 /// A connection with one in-place region of `len` bytes (kernel 1), MRSP done.
 fn connected(addr: SocketAddr, len: usize) -> naaice::Result<(Connection<SoftEndpoint>, Buffer)> {
@@ -147,6 +147,63 @@ fn the_memory_budget_is_shared_by_all_connections() {
         }
     };
     rpc(&mut second, &second_buf).unwrap();
+}
+
+#[test]
+fn a_connection_in_use_keeps_its_slot_however_old() {
+    // b connects first and keeps working; a connects later and idles. When a newcomer needs
+    // a slot, a gives way, not b: b's RPCs count as activity, not only its first one.
+    let grace = Duration::from_millis(500);
+    let naa = start_naa(SoftNaaConfig {
+        max_connections: 2,
+        evict_idle_after: Some(grace),
+        ..SoftNaaConfig::default()
+    });
+    let addr = naa.local_addr();
+    let (mut b, b_buf) = connected(addr, 64).unwrap();
+    rpc(&mut b, &b_buf).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let (mut a, a_buf) = connected(addr, 64).unwrap();
+    rpc(&mut a, &a_buf).unwrap();
+    let until = Instant::now() + grace + Duration::from_millis(300);
+    while Instant::now() < until {
+        rpc(&mut b, &b_buf).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (mut c, c_buf) = connected(addr, 64).expect("the newcomer takes a's slot");
+    rpc(&mut c, &c_buf).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    rpc(&mut b, &b_buf).expect("b, in use all along, keeps its connection");
+    let error = rpc(&mut a, &a_buf).expect_err("a, idle the longest, gave way");
+    assert!(
+        error.to_string().contains("disconnect"),
+        "unclear error: {error}"
+    );
+}
+
+#[test]
+fn a_connection_whose_kernel_runs_is_busy_not_idle() {
+    // a was idle past the grace period, then starts an RPC whose kernel runs 800 ms: while it
+    // runs, a is busy, so a newcomer finds the NAA full instead of taking a's slot.
+    let grace = Duration::from_millis(300);
+    let naa = start_naa(SoftNaaConfig {
+        max_connections: 1,
+        evict_idle_after: Some(grace),
+        ..SoftNaaConfig::default()
+    });
+    let addr = naa.local_addr();
+    let (mut a, _buf) = in_place_connection(addr, ClientConfig::new(code(SLEEP)), 64).unwrap();
+    std::thread::sleep(grace + Duration::from_millis(200));
+    a.set_immediate([80, 0, 0]).unwrap(); // 800 ms kernel
+    a.init_transfer().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    match connected(addr, 64) {
+        Err(Error::Transport(TransportError::Rejected(reason))) => {
+            assert!(reason.contains("overloaded"), "{reason}");
+        }
+        other => panic!("expected a rejection, got {:?}", other.map(|_| ())),
+    }
+    assert!(a.wait().expect("a's RPC completes").status.is_success());
 }
 
 #[test]

@@ -438,6 +438,48 @@ fn client_disconnect_mid_rpc_and_the_naa_continues() {
     });
 }
 
+/// When a newcomer needs a slot, the connection idle the longest gives way, not an older one
+/// that keeps working: every RPC counts as activity (over verbs the answer's completion comes
+/// back within the post, so nothing between two RPCs looks busy but the RPC itself).
+#[test]
+fn a_connection_in_use_keeps_its_slot_however_old() {
+    verbs_test("in_use_keeps_its_slot", 60, |ip| {
+        let grace = Duration::from_millis(500);
+        let naa = start_naa(
+            ip,
+            SoftNaaConfig {
+                max_connections: 2,
+                evict_idle_after: Some(grace),
+                ..SoftNaaConfig::default()
+            },
+        );
+        let rpc = |h: &mut Naa<VerbsEndpoint>| -> naaice::Result<()> {
+            h.invoke()?;
+            assert!(h.wait()?.naa_error.is_success());
+            Ok(())
+        };
+        let mut b = in_place(&naa, 1, 64);
+        rpc(&mut b).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let mut a = in_place(&naa, 1, 64);
+        rpc(&mut a).unwrap();
+        let until = Instant::now() + grace + Duration::from_millis(300);
+        while Instant::now() < until {
+            rpc(&mut b).unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let mut c = in_place(&naa, 1, 64);
+        rpc(&mut c).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        rpc(&mut b).expect("b, in use all along, keeps its connection");
+        let error = rpc(&mut a).expect_err("a, idle the longest, gave way");
+        assert!(
+            error.to_string().contains("disconnect"),
+            "unclear error: {error}"
+        );
+    });
+}
+
 /// The server disconnects (shutdown) while a client waits for its reply: the client gets an
 /// error, not a hang, also while it polls without ever sleeping (polling still looks at
 /// connection events).

@@ -174,15 +174,17 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
 
     /// Blocks until the transport has something ready, the machine's next deadline, or
     /// `deadline` (`None`: only the machine's; an hour when it has none). The clock is read
-    /// only when neither gives a deadline.
-    pub(crate) fn wait(&mut self, deadline: Option<Instant>) -> Result<()> {
+    /// only when neither gives a deadline. True if something is ready (or the connection is
+    /// gone), false when the deadline passed first.
+    pub(crate) fn wait(&mut self, deadline: Option<Instant>) -> Result<bool> {
         let until = match (self.machine.poll_timeout().map(clock::from_core), deadline) {
             (Some(a), Some(b)) => a.min(b),
             (Some(t), None) | (None, Some(t)) => t,
             (None, None) => Instant::now() + IDLE_WAIT,
         };
         match self.ep.wait(until) {
-            Ok(_) | Err(TransportError::NotConnected) => Ok(()),
+            Ok(ready) => Ok(ready),
+            Err(TransportError::NotConnected) => Ok(true),
             Err(e) => Err(e),
         }
     }

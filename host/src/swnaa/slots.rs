@@ -12,37 +12,46 @@
 //! slots against newcomers for longer than the grace period. An optional idle timeout
 //! (`idle_timeout`) drops idle connections even when nobody waits.
 //!
+//! The worker marks every RPC (busy when its kernel starts, idle from the kernel's end) and
+//! the end of the MRSP (once a wait finds nothing to do, so that the first RPC, which follows
+//! the Advertisement at once, does not wait for the mark).
+//!
 //! An evicted connection's slot counts as free at once; its worker leaves within about
 //! 100 ms (its poll interval), or at the end of an RPC that raced with the eviction.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::clock;
+
 /// What a connection's worker publishes for the slot policy, and the eviction order.
+///
+/// Lock-free: the worker marks every RPC (busy while its kernel runs, idle from its end), so
+/// the marks cost an atomic store each.
 #[derive(Debug, Default)]
 pub(crate) struct Activity {
-    /// Since when the connection is idle between RPCs (`None`: busy).
-    idle_since: Mutex<Option<Instant>>,
+    /// Since when the connection is idle between RPCs: the core clock's microseconds plus
+    /// one (0: busy).
+    idle_since: AtomicU64,
     /// The master asked the worker to disconnect at its next idle moment.
     evict: AtomicBool,
 }
 
 impl Activity {
-    /// Marks the connection idle since `now`, or busy.
-    pub(crate) fn set_idle(&self, idle: Option<Instant>) {
-        *self
-            .idle_since
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = idle;
+    /// Marks the connection idle since `since`, or busy.
+    pub(crate) fn set_idle(&self, since: Option<Instant>) {
+        let raw = since.map_or(0, |t| clock::to_core(t).as_micros().saturating_add(1));
+        self.idle_since.store(raw, Ordering::Release);
     }
 
-    fn idle_since(&self) -> Option<Instant> {
-        *self
-            .idle_since
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    /// Since when the connection is idle (`None`: busy).
+    pub(crate) fn idle_since(&self) -> Option<Instant> {
+        match self.idle_since.load(Ordering::Acquire) {
+            0 => None,
+            raw => Some(clock::from_core(naaice_core::Instant::from_micros(raw - 1))),
+        }
     }
 
     /// True once the connection should give its slot away.
@@ -160,12 +169,13 @@ mod tests {
         assert_eq!(slots.admit(t0 + Duration::from_secs(9)), Admission::Full);
         // a has been idle longest and past the grace: it gives way, b stays.
         let now = t0 + Duration::from_secs(12);
-        assert_eq!(
-            slots.admit(now),
-            Admission::Evicted {
-                idle: Duration::from_secs(12)
+        match slots.admit(now) {
+            // The marks keep microseconds.
+            Admission::Evicted { idle } => {
+                assert!(idle.abs_diff(Duration::from_secs(12)) < Duration::from_millis(1));
             }
-        );
+            other => panic!("{other:?}"),
+        }
         assert!(a.evicted() && !b.evicted());
         // The newcomer takes the slot; b is within its grace: full again.
         let (wc, bc) = worker();
@@ -179,6 +189,18 @@ mod tests {
         ba.wait();
         bc.wait();
         slots.join_all();
+    }
+
+    #[test]
+    fn an_idle_mark_reads_back_and_clears() {
+        let a = Activity::default();
+        assert_eq!(a.idle_since(), None);
+        let t = Instant::now() + Duration::from_secs(3);
+        a.set_idle(Some(t));
+        let back = a.idle_since().expect("idle");
+        assert!(back.max(t) - back.min(t) < Duration::from_millis(1));
+        a.set_idle(None);
+        assert_eq!(a.idle_since(), None);
     }
 
     #[test]

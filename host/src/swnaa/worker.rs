@@ -113,13 +113,15 @@ fn run<E: Endpoint>(
         regions: Arc::new([]),
         timeout: driver.machine().config().kernel_timeout,
     };
-    let mut idle = false;
     // A shutdown that came while a kernel ran leaves its RPC unanswered: the client sees the
     // disconnect, as with any other RPC in progress.
     let stopping = || shutdown.load(Ordering::Relaxed);
     while !stopping() {
         let event = match driver.poll_serving(&mut |call| {
+            // The slot policy's marks: busy while the kernel runs, idle from its end.
+            conn.activity.set_idle(None);
             let done = kernels.run(call);
+            conn.activity.set_idle(Some(done.1));
             (!stopping()).then_some(done)
         }) {
             Ok(event) => event,
@@ -175,21 +177,29 @@ fn run<E: Endpoint>(
                 if matches!(phase, Phase::Error | Phase::Finished) || stopping() {
                     return;
                 }
-                // The slot policy's idle mark: between RPCs, set when nothing is left to do.
                 let between_rpcs = matches!(phase, Phase::MrspDone | Phase::DataReceiving);
-                if between_rpcs != idle {
-                    idle = between_rpcs;
-                    conn.activity.set_idle(idle.then(Instant::now));
-                }
                 // Evicted: leaves only with nothing pending, so an RPC that arrived first is
                 // served.
-                if idle && conn.activity.evicted() {
+                if between_rpcs && conn.activity.evicted() {
                     tracing::info!("evicted: idle the longest while a new client needed the slot");
                     return;
                 }
-                if let Err(e) = driver.wait(Some(Instant::now() + SHUTDOWN_POLL)) {
-                    tracing::warn!(error = %e, "transport wait failed");
-                    return;
+                let now = Instant::now();
+                match driver.wait(Some(now + SHUTDOWN_POLL)) {
+                    // Nothing came: idle since `now`, unless an RPC's end marked it already.
+                    // Only the end of the MRSP is marked here, after the wait: the client
+                    // sends its first RPC as soon as the Advertisement arrives, and the wait
+                    // comes first.
+                    Ok(false) => {
+                        if between_rpcs && conn.activity.idle_since().is_none() {
+                            conn.activity.set_idle(Some(now));
+                        }
+                    }
+                    Ok(true) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, "transport wait failed");
+                        return;
+                    }
                 }
             }
         }
