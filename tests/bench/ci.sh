@@ -31,18 +31,11 @@ echo "--- naaice-bench with its own software NAA"
 }
 
 echo "--- naaice-swnaa, then naaice-bench --naa against it"
-"$swnaa" --address 127.0.0.1 --port 0 --log info > "$out/swnaa.log" 2>&1 &
-swnaa_pid=$!
+# swnaa_start
+. "$HERE/swnaa.sh"
+swnaa_start "$swnaa" "$out/swnaa.log" --address 127.0.0.1 || exit 1
 trap 'kill "$swnaa_pid" 2>/dev/null || true' EXIT
-port=
-for _ in $(seq 300); do
-    port=$(sed -n 's/^naaice-swnaa listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$out/swnaa.log")
-    [ -n "$port" ] && break
-    kill -0 "$swnaa_pid" 2>/dev/null || break
-    sleep 0.1
-done
-[ -n "$port" ] || { echo "naaice-swnaa did not start:" >&2; cat "$out/swnaa.log" >&2; exit 1; }
-"$bench" --naa "127.0.0.1:$port" --naa-pid "$swnaa_pid" "${sweep[@]}" --compare "$out/own/lowlevel.csv" \
+"$bench" --naa "127.0.0.1:$swnaa_port" --naa-pid "$swnaa_pid" "${sweep[@]}" --compare "$out/own/lowlevel.csv" \
     --out "$out/naa" > "$out/naa.txt" 2>&1 || {
     cat "$out/naa.txt" >&2
     exit 1

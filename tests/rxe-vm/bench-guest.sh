@@ -27,6 +27,8 @@
 # rpc/<round>/{summary.txt,lowlevel.csv,middleware.csv,output.txt} (and naaice-bench's
 # plots, and swnaa.log with NAAICE_SWNAA), timeline.txt. bench_report.py reads them.
 set -u
+# swnaa_start
+. "$(dirname "${BASH_SOURCE[0]}")/../bench/swnaa.sh"
 [ $# -ge 5 ] || {
     echo "usage: bench-guest.sh OUT ROUNDS SIZES TRANSPORT NAAICE_BENCH [args...]" >&2
     exit 2
@@ -168,26 +170,11 @@ done
 
 # Starts NAAICE_SWNAA for one round; sets naa_pid and naa_args (empty if it did not start).
 start_naa() { # dir
-    local _ port
     naa_pid= naa_args=()
-    "$NAAICE_SWNAA" --transport "$transport" --address "$addr" --port 0 --max-connections 16 \
-        "${naa_wait[@]}" --log info > "$1/swnaa.log" 2>&1 &
-    naa_pid=$!
-    for _ in $(seq 300); do
-        port=$(sed -n 's/^naaice-swnaa listening on [^ ]*:\([0-9][0-9]*\)\( .*\)\{0,1\}$/\1/p' "$1/swnaa.log")
-        [ -n "$port" ] && break
-        kill -0 "$naa_pid" 2> /dev/null || break
-        sleep 0.05
-    done
-    if [ -z "$port" ]; then
-        echo "  naaice-swnaa did not start:" >&2
-        cat "$1/swnaa.log" >&2
-        kill "$naa_pid" 2> /dev/null
-        wait "$naa_pid" 2> /dev/null
-        naa_pid=
-        return 1
-    fi
-    naa_args=(--naa "$addr:$port" --naa-pid "$naa_pid")
+    swnaa_start "$NAAICE_SWNAA" "$1/swnaa.log" --transport "$transport" --address "$addr" \
+        --max-connections 16 "${naa_wait[@]}" || return 1
+    naa_pid=$swnaa_pid
+    naa_args=(--naa "$addr:$swnaa_port" --naa-pid "$naa_pid")
 }
 
 rpc_round() { # round command...
