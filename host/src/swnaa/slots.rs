@@ -12,7 +12,7 @@
 //! slots against newcomers for longer than the grace period. An optional idle timeout
 //! (`idle_timeout`) drops idle connections even when nobody waits.
 //!
-//! The worker marks every RPC (busy when its kernel starts, idle from the kernel's end) and
+//! The worker marks every RPC that runs a kernel (busy when it starts, idle from its end) and
 //! the end of the MRSP (once a wait finds nothing to do, so that the first RPC, which follows
 //! the Advertisement at once, does not wait for the mark).
 //!
