@@ -35,7 +35,7 @@ pub use action::{
     Write,
 };
 pub use client::{Client, ClientConfig};
-pub use server::{KernelSet, Placement, Server, ServerConfig};
+pub use server::{ExpressAnswer, KernelSet, Placement, Server, ServerConfig};
 
 use crate::region::RegionError;
 use crate::time::Instant;

@@ -20,6 +20,10 @@ use crate::time::Instant;
 use crate::wire::mrsp::{self, Repr, RequestRecord};
 use crate::wire::{self, FunctionCode, MrspErrorCode, Request, ReturnCode};
 
+mod express;
+
+pub use express::ExpressAnswer;
+
 /// The set of function codes this NAA has kernels for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -158,7 +162,7 @@ enum State {
 ///
 /// Create it when a connection request arrives and execute its first action (the MRSP
 /// receive) *before* accepting (spec §1.3).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Server {
     config: ServerConfig,
     state: State,
@@ -466,31 +470,7 @@ impl Server {
     /// Writes the outputs back (or one zero-length write), the last WITH IMM `rc << 8`.
     /// The next RPC's receive is posted first, so the client never meets RNR (spec §3.9).
     fn write_back(&mut self, now: Instant, status: ReturnCode, with_data: bool) {
-        let imm = status.to_imm();
-        let regions = self.regions.regions();
-        let outputs = || regions.iter().enumerate().filter(|(_, r)| r.is_output());
-        let plan = match (with_data, outputs().next(), outputs().next_back()) {
-            (true, Some((first, _)), Some((last, _))) => Plan::Outputs {
-                next: first as u8,
-                last: last as u8,
-                imm,
-            },
-            _ => {
-                let target = outputs()
-                    .next_back()
-                    .map(|(i, _)| i)
-                    .or_else(|| regions.iter().position(|r| !r.is_internal()))
-                    .unwrap_or(0);
-                Plan::Empty {
-                    target: target as u8,
-                    imm,
-                }
-            }
-        };
-        let writes_left = match plan {
-            Plan::Outputs { .. } => outputs().count() as u8,
-            Plan::Empty { .. } => 1,
-        };
+        let (plan, writes_left) = self.answer_plan(status.to_imm(), with_data);
         self.plan = Some(plan);
         self.post_data_recv();
         self.push(Pending::Writes);
@@ -498,6 +478,36 @@ impl Server {
             State::WritingBack { writes_left },
             Some(now + self.config.completion_timeout),
         );
+    }
+
+    /// The write-back of an answer with immediate `imm`, and how many writes it takes: the
+    /// output regions (with data), or one zero-length write to the last output region (else
+    /// the first region the client can be written to).
+    fn answer_plan(&self, imm: u32, with_data: bool) -> (Plan, u8) {
+        let regions = self.regions.regions();
+        let outputs = || regions.iter().enumerate().filter(|(_, r)| r.is_output());
+        match (with_data, outputs().next(), outputs().next_back()) {
+            (true, Some((first, _)), Some((last, _))) => {
+                let plan = Plan::Outputs {
+                    next: first as u8,
+                    last: last as u8,
+                    imm,
+                };
+                (plan, outputs().count() as u8)
+            }
+            _ => {
+                let target = outputs()
+                    .next_back()
+                    .map(|(i, _)| i)
+                    .or_else(|| regions.iter().position(|r| !r.is_internal()))
+                    .unwrap_or(0);
+                let plan = Plan::Empty {
+                    target: target as u8,
+                    imm,
+                };
+                (plan, 1)
+            }
+        }
     }
 
     fn on_write_completed(&mut self, now: Instant, id: WrId) {
@@ -558,8 +568,15 @@ impl Server {
     }
 
     fn next_write(&mut self) -> Option<Write> {
+        let (write, rest) = self.write_of(self.plan?)?;
+        self.plan = rest;
+        Some(write)
+    }
+
+    /// The next write of `plan` and what is left of it after that write.
+    fn write_of(&self, plan: Plan) -> Option<(Write, Option<Plan>)> {
         let regions = self.regions.regions();
-        let (index, len, rest, imm) = match self.plan? {
+        let (index, len, rest, imm) = match plan {
             Plan::Outputs { next, last, imm } => {
                 let (i, r) = regions
                     .iter()
@@ -576,9 +593,8 @@ impl Server {
             Plan::Empty { target, imm } => (usize::from(target), 0, None, imm),
         };
         let peer = regions.get(index).and_then(|r| r.peer)?;
-        self.plan = rest;
         let is_last = rest.is_none();
-        Some(Write {
+        let write = Write {
             wr_id: WrId::new(WrKind::Write, index as u32),
             region: RegionId::new(index as u8),
             len,
@@ -586,7 +602,8 @@ impl Server {
             rkey: peer.rkey,
             imm: is_last.then_some(imm),
             solicited: is_last,
-        })
+        };
+        Some((write, rest))
     }
 }
 

@@ -4,9 +4,12 @@
 //! * [`ops`]: an operation interpreter that feeds a [`crate::Client`] or [`crate::Server`]
 //!   arbitrary inputs, commands and clock jumps and checks that every `poll_action` drain
 //!   terminates and every SEND is a valid MRSP message (property tests and fuzz targets).
+//! * [`express`]: the server's express lane checked against its general path, at every
+//!   operation of those runs where the lane applies.
 //! * [`pair`]: a client and a server wired together in memory, with simulated region memory,
 //!   RC link and virtual clock (after quinn-proto's `Pair`).
 
+pub mod express;
 pub mod ops;
 pub mod pair;
 

@@ -381,9 +381,11 @@ pub fn step_client(c: &mut Client, h: &mut Harness<ClientAction>, op: &Op) {
     h.drain(c);
 }
 
-/// Applies `op` to a server, then drains it.
+/// Applies `op` to a server, then drains it; where the express lane applies, checks it
+/// against the general path ([`super::express`]).
 pub fn step_server(s: &mut Server, h: &mut Harness<ServerAction>, op: &Op) {
     let now = h.now;
+    let shadow = super::express::shadow(s, h, op);
     if !h.apply(s, op, &[]) {
         match *op {
             Op::RegionAssigned(r, addr, rkey) => {
@@ -419,7 +421,11 @@ pub fn step_server(s: &mut Server, h: &mut Harness<ServerAction>, op: &Op) {
             _ => {}
         }
     }
+    let before = h.outstanding.len();
     h.drain(s);
+    if let Some(shadow) = shadow {
+        shadow.check(s, &h.outstanding[before..]);
+    }
 }
 
 /// Runs `ops` on a new client.

@@ -9,6 +9,7 @@
 //! of the role-specific views in `client` and `server`.
 
 mod client;
+mod express;
 mod readiness;
 mod regions;
 mod role;
@@ -47,6 +48,8 @@ pub(crate) struct Driver<E: Endpoint, M: Role> {
     scratch: Box<[u8]>,
     writes: Vec<SendWr>,
     completions: Vec<Completion>,
+    /// The write list the machine's express lane posts on every RPC (built once).
+    express: Vec<SendWr>,
     connected: bool,
 }
 
@@ -70,6 +73,7 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
             scratch: vec![0; MRSP_RECV_LEN].into_boxed_slice(),
             writes: Vec::with_capacity(naaice_core::config::MAX_REGIONS),
             completions: vec![blank; COMPLETION_BATCH],
+            express: Vec::new(),
             connected: true,
         }
     }
@@ -140,14 +144,7 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
         loop {
             let n = self.ep.poll(&mut self.completions)?;
             let now = *now.get_or_insert_with(clock::now);
-            for i in 0..n {
-                let wc = self.completions[i];
-                if wc.status == WcStatus::WrFlush && !events_fed {
-                    self.feed_events(now);
-                    events_fed = true;
-                }
-                self.feed_completion(wc, now);
-            }
+            self.feed_batch(0..n, now, &mut events_fed);
             if n < self.completions.len() {
                 break;
             }
@@ -156,6 +153,24 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
         self.feed_events(now);
         self.machine.handle_timeout(now);
         Ok(())
+    }
+
+    /// Feeds the polled completions `range` (see [`Driver::pump`] for the order), as happened
+    /// at `now`; `events_fed` says whether the connection events were fed already.
+    fn feed_batch(
+        &mut self,
+        range: std::ops::Range<usize>,
+        now: naaice_core::Instant,
+        events_fed: &mut bool,
+    ) {
+        for i in range {
+            let wc = self.completions[i];
+            if wc.status == WcStatus::WrFlush && !*events_fed {
+                self.feed_events(now);
+                *events_fed = true;
+            }
+            self.feed_completion(wc, now);
+        }
     }
 
     /// Feeds the ready connection events.

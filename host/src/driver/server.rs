@@ -120,7 +120,9 @@ impl<E: Endpoint> Driver<E, Server> {
                 Some(event) => return Ok(Some(event)),
                 None if pumped => return Ok(None),
                 None => {
-                    self.pump()?;
+                    if !self.pump_express(kernel)? {
+                        return Ok(None);
+                    }
                     pumped = true;
                 }
             }

@@ -24,7 +24,7 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
     /// Tells the machine that posting `wr_id` failed. A post onto a connection that is already
     /// gone is reported as the disconnect it is (the error then names the peer's departure and
     /// the phase, not a work-request number).
-    fn post_failed(&mut self, wr_id: WrId, error: &TransportError) {
+    pub(super) fn post_failed(&mut self, wr_id: WrId, error: &TransportError) {
         let input = if matches!(error, TransportError::NotConnected) {
             tracing::debug!(wr_id = wr_id.raw(), "posting onto a closed connection");
             Input::Disconnected
@@ -56,6 +56,17 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
     }
 
     pub(super) fn queue_write(&mut self, w: Write) {
+        match self.send_wr(&w) {
+            Some(wr) => self.writes.push(wr),
+            None => self
+                .machine
+                .handle_input(clock::now(), Input::PostFailed(w.wr_id)),
+        }
+    }
+
+    /// The work request of a machine's write; `None` (logged) when its region has no
+    /// registered memory.
+    pub(super) fn send_wr(&self, w: &Write) -> Option<SendWr> {
         let local = if w.len == 0 {
             None
         } else if let Some(r) = self.registered(w.region.index()) {
@@ -69,17 +80,14 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
                 region = w.region.index(),
                 "write from a region without memory"
             );
-            self.machine
-                .handle_input(clock::now(), Input::PostFailed(w.wr_id));
-            return;
+            return None;
         };
-        let op = SendOp::write(w.remote_addr, w.rkey, w.imm);
-        self.writes.push(SendWr {
+        Some(SendWr {
             wr_id: w.wr_id.raw(),
-            op,
+            op: SendOp::write(w.remote_addr, w.rkey, w.imm),
             local,
             solicited: w.solicited,
-        });
+        })
     }
 
     /// Posts the queued writes as one list (spec §3.1).
