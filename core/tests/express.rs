@@ -1,16 +1,21 @@
-//! The server's express lane against its general path, step by step on a connection with
-//! spec vector B's regions (two of them written back): three RPCs served through the lane
-//! leave exactly the state and hand out exactly the actions the general path does, and every
-//! case the lane must leave alone changes nothing. (The property tests check the same at every
-//! operation of random runs where the lane applies: `naaice_core::testkit::express`.)
+//! The machines' express lanes against their general paths, step by step. The server, on a
+//! connection with spec vector B's regions (two of them written back): three RPCs served
+//! through the lane leave exactly the state and hand out exactly the actions the general path
+//! does, and every case the lane must leave alone changes nothing. The client, with a
+//! single-send input, a second input and an output: three RPCs the same way, the reply
+//! overtaking the write completion in one of them. (The property tests check the same at every
+//! operation of random runs where a lane applies: `naaice_core::testkit::express`.)
 
 use core::time::Duration;
 
 use hex_literal::hex;
-use naaice_core::machine::{KernelSet, Machine, Post, RecvBuffer, ServerAction, WrId};
+use naaice_core::machine::{
+    ClientAction, Express, KernelSet, Machine, Post, RecvBuffer, ServerAction, WrId,
+};
 use naaice_core::wire::imm::encode_request;
+use naaice_core::wire::mrsp::{self, AdvertRecord};
 use naaice_core::wire::{FunctionCode, ReturnCode};
-use naaice_core::{Input, Instant, Server, ServerConfig};
+use naaice_core::{Client, ClientConfig, ClientRegions, Input, Instant, Server, ServerConfig};
 
 /// §10.2 Advertisement+Request (three parameters: single-send input, in-place, output; one
 /// internal region), 100 bytes.
@@ -28,12 +33,12 @@ fn config() -> ServerConfig {
     cfg
 }
 
-fn drain(s: &mut Server) -> Vec<ServerAction> {
+fn drain<M: Machine>(m: &mut M) -> Vec<M::Action> {
     let mut buf = [0u8; 512];
-    core::iter::from_fn(|| s.poll_action(&mut buf)).collect()
+    core::iter::from_fn(|| m.poll_action(&mut buf)).collect()
 }
 
-fn same_state(a: &Server, b: &Server) {
+fn same_state<M: core::fmt::Debug>(a: &M, b: &M) {
     assert_eq!(format!("{a:?}"), format!("{b:?}"));
 }
 
@@ -183,4 +188,117 @@ fn the_express_lane_leaves_everything_else_unchanged() {
     let first = s.answer_writes(answer.imm).next().expect("a write");
     assert!(!s.express_write_done(now, first.wr_id));
     same_state(&s, &waiting);
+}
+
+/// A client through its MRSP: parameters 0 (single-send input, 64 B), 1 (input, 100 B) and
+/// 2 (output, 32 B).
+fn ready_client(now: Instant) -> Client {
+    let mut regions = ClientRegions::new();
+    for (i, size) in [64u64, 100, 32].into_iter().enumerate() {
+        let id = regions
+            .add_param(0x1000 * (i as u64 + 1), 7, size)
+            .expect("param");
+        match i {
+            0 => {
+                regions.set_input(id).expect("input");
+                regions.set_single_send(id).expect("single send");
+            }
+            1 => regions.set_input(id).expect("input"),
+            _ => regions.set_output(id).expect("output"),
+        }
+    }
+    let mut c = Client::new(ClientConfig::new(fncode(1)), regions);
+    c.handle_input(now, Input::AddressResolved);
+    c.handle_input(now, Input::Established);
+    c.start_mrsp(now).expect("start MRSP");
+    let actions = drain(&mut c);
+    let (mut send, mut recv) = (None, None);
+    for a in actions {
+        match a {
+            ClientAction::Post(Post::Send { wr_id, .. }) => send = Some(wr_id),
+            ClientAction::Post(Post::Recv { wr_id, .. }) => recv = Some(wr_id),
+            _ => {}
+        }
+    }
+    let records = (0..3u32).map(|i| AdvertRecord {
+        addr: 0x9000_0000 + 0x1000 * u64::from(i),
+        rkey: 0x55,
+        size: 4096,
+    });
+    let mut advert = [0u8; 64];
+    let len = mrsp::emit_advertise(&mut advert, records).expect("advertisement");
+    c.handle_input(now, Input::SendCompleted(send.expect("MRSP send")));
+    c.handle_input(
+        now,
+        Input::Received {
+            wr_id: recv.expect("MRSP receive"),
+            data: &advert[..len],
+        },
+    );
+    drain(&mut c);
+    assert!(c.mrsp_done(), "MRSP did not finish");
+    c
+}
+
+#[test]
+fn the_client_express_lane_runs_rpcs_as_the_general_path_does() {
+    let mut now = Instant::ZERO;
+    let mut c = ready_client(now);
+    let timeout = Duration::from_secs(1);
+    for rpc in 1..=3u32 {
+        let mut g = c.clone();
+        g.start_rpc_with_timeout(now, timeout).expect("start RPC");
+        let general = drain(&mut g);
+        let recv = c.express_rpc(now, timeout).expect("start RPC");
+        let recv = recv.expect("the lane takes the start");
+        let writes: Vec<_> = core::iter::from_fn(|| c.express_write()).collect();
+        let mut express = vec![ClientAction::Post(Post::Recv {
+            wr_id: recv,
+            buffer: RecvBuffer::Empty,
+        })];
+        express.extend(writes.iter().map(|w| ClientAction::Post(Post::Write(*w))));
+        assert_eq!(general, express);
+        // The single-send input goes out with the first RPC only.
+        assert_eq!(writes.len(), if rpc == 1 { 2 } else { 1 });
+        same_state(&c, &g);
+
+        now = now + Duration::from_micros(50);
+        let reply = Input::WriteImmReceived {
+            wr_id: recv,
+            imm: ReturnCode::new(rpc).expect("rc").to_imm(),
+            len: 32,
+        };
+        let mut inputs: Vec<Input<'_>> = writes
+            .iter()
+            .map(|w| Input::WriteCompleted(w.wr_id))
+            .collect();
+        // In the second RPC the reply overtakes the write completion (D-20).
+        if rpc == 2 {
+            inputs.insert(0, reply);
+        } else {
+            inputs.push(reply);
+        }
+        for (k, input) in inputs.iter().enumerate() {
+            g.handle_input(now, *input);
+            let general = drain(&mut g);
+            let express = c.express_input(*input);
+            if k + 1 == inputs.len() {
+                let Express::Finished(result) = express else {
+                    panic!("the last completion did not finish the RPC: {express:?}");
+                };
+                assert_eq!(general, [ClientAction::RpcComplete(result)]);
+                assert_eq!(result.status, ReturnCode::new(rpc).expect("rc"));
+                assert_eq!(c.last_result(), Some(result));
+            } else {
+                assert_eq!(express, Express::Taken);
+                assert!(general.is_empty());
+            }
+            same_state(&c, &g);
+        }
+    }
+    // Nothing in flight: a completion is not the lane's.
+    let before = c.clone();
+    let stray = Input::WriteCompleted(WrId::from_raw((4 << 32) | 1));
+    assert_eq!(c.express_input(stray), Express::NotTaken);
+    same_state(&c, &before);
 }

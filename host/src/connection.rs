@@ -209,8 +209,7 @@ impl<E: Endpoint> Connection<E> {
     /// Starts an RPC with its own deadline.
     pub fn init_transfer_with_timeout(&mut self, timeout: Duration) -> Result<()> {
         self.check_failed()?;
-        self.client_mut()
-            .start_rpc_with_timeout(clock::now(), timeout)?;
+        self.driver.start_rpc(timeout)?;
         self.reported = false;
         self.progress(false)
     }
@@ -282,7 +281,7 @@ impl<E: Endpoint> Connection<E> {
     fn progress(&mut self, read: bool) -> Result<()> {
         self.check_failed()?;
         if read {
-            self.driver.pump()?;
+            self.driver.pump_rpc()?;
         }
         while let Some(event) = self.driver.next_event() {
             // The machine keeps the MRSP state, the result and the error.

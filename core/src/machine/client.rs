@@ -15,6 +15,10 @@ use crate::wire::imm::{self, CLIENT_ERROR_VALUE};
 use crate::wire::mrsp::{self, AdvertRecord, Repr};
 use crate::wire::{FunctionCode, ReturnCode};
 
+mod express;
+
+pub use express::Express;
+
 /// Client settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -100,7 +104,7 @@ enum State {
 /// Typical use: fill [`Client::regions_mut`], feed [`Input::Established`], call
 /// [`Client::start_mrsp`], drain actions until [`ClientAction::MrspComplete`]; then per RPC
 /// [`Client::start_rpc`] and drain until [`ClientAction::RpcComplete`].
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Client {
     config: ClientConfig,
     state: State,

@@ -34,7 +34,7 @@ pub use action::{
     ClientAction, KernelCall, Machine, MachineAction, Post, RecvBuffer, RpcResult, ServerAction,
     Write,
 };
-pub use client::{Client, ClientConfig};
+pub use client::{Client, ClientConfig, Express};
 pub use server::{ExpressAnswer, KernelSet, Placement, Server, ServerConfig};
 
 use crate::region::RegionError;

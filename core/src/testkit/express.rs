@@ -1,21 +1,24 @@
-//! Checks of the server's express lane against its general path: before an operation the
-//! lane would take, a copy of the server takes it through the lane; after the general path
-//! ran and was drained, both servers must be in the same state and the lane must have handed
-//! out exactly the actions the general path did (see `Server::express_call`).
+//! Checks of the machines' express lanes against their general paths: before an operation a
+//! lane would take, a copy of the machine takes it through the lane; after the general path
+//! ran and was drained, both machines must be in the same state and the lane must have handed
+//! out exactly the actions the general path did (see `Server::express_call` and
+//! `Client::express_rpc`).
 
+use core::fmt::Debug;
+use core::time::Duration;
 use std::format;
 use std::vec::Vec;
 
 use super::ops::{Harness, Op, return_code};
-use crate::Server;
-use crate::machine::{Post, RecvBuffer, ServerAction, WrId};
+use crate::machine::{ClientAction, Express, Input, Machine, Post, RecvBuffer, ServerAction, WrId};
+use crate::{Client, Server};
 
-/// A copy of the server that took an operation through the express lane, with the actions
+/// A copy of a machine that took an operation through the express lane, with the actions
 /// the lane stands for.
 #[derive(Debug)]
-pub struct Shadow {
-    server: Server,
-    actions: Vec<ServerAction>,
+pub struct Shadow<M, A> {
+    machine: M,
+    actions: Vec<A>,
 }
 
 /// What the express lane does with one input.
@@ -25,8 +28,12 @@ enum Lane {
     Answer(u32),
 }
 
-/// The lane's counterpart of `op` on `s`, if it takes it (`None`: it does not apply).
-pub fn shadow(s: &Server, h: &Harness<ServerAction>, op: &Op) -> Option<Shadow> {
+/// The server lane's counterpart of `op` on `s`, if it takes it (`None`: it does not apply).
+pub fn server_shadow(
+    s: &Server,
+    h: &Harness<ServerAction>,
+    op: &Op,
+) -> Option<Shadow<Server, ServerAction>> {
     let lane = match *op {
         Op::WriteImm(i, imm, _) => Lane::Call(h.wr_id(i), imm),
         Op::WriteCompleted(i) => Lane::WriteDone(h.wr_id(i)),
@@ -76,13 +83,76 @@ pub fn shadow(s: &Server, h: &Harness<ServerAction>, op: &Op) -> Option<Shadow> 
             actions
         }
     };
-    Some(Shadow { server, actions })
+    Some(Shadow {
+        machine: server,
+        actions,
+    })
 }
 
-impl Shadow {
-    /// Panics unless `general` (the server after the general path) is in the same state and
+/// The client lane's counterpart of `op` on `c`, if it takes it (`None`: it does not apply).
+pub fn client_shadow(
+    c: &Client,
+    h: &Harness<ClientAction>,
+    op: &Op,
+) -> Option<Shadow<Client, ClientAction>> {
+    let mut client = c.clone();
+    let now = h.now;
+    let input = match *op {
+        Op::StartRpc(timeout) => {
+            let timeout = timeout.map_or(c.config().rpc_timeout, |us| {
+                Duration::from_micros(u64::from(us))
+            });
+            let recv = client.express_rpc(now, timeout).ok()??;
+            let mut actions = Vec::from([ClientAction::Post(Post::Recv {
+                wr_id: recv,
+                buffer: RecvBuffer::Empty,
+            })]);
+            actions.extend(
+                core::iter::from_fn(|| client.express_write())
+                    .map(|w| ClientAction::Post(Post::Write(w))),
+            );
+            return Some(Shadow {
+                machine: client,
+                actions,
+            });
+        }
+        Op::WriteCompleted(i) => Input::WriteCompleted(h.wr_id(i)),
+        Op::WriteImm(i, imm, len) => Input::WriteImmReceived {
+            wr_id: h.wr_id(i),
+            imm,
+            len,
+        },
+        Op::Complete(i, imm, len) if !h.outstanding.is_empty() => {
+            match h.outstanding[usize::from(i) % h.outstanding.len()] {
+                ClientAction::Post(Post::Write(w)) => Input::WriteCompleted(w.wr_id),
+                ClientAction::Post(Post::Recv {
+                    wr_id,
+                    buffer: RecvBuffer::Empty,
+                }) => Input::WriteImmReceived {
+                    wr_id,
+                    imm: imm & 0xFFFF_FF00,
+                    len,
+                },
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    let actions = match client.express_input(input) {
+        Express::NotTaken => return None,
+        Express::Taken => Vec::new(),
+        Express::Finished(result) => Vec::from([ClientAction::RpcComplete(result)]),
+    };
+    Some(Shadow {
+        machine: client,
+        actions,
+    })
+}
+
+impl<M: Machine + Debug, A: PartialEq + Debug> Shadow<M, A> {
+    /// Panics unless `general` (the machine after the general path) is in the same state and
     /// `drained` (what its drain handed out) are the lane's actions.
-    pub fn check(&self, general: &Server, drained: &[ServerAction]) {
+    pub fn check(&self, general: &M, drained: &[A]) {
         assert_eq!(
             drained,
             &self.actions[..],
@@ -90,7 +160,7 @@ impl Shadow {
         );
         assert_eq!(
             format!("{general:?}"),
-            format!("{:?}", self.server),
+            format!("{:?}", self.machine),
             "the express lane leaves another state than the general path"
         );
     }

@@ -340,9 +340,11 @@ fn param_sizes(c: &Client) -> Vec<u32> {
     c.regions().params().iter().map(|p| p.size).collect()
 }
 
-/// Applies `op` to a client, then drains it.
+/// Applies `op` to a client, then drains it; where the express lane applies, checks it
+/// against the general path ([`super::express`]).
 pub fn step_client(c: &mut Client, h: &mut Harness<ClientAction>, op: &Op) {
     let now = h.now;
+    let shadow = super::express::client_shadow(c, h, op);
     let sizes = param_sizes(c);
     if !h.apply(c, op, &sizes) {
         match *op {
@@ -378,14 +380,18 @@ pub fn step_client(c: &mut Client, h: &mut Harness<ClientAction>, op: &Op) {
             "the client kept an expired deadline"
         );
     }
+    let before = h.outstanding.len();
     h.drain(c);
+    if let Some(shadow) = shadow {
+        shadow.check(c, &h.outstanding[before..]);
+    }
 }
 
 /// Applies `op` to a server, then drains it; where the express lane applies, checks it
 /// against the general path ([`super::express`]).
 pub fn step_server(s: &mut Server, h: &mut Harness<ServerAction>, op: &Op) {
     let now = h.now;
-    let shadow = super::express::shadow(s, h, op);
+    let shadow = super::express::server_shadow(s, h, op);
     if !h.apply(s, op, &[]) {
         match *op {
             Op::RegionAssigned(r, addr, rkey) => {

@@ -1,62 +1,75 @@
-//! The server's express lane in the driver: a steady RPC from its call's completion to its
-//! posted answer without the machine's action queue (see `naaice_core`'s
-//! `Server::express_call`). Whatever the lane does not take goes through [`Driver::pump`].
+//! The machines' express lanes in the driver: on the NAA a steady RPC from its call's
+//! completion to its posted answer, on the client an RPC's posts and completions, without the
+//! machine's action queue (see `naaice_core`'s `Server::express_call` and
+//! `Client::express_rpc`). Whatever a lane does not take goes through [`Driver::pump`].
 
-use naaice_core::machine::{KernelCall, RecvBuffer, WrId};
-use naaice_core::{ReturnCode, Server};
+use std::time::Duration;
+
+use naaice_core::machine::{Express, Input, KernelCall, Machine, RecvBuffer, WrId};
+use naaice_core::{Client, ReturnCode, Server};
 
 use super::Driver;
 use crate::clock;
-use crate::transport::{Endpoint, Result, SendOp, WcOpcode, WcStatus};
+use crate::transport::{Completion, Endpoint, Result, SendOp, WcOpcode, WcStatus};
 
 impl<E: Endpoint> Driver<E, Server> {
     /// Takes what the transport has ready. Completions of the steady state (the answer's
     /// write, then a call of a known kernel as the last completion taken) are served by the
-    /// machine's express lane, a call with its kernel and its posted answer; from the first
-    /// other completion on, everything goes through [`Driver::pump`]. False when the owner is
-    /// stopping (`kernel` returned `None`: that RPC is left unanswered).
+    /// machine's express lane, a call with its kernel and its posted answer, after which the
+    /// transport is polled once more (Soft-RoCE has completed the answer's write by then);
+    /// from the first other completion on, everything goes through [`Driver::pump`]. False
+    /// when the owner is stopping (`kernel` returned `None`: that RPC is left unanswered).
     pub(super) fn pump_express(
         &mut self,
         kernel: &mut impl FnMut(KernelCall) -> Option<(ReturnCode, std::time::Instant)>,
     ) -> Result<bool> {
-        let n = self.ep.poll(&mut self.completions)?;
-        if n == 0 {
-            self.pump()?;
-            return Ok(true);
-        }
-        let now = clock::now();
-        for i in 0..n {
-            let wc = self.completions[i];
-            let wr_id = WrId::from_raw(wc.wr_id);
-            let taken = wc.status == WcStatus::Success
-                && match wc.opcode {
-                    WcOpcode::RdmaWrite => self.machine.express_write_done(now, wr_id),
-                    WcOpcode::RecvRdmaWithImm if i + 1 == n => {
-                        let imm = wc.imm.unwrap_or(0);
-                        match self.machine.express_call(now, wr_id, imm) {
-                            Some(call) => {
-                                let Some((rc, done)) = kernel(call) else {
-                                    return Ok(false);
-                                };
-                                self.answer(rc, clock::to_core(done));
-                                true
+        let mut now = None;
+        loop {
+            let n = self.ep.poll(&mut self.completions)?;
+            if n == 0 {
+                if now.is_none() {
+                    self.pump()?;
+                }
+                return Ok(true);
+            }
+            // Completions taken after an answer happened after its kernel returned.
+            let mut at = *now.get_or_insert_with(clock::now);
+            let mut answered = false;
+            for i in 0..n {
+                let wc = self.completions[i];
+                let wr_id = WrId::from_raw(wc.wr_id);
+                let taken = wc.status == WcStatus::Success
+                    && match wc.opcode {
+                        WcOpcode::RdmaWrite => self.machine.express_write_done(at, wr_id),
+                        WcOpcode::RecvRdmaWithImm if i + 1 == n => {
+                            let imm = wc.imm.unwrap_or(0);
+                            match self.machine.express_call(at, wr_id, imm) {
+                                Some(call) => {
+                                    let Some((rc, done)) = kernel(call) else {
+                                        return Ok(false);
+                                    };
+                                    at = clock::to_core(done);
+                                    self.answer(rc, at);
+                                    answered = true;
+                                    true
+                                }
+                                None => false,
                             }
-                            None => false,
                         }
-                    }
-                    _ => false,
-                };
-            if !taken {
-                let mut events_fed = false;
-                self.feed_batch(i..n, now, &mut events_fed);
-                self.pump()?;
+                        _ => false,
+                    };
+                if !taken {
+                    let mut events_fed = false;
+                    self.feed_batch(i..n, at, &mut events_fed);
+                    self.pump()?;
+                    return Ok(true);
+                }
+            }
+            now = Some(at);
+            if !answered && n < self.completions.len() {
                 return Ok(true);
             }
         }
-        if n == self.completions.len() {
-            self.pump()?;
-        }
-        Ok(true)
     }
 
     /// Answers the current RPC, whose kernel returned `rc` at `now`: through the express lane
@@ -97,5 +110,66 @@ impl<E: Endpoint> Driver<E, Server> {
         }
         self.express = list;
         true
+    }
+}
+
+impl<E: Endpoint> Driver<E, Client> {
+    /// Starts an RPC with deadline `timeout` from now. Through the machine's express lane
+    /// its receive and write list are posted before this returns; otherwise the machine's
+    /// actions wait for [`Driver::next_event`].
+    pub(crate) fn start_rpc(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<(), naaice_core::machine::Error> {
+        if let Some(recv) = self.machine.express_rpc(clock::now(), timeout)? {
+            self.post_recv(recv, RecvBuffer::Empty);
+            while let Some(w) = self.machine.express_write() {
+                self.queue_write(w);
+            }
+            self.flush_writes();
+        }
+        Ok(())
+    }
+
+    /// [`Driver::pump`], with the completions of the RPC in flight taken through the
+    /// machine's express lane (its result is then the machine's last result, as after the
+    /// general path); from the first completion the lane does not take on, everything goes
+    /// through [`Driver::pump`].
+    pub(crate) fn pump_rpc(&mut self) -> Result<()> {
+        let n = self.ep.poll(&mut self.completions)?;
+        if n == 0 {
+            return self.pump();
+        }
+        let now = clock::now();
+        for i in 0..n {
+            let taken = match rpc_input(&self.completions[i]) {
+                Some(input) => self.machine.express_input(input) != Express::NotTaken,
+                None => false,
+            };
+            if !taken {
+                let mut events_fed = false;
+                self.feed_batch(i..n, now, &mut events_fed);
+                return self.pump();
+            }
+        }
+        if n == self.completions.len() {
+            return self.pump();
+        }
+        self.machine.handle_timeout(now);
+        Ok(())
+    }
+}
+
+/// The input of a successful write completion or received immediate (the RPC's).
+fn rpc_input(wc: &Completion) -> Option<Input<'static>> {
+    let wr_id = WrId::from_raw(wc.wr_id);
+    match (wc.status, wc.opcode) {
+        (WcStatus::Success, WcOpcode::RdmaWrite) => Some(Input::WriteCompleted(wr_id)),
+        (WcStatus::Success, WcOpcode::RecvRdmaWithImm) => Some(Input::WriteImmReceived {
+            wr_id,
+            imm: wc.imm.unwrap_or(0),
+            len: wc.byte_len,
+        }),
+        _ => None,
     }
 }
