@@ -22,6 +22,14 @@
 //! RPC is in flight ([`Client::is_busy`]) and the last RPC's result ([`Client::last_result`],
 //! [`Client::take_result`]).
 //!
+//! **Express lanes.** A steady RPC can also take a short path that skips the action queue:
+//! [`Server::express_call`], [`Server::express_answer`] and [`Server::express_write_done`] on
+//! the NAA, [`Client::express_rpc`] and [`Client::express_input`] on the host. Each applies
+//! only where the general path would change the same state and hand out the same actions
+//! (nothing else queued, no deadline passed, no RPC waiting); elsewhere it changes nothing and
+//! the caller feeds the input as usual. The testkit checks every lane against the general path
+//! at each step of the property tests and fuzz runs where it applies.
+//!
 //! The machines never read a clock, never allocate and never panic; every peer value is
 //! validated and a violation ends in a `Failed` action (and [`Phase::Error`], with the error
 //! kept as [`Machine::error`]). A failed or disconnected machine ignores further inputs.

@@ -140,7 +140,6 @@ impl<E: Endpoint> Driver<E, Client> {
         if n == 0 {
             return self.pump();
         }
-        let now = clock::now();
         for i in 0..n {
             let taken = match rpc_input(&self.completions[i]) {
                 Some(input) => self.machine.express_input(input) != Express::NotTaken,
@@ -148,14 +147,17 @@ impl<E: Endpoint> Driver<E, Client> {
             };
             if !taken {
                 let mut events_fed = false;
-                self.feed_batch(i..n, now, &mut events_fed);
+                self.feed_batch(i..n, clock::now(), &mut events_fed);
                 return self.pump();
             }
         }
         if n == self.completions.len() {
             return self.pump();
         }
-        self.machine.handle_timeout(now);
+        // The clock is read only while a deadline runs (not after the RPC's last completion).
+        if self.machine.poll_timeout().is_some() {
+            self.machine.handle_timeout(clock::now());
+        }
         Ok(())
     }
 }

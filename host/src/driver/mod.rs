@@ -6,7 +6,9 @@
 //! Owners run [`Driver::next_event`] and [`Driver::pump`] until nothing is left to do (the
 //! software NAA's worker through [`Driver::poll_serving`], which also runs its kernels), then
 //! [`Driver::wait`]; commands (start an MRSP, start an RPC, a kernel finished, …) are methods
-//! of the role-specific views in `client` and `server`.
+//! of the role-specific views in `client` and `server`. A steady RPC takes the machines'
+//! express lanes (`express`): the NAA serves a call from its completion to its posted answer,
+//! the client posts an RPC at its start and takes its completions, without the action queue.
 
 mod client;
 mod express;

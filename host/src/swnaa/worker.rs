@@ -117,13 +117,19 @@ fn run<E: Endpoint>(
     // disconnect, as with any other RPC in progress.
     let stopping = || shutdown.load(Ordering::Relaxed);
     while !stopping() {
-        let event = match driver.poll_serving(&mut |call| {
-            // The slot policy's marks: busy while the kernel runs, idle from its end.
+        // The slot policy's marks: busy while the kernel runs, idle from its end. The idle
+        // mark is set once the answer is posted, off the RPC's path.
+        let mut kernel_end = None;
+        let served = driver.poll_serving(&mut |call| {
             conn.activity.set_idle(None);
             let done = kernels.run(call);
-            conn.activity.set_idle(Some(done.1));
+            kernel_end = Some(done.1);
             (!stopping()).then_some(done)
-        }) {
+        });
+        if let Some(end) = kernel_end {
+            conn.activity.set_idle(Some(end));
+        }
+        let event = match served {
             Ok(event) => event,
             Err(e) => {
                 tracing::warn!(error = %e, "transport failed");
