@@ -94,6 +94,8 @@ pub struct VerbsEndpoint {
     armed: bool,
     /// How long waits spin, learned from the recent ones.
     waiter: Waiter,
+    /// A spin that found a completion, recorded at the next wait (off the RPC's path).
+    unrecorded: Option<WaitEnd>,
     /// When the rdma_cm channel is read next while polling.
     event_check: EventCheck,
     /// The outstanding work requests (tags, room, made-up completions).
@@ -142,6 +144,7 @@ impl VerbsEndpoint {
             state,
             armed: false,
             waiter: Waiter::new(config.wait),
+            unrecorded: None,
             event_check: EventCheck::default(),
             outstanding: Outstanding::new(SEND_WR as usize, RECV_WR as usize),
             ready: VecDeque::with_capacity(2 * POLL_BATCH),
@@ -512,6 +515,9 @@ impl Endpoint for VerbsEndpoint {
         // polls, as perftest and the C reference spin: the CQ read paces the loop, and under
         // qemu's TCG a PAUSE leaves the vCPU's execution loop ("let another CPU run"), which
         // cost a small RPC about 1.7 µs on Soft-RoCE.
+        if let Some(end) = self.unrecorded.take() {
+            self.waiter.record(end);
+        }
         let budget = self.waiter.spin_budget();
         let spin_until = budget
             .and_then(|b| start.checked_add(b))
@@ -519,7 +525,7 @@ impl Endpoint for VerbsEndpoint {
         let mut now = start;
         while now < spin_until {
             if self.fill()? > 0 {
-                self.waiter.record(WaitEnd::Spun(now - start));
+                self.unrecorded = Some(WaitEnd::Spun(now - start));
                 return Ok(true);
             }
             if self.check_cm_events()? {
@@ -533,7 +539,7 @@ impl Endpoint for VerbsEndpoint {
         if budget.is_none() || now >= deadline {
             // Polling never sleeps; a wait that spun until its deadline is over.
             if self.fill()? > 0 {
-                self.waiter.record(WaitEnd::Spun(now - start));
+                self.unrecorded = Some(WaitEnd::Spun(now - start));
                 return Ok(true);
             }
             self.waiter.record(WaitEnd::TimedOut(now - start));
