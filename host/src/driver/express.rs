@@ -21,7 +21,10 @@ impl<E: Endpoint> Driver<E, Server> {
     /// when the owner is stopping (`kernel` returned `None`: that RPC is left unanswered).
     pub(super) fn pump_express(
         &mut self,
-        kernel: &mut impl FnMut(KernelCall) -> Option<(ReturnCode, std::time::Instant)>,
+        kernel: &mut impl FnMut(
+            KernelCall,
+            std::time::Instant,
+        ) -> Option<(ReturnCode, std::time::Instant)>,
     ) -> Result<bool> {
         let mut now = None;
         loop {
@@ -33,7 +36,8 @@ impl<E: Endpoint> Driver<E, Server> {
                 return Ok(true);
             }
             // Completions taken after an answer happened after its kernel returned.
-            let mut at = *now.get_or_insert_with(clock::now);
+            let taken_at = std::time::Instant::now();
+            let mut at = *now.get_or_insert_with(|| clock::to_core(taken_at));
             let mut answered = false;
             for i in 0..n {
                 let wc = self.completions[i];
@@ -45,7 +49,7 @@ impl<E: Endpoint> Driver<E, Server> {
                             let imm = wc.imm.unwrap_or(0);
                             match self.machine.express_call(at, wr_id, imm) {
                                 Some(call) => {
-                                    let Some((rc, done)) = kernel(call) else {
+                                    let Some((rc, done)) = kernel(call, taken_at) else {
                                         return Ok(false);
                                     };
                                     at = clock::to_core(done);

@@ -99,20 +99,23 @@ impl<E: Endpoint> Driver<E, Server> {
 
     /// Executes the machine's transport work, feeding what the transport has ready when that
     /// runs out (never blocks), and returns the next event; `None` when nothing is left to
-    /// do. A kernel the machine asks for runs inline through `kernel` (which returns its
-    /// return code and when it returned) and its RPC's answer is posted before this returns:
+    /// do. A kernel the machine asks for runs inline through `kernel` (given the call and
+    /// when it was taken, it returns its return code and when it returned) and its RPC's answer is posted before this returns:
     /// one call serves an RPC from its completion to the posted answer, without a round
     /// through the owner's loop in between. An owner that is stopping has `kernel` return
     /// `None`: the RPC is left unanswered and this returns `None` at once.
     pub(crate) fn poll_serving(
         &mut self,
-        kernel: &mut impl FnMut(KernelCall) -> Option<(ReturnCode, std::time::Instant)>,
+        kernel: &mut impl FnMut(
+            KernelCall,
+            std::time::Instant,
+        ) -> Option<(ReturnCode, std::time::Instant)>,
     ) -> crate::transport::Result<Option<ServerEvent>> {
         let mut pumped = false;
         loop {
             match self.next_event() {
                 Some(ServerEvent::RunKernel(call)) => {
-                    let Some((rc, done)) = kernel(call) else {
+                    let Some((rc, done)) = kernel(call, std::time::Instant::now()) else {
                         return Ok(None);
                     };
                     self.kernel_done(rc, clock::to_core(done));

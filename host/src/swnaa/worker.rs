@@ -120,9 +120,9 @@ fn run<E: Endpoint>(
         // The slot policy's marks: busy while the kernel runs, idle from its end. The idle
         // mark is set once the answer is posted, off the RPC's path.
         let mut kernel_end = None;
-        let served = driver.poll_serving(&mut |call| {
+        let served = driver.poll_serving(&mut |call, taken| {
             conn.activity.set_idle(None);
-            let done = kernels.run(call);
+            let done = kernels.run(call, taken);
             kernel_end = Some(done.1);
             (!stopping()).then_some(done)
         });
@@ -160,7 +160,7 @@ fn run<E: Endpoint>(
             // `poll_serving` runs kernels itself and does not return this event; served the
             // same way all the same.
             Some(ServerEvent::RunKernel(call)) => {
-                let (rc, done) = kernels.run(call);
+                let (rc, done) = kernels.run(call, Instant::now());
                 if !stopping() {
                     driver.kernel_done(rc, clock::to_core(done));
                 }
@@ -249,18 +249,19 @@ struct Kernels<'a> {
 }
 
 impl Kernels<'_> {
-    fn run(&self, call: KernelCall) -> (ReturnCode, Instant) {
-        run_kernel(self.registry, call, &self.regions, self.timeout)
+    /// Runs the kernel of `call`, taken at `started` (its deadline counts from then).
+    fn run(&self, call: KernelCall, started: Instant) -> (ReturnCode, Instant) {
+        run_kernel(self.registry, call, &self.regions, started + self.timeout)
     }
 }
 
-/// Runs the kernel inline, with `timeout` from now as its deadline; returns its return code
-/// and when it returned. A panic becomes [`KERNEL_FAILED`].
+/// Runs the kernel inline, with `deadline`; returns its return code and when it returned.
+/// A panic becomes [`KERNEL_FAILED`].
 fn run_kernel(
     kernels: &KernelRegistry,
     call: KernelCall,
     buffers: &[(RegionFlags, Buffer)],
-    timeout: Duration,
+    deadline: Instant,
 ) -> (ReturnCode, Instant) {
     let Some(kernel) = kernels.get(call.fncode) else {
         // The machine only asks for codes in the registry's set.
@@ -273,8 +274,6 @@ fn run_kernel(
             data: b.lock(),
         });
     }
-    let started = Instant::now();
-    let deadline = started + timeout;
     let mut ctx = KernelContext::new(call, &mut regions, deadline);
     let rc =
         std::panic::catch_unwind(AssertUnwindSafe(|| kernel.run(&mut ctx))).unwrap_or_else(|_| {
@@ -282,9 +281,9 @@ fn run_kernel(
             KERNEL_FAILED
         });
     let done = Instant::now();
-    tracing::trace!(fncode = call.fncode, elapsed = ?(done - started), %rc, "kernel done");
+    tracing::trace!(fncode = call.fncode, %rc, "kernel done");
     if done > deadline {
-        tracing::warn!(fncode = call.fncode, elapsed = ?(done - started), "kernel overran its deadline: answering KERNEL_TIMEOUT");
+        tracing::warn!(fncode = call.fncode, late = ?(done - deadline), "kernel overran its deadline: answering KERNEL_TIMEOUT");
     }
     (rc, done)
 }
