@@ -36,8 +36,10 @@ impl<E: Endpoint> Driver<E, Server> {
                 return Ok(true);
             }
             // Completions taken after an answer happened after its kernel returned.
-            let taken_at = std::time::Instant::now();
-            let mut at = *now.get_or_insert_with(|| clock::to_core(taken_at));
+            let (mut at, mut taken_at) = *now.get_or_insert_with(|| {
+                let t = std::time::Instant::now();
+                (clock::to_core(t), t)
+            });
             let mut answered = false;
             for i in 0..n {
                 let wc = self.completions[i];
@@ -52,7 +54,7 @@ impl<E: Endpoint> Driver<E, Server> {
                                     let Some((rc, done)) = kernel(call, taken_at) else {
                                         return Ok(false);
                                     };
-                                    at = clock::to_core(done);
+                                    (at, taken_at) = (clock::to_core(done), done);
                                     self.answer(rc, at);
                                     answered = true;
                                     true
@@ -69,7 +71,7 @@ impl<E: Endpoint> Driver<E, Server> {
                     return Ok(true);
                 }
             }
-            now = Some(at);
+            now = Some((at, taken_at));
             if !answered && n < self.completions.len() {
                 return Ok(true);
             }
