@@ -5,11 +5,15 @@
 //! path ([`Client::start_rpc_with_timeout`] or [`Machine::handle_input`], then
 //! [`Machine::poll_action`] until `None`) would change exactly the same state and hand out
 //! exactly what the method returns; anywhere else the caller takes the general path.
+//!
+//! [`Machine::handle_input`]: crate::machine::Machine::handle_input
+//! [`Machine::poll_action`]: crate::machine::Machine::poll_action
+
+use core::time::Duration;
 
 use super::{Client, Pending, State};
 use crate::machine::{Input, RecvBuffer, RpcResult, WrId, WrKind, Write};
 use crate::time::Instant;
-use core::time::Duration;
 
 /// What the express lane did with a completion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
