@@ -100,10 +100,11 @@ impl<E: Endpoint> Driver<E, Server> {
     /// Executes the machine's transport work, feeding what the transport has ready when that
     /// runs out (never blocks), and returns the next event; `None` when nothing is left to
     /// do. A kernel the machine asks for runs inline through `kernel` (given the call and
-    /// when it was taken, it returns its return code and when it returned) and its RPC's answer is posted before this returns:
-    /// one call serves an RPC from its completion to the posted answer, without a round
-    /// through the owner's loop in between. An owner that is stopping has `kernel` return
-    /// `None`: the RPC is left unanswered and this returns `None` at once.
+    /// when it was taken, it returns its return code and when it returned) and its RPC's
+    /// answer is posted before this returns: one call serves an RPC from its completion to
+    /// the posted answer, without a round through the owner's loop in between (through the
+    /// machine's express lane in the steady state). An owner that is stopping has `kernel`
+    /// return `None`: the RPC is left unanswered and this returns `None` at once.
     pub(crate) fn poll_serving(
         &mut self,
         kernel: &mut impl FnMut(
