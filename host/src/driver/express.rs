@@ -23,8 +23,8 @@ impl<E: Endpoint> Driver<E, Server> {
         &mut self,
         kernel: &mut impl FnMut(
             KernelCall,
-            std::time::Instant,
-        ) -> Option<(ReturnCode, std::time::Instant)>,
+            naaice_core::Instant,
+        ) -> Option<(ReturnCode, naaice_core::Instant)>,
     ) -> Result<bool> {
         let mut now = None;
         loop {
@@ -36,10 +36,7 @@ impl<E: Endpoint> Driver<E, Server> {
                 return Ok(true);
             }
             // Completions taken after an answer happened after its kernel returned.
-            let (mut at, mut taken_at) = *now.get_or_insert_with(|| {
-                let t = std::time::Instant::now();
-                (clock::to_core(t), t)
-            });
+            let mut at = *now.get_or_insert_with(clock::now);
             let mut answered = false;
             for i in 0..n {
                 let wc = self.completions[i];
@@ -51,10 +48,10 @@ impl<E: Endpoint> Driver<E, Server> {
                             let imm = wc.imm.unwrap_or(0);
                             match self.machine.express_call(at, wr_id, imm) {
                                 Some(call) => {
-                                    let Some((rc, done)) = kernel(call, taken_at) else {
+                                    let Some((rc, done)) = kernel(call, at) else {
                                         return Ok(false);
                                     };
-                                    (at, taken_at) = (clock::to_core(done), done);
+                                    at = done;
                                     self.answer(rc, at);
                                     answered = true;
                                     true
@@ -71,7 +68,7 @@ impl<E: Endpoint> Driver<E, Server> {
                     return Ok(true);
                 }
             }
-            now = Some((at, taken_at));
+            now = Some(at);
             if !answered && n < self.completions.len() {
                 return Ok(true);
             }

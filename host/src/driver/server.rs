@@ -109,17 +109,17 @@ impl<E: Endpoint> Driver<E, Server> {
         &mut self,
         kernel: &mut impl FnMut(
             KernelCall,
-            std::time::Instant,
-        ) -> Option<(ReturnCode, std::time::Instant)>,
+            naaice_core::Instant,
+        ) -> Option<(ReturnCode, naaice_core::Instant)>,
     ) -> crate::transport::Result<Option<ServerEvent>> {
         let mut pumped = false;
         loop {
             match self.next_event() {
                 Some(ServerEvent::RunKernel(call)) => {
-                    let Some((rc, done)) = kernel(call, std::time::Instant::now()) else {
+                    let Some((rc, done)) = kernel(call, clock::now()) else {
                         return Ok(None);
                     };
-                    self.kernel_done(rc, clock::to_core(done));
+                    self.kernel_done(rc, done);
                 }
                 Some(event) => return Ok(Some(event)),
                 None if pumped => return Ok(None),

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use heapless::Vec as StackVec;
 use naaice_core::config::MAX_REGIONS;
 use naaice_core::machine::{self, KernelCall, Machine, WorkError};
-use naaice_core::{Phase, RegionFlags, ReturnCode, Server, ServerConfig};
+use naaice_core::{Instant as CoreInstant, Phase, RegionFlags, ReturnCode, Server, ServerConfig};
 
 use super::budget::{MemoryBudget, Reservation};
 use super::kernel::{KERNEL_FAILED, KernelContext, KernelRegion, KernelRegistry};
@@ -127,7 +127,7 @@ fn run<E: Endpoint>(
             (!stopping()).then_some(done)
         });
         if let Some(end) = kernel_end {
-            conn.activity.set_idle(Some(end));
+            conn.activity.set_idle(Some(clock::from_core(end)));
         }
         let event = match served {
             Ok(event) => event,
@@ -160,9 +160,9 @@ fn run<E: Endpoint>(
             // `poll_serving` runs kernels itself and does not return this event; served the
             // same way all the same.
             Some(ServerEvent::RunKernel(call)) => {
-                let (rc, done) = kernels.run(call, Instant::now());
+                let (rc, done) = kernels.run(call, clock::now());
                 if !stopping() {
-                    driver.kernel_done(rc, clock::to_core(done));
+                    driver.kernel_done(rc, done);
                 }
             }
             Some(ServerEvent::MrspComplete) => {
@@ -250,7 +250,7 @@ struct Kernels<'a> {
 
 impl Kernels<'_> {
     /// Runs the kernel of `call`, taken at `started` (its deadline counts from then).
-    fn run(&self, call: KernelCall, started: Instant) -> (ReturnCode, Instant) {
+    fn run(&self, call: KernelCall, started: CoreInstant) -> (ReturnCode, CoreInstant) {
         run_kernel(self.registry, call, &self.regions, started + self.timeout)
     }
 }
@@ -261,11 +261,11 @@ fn run_kernel(
     kernels: &KernelRegistry,
     call: KernelCall,
     buffers: &[(RegionFlags, Buffer)],
-    deadline: Instant,
-) -> (ReturnCode, Instant) {
+    deadline: CoreInstant,
+) -> (ReturnCode, CoreInstant) {
     let Some(kernel) = kernels.get(call.fncode) else {
         // The machine only asks for codes in the registry's set.
-        return (ReturnCode::SOCKET_UNAVAIL, Instant::now());
+        return (ReturnCode::SOCKET_UNAVAIL, clock::now());
     };
     let mut regions: StackVec<KernelRegion<'_>, MAX_REGIONS> = StackVec::new();
     for (flags, b) in buffers {
@@ -274,16 +274,16 @@ fn run_kernel(
             data: b.lock(),
         });
     }
-    let mut ctx = KernelContext::new(call, &mut regions, deadline);
+    let mut ctx = KernelContext::new(call, &mut regions, clock::from_core(deadline));
     let rc =
         std::panic::catch_unwind(AssertUnwindSafe(|| kernel.run(&mut ctx))).unwrap_or_else(|_| {
             tracing::error!(fncode = call.fncode, "kernel panicked");
             KERNEL_FAILED
         });
-    let done = Instant::now();
+    let done = clock::now();
     tracing::trace!(fncode = call.fncode, %rc, "kernel done");
     if done > deadline {
-        tracing::warn!(fncode = call.fncode, late = ?(done - deadline), "kernel overran its deadline: answering KERNEL_TIMEOUT");
+        tracing::warn!(fncode = call.fncode, late = ?done.saturating_duration_since(deadline), "kernel overran its deadline: answering KERNEL_TIMEOUT");
     }
     (rc, done)
 }

@@ -94,8 +94,9 @@ pub struct VerbsEndpoint {
     armed: bool,
     /// How long waits spin, learned from the recent ones.
     waiter: Waiter,
-    /// A spin that found a completion, recorded at the next wait (off the RPC's path).
-    unrecorded: Option<WaitEnd>,
+    /// A spin that found a completion (its start and the last clock reading before the
+    /// find), recorded at the next wait (off the RPC's path).
+    unrecorded: Option<(Instant, Instant)>,
     /// When the rdma_cm channel is read next while polling.
     event_check: EventCheck,
     /// The outstanding work requests (tags, room, made-up completions).
@@ -515,8 +516,8 @@ impl Endpoint for VerbsEndpoint {
         // polls, as perftest and the C reference spin: the CQ read paces the loop, and under
         // qemu's TCG a PAUSE leaves the vCPU's execution loop ("let another CPU run"), which
         // cost a small RPC about 1.7 µs on Soft-RoCE.
-        if let Some(end) = self.unrecorded.take() {
-            self.waiter.record(end);
+        if let Some((from, to)) = self.unrecorded.take() {
+            self.waiter.record(WaitEnd::Spun(to - from));
         }
         let budget = self.waiter.spin_budget();
         let spin_until = budget
@@ -525,7 +526,7 @@ impl Endpoint for VerbsEndpoint {
         let mut now = start;
         while now < spin_until {
             if self.fill()? > 0 {
-                self.unrecorded = Some(WaitEnd::Spun(now - start));
+                self.unrecorded = Some((start, now));
                 return Ok(true);
             }
             if self.check_cm_events()? {
@@ -539,7 +540,7 @@ impl Endpoint for VerbsEndpoint {
         if budget.is_none() || now >= deadline {
             // Polling never sleeps; a wait that spun until its deadline is over.
             if self.fill()? > 0 {
-                self.unrecorded = Some(WaitEnd::Spun(now - start));
+                self.unrecorded = Some((start, now));
                 return Ok(true);
             }
             self.waiter.record(WaitEnd::TimedOut(now - start));
