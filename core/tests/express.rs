@@ -113,11 +113,16 @@ fn the_express_lane_serves_rpcs_as_the_general_path_does() {
         let general = drain(&mut g);
         let answer = s.express_answer(now, rc).expect("the lane answers");
         let writes: Vec<_> = s.answer_writes(answer.imm).collect();
-        let mut express = vec![ServerAction::Post(Post::Recv {
+        // The writes first: the receive that replaces the call's comes after them (the
+        // spare serves the next call meanwhile, spec §3.9).
+        let mut express: Vec<_> = writes
+            .iter()
+            .map(|w| ServerAction::Post(Post::Write(*w)))
+            .collect();
+        express.push(ServerAction::Post(Post::Recv {
             wr_id: answer.recv,
             buffer: RecvBuffer::Empty,
-        })];
-        express.extend(writes.iter().map(|w| ServerAction::Post(Post::Write(*w))));
+        }));
         assert_eq!(general, express);
         assert_eq!(usize::from(answer.writes), writes.len());
         assert_eq!(writes.len(), 2, "vector B writes back two regions");
@@ -192,7 +197,8 @@ fn the_express_lane_leaves_everything_else_unchanged() {
 
 /// A client through its MRSP: parameters 0 (single-send input, 64 B), 1 (input, 100 B) and
 /// 2 (output, 32 B).
-fn ready_client(now: Instant) -> Client {
+/// A client after its MRSP, and the receive it posted ahead for its first RPC's reply.
+fn ready_client(now: Instant) -> (Client, WrId) {
     let mut regions = ClientRegions::new();
     for (i, size) in [64u64, 100, 32].into_iter().enumerate() {
         let id = regions
@@ -235,29 +241,44 @@ fn ready_client(now: Instant) -> Client {
             data: &advert[..len],
         },
     );
-    drain(&mut c);
+    let actions = drain(&mut c);
     assert!(c.mrsp_done(), "MRSP did not finish");
-    c
+    let [
+        ClientAction::Post(Post::Recv {
+            wr_id: spare,
+            buffer: RecvBuffer::Empty,
+        }),
+        ClientAction::MrspComplete,
+    ] = actions[..]
+    else {
+        panic!("the first reply's receive is posted with the MRSP's end: {actions:?}");
+    };
+    (c, spare)
 }
 
 #[test]
 fn the_client_express_lane_runs_rpcs_as_the_general_path_does() {
     let mut now = Instant::ZERO;
-    let mut c = ready_client(now);
+    let (mut c, mut recv) = ready_client(now);
     let timeout = Duration::from_secs(1);
     for rpc in 1..=3u32 {
         let mut g = c.clone();
         g.start_rpc_with_timeout(now, timeout).expect("start RPC");
         let general = drain(&mut g);
-        let recv = c.express_rpc(now, timeout).expect("start RPC");
-        let recv = recv.expect("the lane takes the start");
+        let spare = c.express_rpc(now, timeout).expect("start RPC");
+        let spare = spare.expect("the lane takes the start");
         let writes: Vec<_> = core::iter::from_fn(|| c.express_write()).collect();
-        let mut express = vec![ClientAction::Post(Post::Recv {
-            wr_id: recv,
+        // The writes, then the next RPC's receive (this reply's was posted ahead).
+        let mut express: Vec<_> = writes
+            .iter()
+            .map(|w| ClientAction::Post(Post::Write(*w)))
+            .collect();
+        express.push(ClientAction::Post(Post::Recv {
+            wr_id: spare,
             buffer: RecvBuffer::Empty,
-        })];
-        express.extend(writes.iter().map(|w| ClientAction::Post(Post::Write(*w))));
+        }));
         assert_eq!(general, express);
+        assert_ne!(spare, recv);
         // The single-send input goes out with the first RPC only.
         assert_eq!(writes.len(), if rpc == 1 { 2 } else { 1 });
         same_state(&c, &g);
@@ -295,6 +316,7 @@ fn the_client_express_lane_runs_rpcs_as_the_general_path_does() {
             }
             same_state(&c, &g);
         }
+        recv = spare;
     }
     // Nothing in flight: a completion is not the lane's.
     let before = c.clone();

@@ -137,7 +137,7 @@ fn happy_path_vector_b_mrsp_and_three_rpcs() {
     p.run();
     assert_eq!(
         p.take(Side::Client),
-        [RECV_MSG, Act::Send(100), Act::MrspComplete]
+        [RECV_MSG, Act::Send(100), RECV, Act::MrspComplete]
     );
     let mut expected = ALLOC_B.to_vec();
     expected.extend([RECV, RECV, Act::Send(52), Act::MrspComplete]);
@@ -161,8 +161,9 @@ fn happy_path_vector_b_mrsp_and_three_rpcs() {
         (p.client.poll_timeout(), p.server.poll_timeout()),
         (None, None)
     );
-    // The first RPC's receive and a spare (spec §3.9); the client has none left.
-    assert_eq!((p.cnic.recvs.len(), p.snic.recvs.len()), (0, 2));
+    // The server: the first RPC's receive and a spare (spec §3.9); the client: the first
+    // RPC's reply receive, posted ahead.
+    assert_eq!((p.cnic.recvs.len(), p.snic.recvs.len()), (1, 2));
 
     let user = [0x11, 0x22, 0x33];
     p.client.set_user_bytes(user).unwrap();
@@ -180,9 +181,9 @@ fn happy_path_vector_b_mrsp_and_three_rpcs() {
     assert_eq!(
         compact(&client),
         [
-            RECV,
             write(0, 64, None),
             write(1, 1000, Some(imm)),
+            RECV,
             done(ReturnCode::SUCCESS, 256, 1)
         ]
     );
@@ -190,9 +191,9 @@ fn happy_path_vector_b_mrsp_and_three_rpcs() {
         compact(&server),
         [
             kernel(1, user, 1),
-            RECV,
             write(1, 1000, None),
-            write(2, 256, Some(0))
+            write(2, 256, Some(0)),
+            RECV
         ]
     );
     let targets = |a: &[Action]| {
@@ -226,7 +227,9 @@ fn happy_path_vector_b_mrsp_and_three_rpcs() {
         (p.client.phase(), p.server.phase()),
         (Phase::Finished, Phase::DataReceiving)
     );
-    assert_eq!((p.cnic.recvs.len(), p.snic.recvs.len()), (0, 2));
+    // Between RPCs: the client's receive posted ahead for RPC 2; the server's for RPC 2 and
+    // its spare.
+    assert_eq!((p.cnic.recvs.len(), p.snic.recvs.len()), (1, 2));
 
     // RPC 2: the single-send region is no longer written, so the NAA keeps its old contents.
     p.cnic.mem_mut(0).fill(0xEE);
@@ -234,8 +237,8 @@ fn happy_path_vector_b_mrsp_and_three_rpcs() {
     assert_eq!(
         client,
         [
-            RECV,
             write(1, 1000, Some(imm)),
+            RECV,
             done(ReturnCode::SUCCESS, 256, 2)
         ]
     );
@@ -243,9 +246,9 @@ fn happy_path_vector_b_mrsp_and_three_rpcs() {
         server,
         [
             kernel(1, user, 2),
-            RECV,
             write(1, 1000, None),
-            write(2, 256, Some(0))
+            write(2, 256, Some(0)),
+            RECV
         ]
     );
     assert_eq!(p.snic.mem(0), plus(&p0, 2));
@@ -261,8 +264,8 @@ fn happy_path_vector_b_mrsp_and_three_rpcs() {
     assert_eq!(
         client,
         [
-            RECV,
             write(1, 1000, Some(imm)),
+            RECV,
             done(ReturnCode::SUCCESS, 256, 3)
         ]
     );
@@ -270,9 +273,9 @@ fn happy_path_vector_b_mrsp_and_three_rpcs() {
         server,
         [
             kernel(1, user, 3),
-            RECV,
             write(1, 1000, None),
-            write(2, 256, Some(0))
+            write(2, 256, Some(0)),
+            RECV
         ]
     );
     assert_eq!(p.snic.mem(0), plus(&p0, 3));
@@ -289,14 +292,15 @@ fn happy_path_vector_b_mrsp_and_three_rpcs() {
         (Phase::Finished, Phase::DataReceiving)
     );
     assert_eq!((p.client.rpc_count(), p.server.rpc_count()), (3, 3));
-    // At least one receive was posted at every step since the Advertisement, and the next
-    // RPC's receive plus the spare were posted before every final write-back (§3.9).
+    // At least one receive was posted at every step since the Advertisement (§3.9): at
+    // every final write-back the spare, for the client's next RPC; the receive that
+    // replaces the call's is posted after the write-back.
     assert!(
         matches!(p.server_min_recvs, Some(n) if n >= 1),
         "{:?}",
         p.server_min_recvs
     );
-    assert_eq!(p.recvs_at_reply, [2, 2, 2]);
+    assert_eq!(p.recvs_at_reply, [1, 1, 1]);
     assert_eq!(
         (p.client.poll_timeout(), p.server.poll_timeout()),
         (None, None)
@@ -321,9 +325,9 @@ fn bytes_to_send_partial_and_zero_length_writes() {
     assert_eq!(
         client,
         [
-            RECV,
             write(0, 64, None),
             write(1, 10, Some(imm1())),
+            RECV,
             done(ReturnCode::SUCCESS, 256, 1)
         ]
     );
@@ -332,9 +336,9 @@ fn bytes_to_send_partial_and_zero_length_writes() {
         server,
         [
             kernel(1, [0; 3], 1),
-            RECV,
             write(1, 1000, None),
-            write(2, 256, Some(0))
+            write(2, 256, Some(0)),
+            RECV
         ]
     );
     let mut expected = plus(&p1[..10], 1);
@@ -347,8 +351,8 @@ fn bytes_to_send_partial_and_zero_length_writes() {
     assert_eq!(
         client,
         [
-            RECV,
             write(1, 0, Some(imm1())),
+            RECV,
             done(ReturnCode::SUCCESS, 256, 2)
         ]
     );
@@ -362,8 +366,8 @@ fn bytes_to_send_partial_and_zero_length_writes() {
     assert_eq!(
         client,
         [
-            RECV,
             write(1, 1000, Some(imm1())),
+            RECV,
             done(ReturnCode::SUCCESS, 256, 3)
         ]
     );
@@ -389,9 +393,9 @@ fn kernel_2_and_requested_placement_at_the_window_edges() {
     assert_eq!(
         client,
         [
-            RECV,
             write(0, 64, None),
             write(1, 1000, Some(imm)),
+            RECV,
             done(ReturnCode::SUCCESS, 256, 1)
         ]
     );
@@ -399,9 +403,9 @@ fn kernel_2_and_requested_placement_at_the_window_edges() {
         server,
         [
             kernel(2, [0; 3], 1),
-            RECV,
             write(1, 1000, None),
-            write(2, 256, Some(0))
+            write(2, 256, Some(0)),
+            RECV
         ]
     );
     assert_eq!(p.cnic.mem(1), plus(&p1, 2));
@@ -801,14 +805,14 @@ fn unknown_function_code_is_answered_with_socket_unavail() {
     assert_eq!(
         client,
         [
-            RECV,
             write(0, 64, None),
             write(1, 1000, Some(imm)),
+            RECV,
             done(ReturnCode::SOCKET_UNAVAIL, 0, 1)
         ]
     );
     // No kernel; one zero-length write WITH IMM to the last output region (D-02).
-    assert_eq!(server, [RECV, write(2, 0, Some(unavail))]);
+    assert_eq!(server, [write(2, 0, Some(unavail)), RECV]);
     assert_eq!(
         (p.client.phase(), p.server.phase()),
         (Phase::Finished, Phase::DataReceiving)
@@ -818,12 +822,12 @@ fn unknown_function_code_is_answered_with_socket_unavail() {
     assert_eq!(
         client,
         [
-            RECV,
             write(1, 1000, Some(imm)),
+            RECV,
             done(ReturnCode::SOCKET_UNAVAIL, 0, 2)
         ]
     );
-    assert_eq!(server, [RECV, write(2, 0, Some(unavail))]);
+    assert_eq!(server, [write(2, 0, Some(unavail)), RECV]);
     let after: Vec<_> = (0..3).map(|i| p.cnic.mem(i).to_vec()).collect();
     assert_eq!(before, after, "no client buffer was written");
     assert_eq!(
@@ -844,7 +848,7 @@ fn kernel_timeout_late_finish_and_a_waiting_rpc() {
     let (client, server) = p.rpc();
     assert_eq!(
         client,
-        [RECV, write(0, 64, None), write(1, 1000, Some(imm1()))]
+        [write(0, 64, None), write(1, 1000, Some(imm1())), RECV]
     );
     assert_eq!(server, [kernel(1, [0; 3], 1)]);
     assert_eq!(p.server.phase(), Phase::Calculating);
@@ -859,7 +863,7 @@ fn kernel_timeout_late_finish_and_a_waiting_rpc() {
     let timeout = ReturnCode::KERNEL_TIMEOUT;
     assert_eq!(
         p.take(Side::Server),
-        [RECV, write(2, 0, Some(timeout.to_imm()))]
+        [write(2, 0, Some(timeout.to_imm())), RECV]
     );
     assert_eq!(p.take(Side::Client), [done(timeout, 0, 1)]);
     assert_eq!(
@@ -875,7 +879,7 @@ fn kernel_timeout_late_finish_and_a_waiting_rpc() {
 
     // RPC 2 arrives while the stale kernel still runs: it waits.
     let (client, server) = p.rpc();
-    assert_eq!(client, [RECV, write(1, 1000, Some(imm1()))]);
+    assert_eq!(client, [write(1, 1000, Some(imm1())), RECV]);
     assert_eq!(server, []);
     assert_eq!(p.server.phase(), Phase::DataReceiving);
 
@@ -890,7 +894,7 @@ fn kernel_timeout_late_finish_and_a_waiting_rpc() {
     p.run();
     assert_eq!(
         p.take(Side::Server),
-        [RECV, write(1, 1000, None), write(2, 256, Some(0))]
+        [write(1, 1000, None), write(2, 256, Some(0)), RECV]
     );
     assert_eq!(p.take(Side::Client), [done(ReturnCode::SUCCESS, 256, 2)]);
     // RPC 2's input landed before the stale kernel returned, so both kernels added 1.
@@ -917,9 +921,9 @@ fn application_return_codes_come_with_the_outputs() {
             server,
             [
                 kernel(1, [0; 3], 1),
-                RECV,
                 write(1, 1000, None),
-                write(2, 256, Some(u32::from(code) << 8))
+                write(2, 256, Some(u32::from(code) << 8)),
+                RECV
             ]
         );
         assert_eq!(p.cnic.mem(1), plus(&p1, 1));
@@ -945,25 +949,25 @@ fn all_inputs_single_send_second_rpc_sends_one_empty_write() {
     assert_eq!(
         client,
         [
-            RECV,
             write(0, 64, Some(imm1())),
+            RECV,
             done(ReturnCode::SUCCESS, 128, 1)
         ]
     );
-    assert_eq!(server, [kernel(1, [0; 3], 1), RECV, write(1, 128, Some(0))]);
+    assert_eq!(server, [kernel(1, [0; 3], 1), write(1, 128, Some(0)), RECV]);
     for rpc in 2..4 {
         let (client, server) = p.rpc();
         assert_eq!(
             client,
             [
-                RECV,
                 write(0, 0, Some(imm1())),
+                RECV,
                 done(ReturnCode::SUCCESS, 128, rpc)
             ]
         );
         assert_eq!(
             server,
-            [kernel(1, [0; 3], rpc), RECV, write(1, 128, Some(0))]
+            [kernel(1, [0; 3], rpc), write(1, 128, Some(0)), RECV]
         );
         assert_eq!(p.snic.mem(0), plus(&p0, rpc as u8), "kept, not overwritten");
         assert_eq!(p.cnic.mem(1), vec![rpc as u8; 128]);
@@ -984,12 +988,12 @@ fn no_output_region_reply_is_one_empty_write() {
     assert_eq!(
         client,
         [
-            RECV,
             write(0, 64, Some(imm1())),
+            RECV,
             done(ReturnCode::SUCCESS, 0, 1)
         ]
     );
-    assert_eq!(server, [kernel(1, [0; 3], 1), RECV, write(0, 0, Some(0))]);
+    assert_eq!(server, [kernel(1, [0; 3], 1), write(0, 0, Some(0)), RECV]);
     assert_eq!(p.cnic.mem(0), p0);
     assert_eq!(p.snic.mem(0), plus(&p0, 1));
     assert_eq!(
@@ -1015,14 +1019,14 @@ fn client_without_inputs() {
         assert_eq!(
             client,
             [
-                RECV,
                 write(0, 0, Some(imm)),
+                RECV,
                 done(ReturnCode::SUCCESS, 256, rpc)
             ]
         );
         assert_eq!(
             server,
-            [kernel(2, [0; 3], rpc), RECV, write(0, 256, Some(0))]
+            [kernel(2, [0; 3], rpc), write(0, 256, Some(0)), RECV]
         );
         assert_eq!(p.cnic.mem(0), vec![2 * rpc as u8; 256]);
     }
@@ -1040,15 +1044,15 @@ fn reply_before_own_write_completions_d20() {
     let (client, server) = p.rpc();
     assert_eq!(
         client,
-        [RECV, write(0, 64, None), write(1, 1000, Some(imm1()))]
+        [write(0, 64, None), write(1, 1000, Some(imm1())), RECV]
     );
     assert_eq!(
         server,
         [
             kernel(1, [0; 3], 1),
-            RECV,
             write(1, 1000, None),
-            write(2, 256, Some(0))
+            write(2, 256, Some(0)),
+            RECV
         ]
     );
     assert_eq!(
@@ -1065,7 +1069,7 @@ fn reply_before_own_write_completions_d20() {
     // And again, with only the in-place input left to write.
     p.cnic.hold_completions = true;
     let (client, _) = p.rpc();
-    assert_eq!(client, [RECV, write(1, 1000, Some(imm1()))]);
+    assert_eq!(client, [write(1, 1000, Some(imm1())), RECV]);
     assert_eq!(p.client.phase(), Phase::DataSending);
     p.release(Side::Client);
     p.run();
@@ -1084,7 +1088,7 @@ fn advertisement_before_own_send_completion() {
     assert_eq!(p.client.phase(), Phase::MrspSending);
     p.release(Side::Client);
     p.run();
-    assert_eq!(p.take(Side::Client), [Act::MrspComplete]);
+    assert_eq!(p.take(Side::Client), [RECV, Act::MrspComplete]);
     assert_eq!(p.client.phase(), Phase::MrspDone);
     let (client, _) = p.rpc();
     assert_eq!(client[3], done(ReturnCode::SUCCESS, 256, 1));
@@ -1101,15 +1105,15 @@ fn next_request_before_the_servers_write_completions() {
         server,
         [
             kernel(1, [0; 3], 1),
-            RECV,
             write(1, 1000, None),
-            write(2, 256, Some(0))
+            write(2, 256, Some(0)),
+            RECV
         ]
     );
     assert_eq!(p.server.phase(), Phase::DataSending);
     // The client goes on at once; the NAA has a receive for it (§3.9) and queues the call.
     let (client, server) = p.rpc();
-    assert_eq!(client, [RECV, write(1, 1000, Some(imm1()))]);
+    assert_eq!(client, [write(1, 1000, Some(imm1())), RECV]);
     assert_eq!(server, []);
     assert_eq!(p.snic.recvs.len(), 1);
     assert_eq!(p.server.phase(), Phase::DataSending);
@@ -1119,9 +1123,9 @@ fn next_request_before_the_servers_write_completions() {
         p.take(Side::Server),
         [
             kernel(1, [0; 3], 2),
-            RECV,
             write(1, 1000, None),
-            write(2, 256, Some(0))
+            write(2, 256, Some(0)),
+            RECV
         ]
     );
     assert_eq!(p.take(Side::Client), [done(ReturnCode::SUCCESS, 256, 2)]);
@@ -1139,13 +1143,13 @@ fn first_request_before_the_advertisement_send_completion() {
     p.run();
     assert_eq!(
         p.take(Side::Client),
-        [RECV_MSG, Act::Send(100), Act::MrspComplete]
+        [RECV_MSG, Act::Send(100), RECV, Act::MrspComplete]
     );
     assert_eq!(p.server.phase(), Phase::MrspSending);
     let (client, server) = p.rpc();
     assert_eq!(
         client,
-        [RECV, write(0, 64, None), write(1, 1000, Some(imm1()))]
+        [write(0, 64, None), write(1, 1000, Some(imm1())), RECV]
     );
     let mut expected = ALLOC_B.to_vec();
     expected.extend([RECV, RECV, Act::Send(52)]);
@@ -1157,9 +1161,9 @@ fn first_request_before_the_advertisement_send_completion() {
         [
             Act::MrspComplete,
             kernel(1, [0; 3], 1),
-            RECV,
             write(1, 1000, None),
-            write(2, 256, Some(0))
+            write(2, 256, Some(0)),
+            RECV
         ]
     );
     assert_eq!(p.take(Side::Client), [done(ReturnCode::SUCCESS, 256, 1)]);
@@ -1176,7 +1180,7 @@ fn established_after_the_request_is_tolerated() {
     p.run();
     assert_eq!(
         p.take(Side::Client),
-        [RECV_MSG, Act::Send(100), Act::MrspComplete]
+        [RECV_MSG, Act::Send(100), RECV, Act::MrspComplete]
     );
     assert_eq!(p.server.phase(), Phase::MrspDone);
     p.server.handle_input(p.now, Input::Established);
@@ -1255,7 +1259,7 @@ fn client_rpc_timeout() {
     let (client, server) = p.rpc();
     assert_eq!(
         client,
-        [RECV, write(0, 64, None), write(1, 1000, Some(imm1()))]
+        [write(0, 64, None), write(1, 1000, Some(imm1())), RECV]
     );
     assert_eq!(server, [kernel(1, [0; 3], 1)]);
     assert_eq!(p.client.poll_timeout(), Some(secs(7)));
@@ -1505,7 +1509,7 @@ fn remote_access_error_on_the_client_write() {
     p.client.start_rpc(p.now).unwrap();
     p.run();
     let client = p.take_actions(Side::Client);
-    let Action::Write(w) = client[2] else {
+    let Action::Write(w) = client[1] else {
         panic!("{client:?}")
     };
     assert_eq!(w.rkey, 0xDEAD_BEEF);
@@ -1517,9 +1521,9 @@ fn remote_access_error_on_the_client_write() {
     assert_eq!(
         compact,
         [
-            RECV,
             write(0, 64, None),
             write(1, 1000, Some(imm1())),
+            RECV,
             Act::Failed(failed)
         ]
     );
@@ -1554,7 +1558,7 @@ fn remote_access_error_on_the_server_write_back() {
     p.client.start_rpc(p.now).unwrap();
     p.run();
     let server = p.take_actions(Side::Server);
-    let Action::Write(w) = server[3] else {
+    let Action::Write(w) = server[2] else {
         panic!("{server:?}")
     };
     let failed = Error::WorkFailed {
@@ -1566,9 +1570,9 @@ fn remote_access_error_on_the_server_write_back() {
         compact,
         [
             kernel(1, [0; 3], 1),
-            RECV,
             write(1, 1000, None),
             write(2, 256, Some(0)),
+            RECV,
             Act::Failed(failed),
             Act::Disconnect
         ]
@@ -1576,9 +1580,9 @@ fn remote_access_error_on_the_server_write_back() {
     assert_eq!(
         p.take(Side::Client),
         [
-            RECV,
             write(0, 64, None),
             write(1, 1000, Some(imm1())),
+            RECV,
             Act::Failed(Error::PeerDisconnected {
                 phase: Phase::DataReceiving
             })
@@ -1597,11 +1601,28 @@ fn remote_access_error_on_the_server_write_back() {
 fn failed_data_receive_sends_the_error_write_d07() {
     let mut p = vector_b(1);
     p.mrsp();
+    // The receive posted ahead for RPC 2 (after RPC 1's writes) fails: it is only
+    // forgotten, and RPC 1 ends as usual.
+    p.cnic.fail_data_recv = true;
     let (client, _) = p.rpc();
-    assert_eq!(client[3], done(ReturnCode::SUCCESS, 256, 1));
+    assert_eq!(
+        client,
+        [
+            write(0, 64, None),
+            write(1, 1000, Some(imm1())),
+            RECV,
+            done(ReturnCode::SUCCESS, 256, 1)
+        ]
+    );
+    assert!(
+        !p.cnic.fail_data_recv,
+        "the receive posted ahead was refused"
+    );
+    assert_eq!(p.cnic.recvs.len(), 0);
     let before: Vec<_> = (0..3).map(|i| p.cnic.mem(i).to_vec()).collect();
     let server_r1 = p.snic.mem(1).to_vec();
 
+    // RPC 2 posts its reply's receive itself, before its writes; that fails too.
     p.cnic.fail_data_recv = true;
     p.client.start_rpc(p.now).unwrap();
     p.run();
@@ -1646,6 +1667,8 @@ fn error_write_queued_behind_the_write_back_d07() {
     let mut p = vector_b(1);
     p.mrsp();
     p.snic.hold_completions = true;
+    // The receive posted ahead for RPC 2 fails (forgotten), then RPC 2's own.
+    p.cnic.fail_data_recv = true;
     let (client, _) = p.rpc();
     assert_eq!(client[3], done(ReturnCode::SUCCESS, 256, 1));
     p.cnic.fail_data_recv = true;
@@ -1753,7 +1776,7 @@ fn commands_in_the_wrong_phase_change_nothing() {
         p.take(Side::Server),
         [RECV, RECV, Act::Send(52), Act::MrspComplete]
     );
-    assert_eq!(p.take(Side::Client), [Act::MrspComplete]);
+    assert_eq!(p.take(Side::Client), [RECV, Act::MrspComplete]);
     assert_eq!(
         p.snic.sent,
         [B_ADV.to_vec()],
@@ -1793,7 +1816,7 @@ fn commands_in_the_wrong_phase_change_nothing() {
     p.run();
     assert_eq!(
         p.take(Side::Client),
-        [RECV, write(0, 64, None), write(1, 1000, Some(imm1()))]
+        [write(0, 64, None), write(1, 1000, Some(imm1())), RECV]
     );
     assert_eq!(p.take(Side::Server), [kernel(1, [0; 3], 1)]);
     p.finish_kernel(ReturnCode::SUCCESS).unwrap();

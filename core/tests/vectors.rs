@@ -723,7 +723,13 @@ fn writes(actions: &[Action]) -> Vec<Write> {
 }
 
 /// Brings a client through the MRSP with `adv` as the NAA's answer; checks the AAR it sends.
-fn client_mrsp(table: ClientRegions, config: ClientConfig, aar: &[u8], adv: &[u8]) -> Client {
+/// Also returns the receive the client posted ahead for its first RPC's reply.
+fn client_mrsp(
+    table: ClientRegions,
+    config: ClientConfig,
+    aar: &[u8],
+    adv: &[u8],
+) -> (Client, naaice_core::machine::WrId) {
     let mut buf = [0u8; BUF_LEN];
     let mut c = Client::new(config, table);
     c.handle_input(T0, Input::AddressResolved);
@@ -750,26 +756,51 @@ fn client_mrsp(table: ClientRegions, config: ClientConfig, aar: &[u8], adv: &[u8
             data: adv,
         },
     );
-    assert_eq!(drain_client(&mut c, &mut buf), [Action::MrspComplete]);
+    let done = drain_client(&mut c, &mut buf);
+    let [
+        Action::PostRecv {
+            wr_id: spare,
+            buffer: RecvBuffer::Empty,
+        },
+        Action::MrspComplete,
+    ] = done[..]
+    else {
+        panic!("the first reply's receive is posted with the MRSP's end: {done:?}");
+    };
     assert_eq!(c.phase(), Phase::MrspDone);
-    c
+    (c, spare)
+}
+
+/// The receive an RPC's start posts after its writes, for the next RPC's reply (its own
+/// reply's was posted ahead, spec §3.9).
+fn next_reply_recv(actions: &[Action]) -> naaice_core::machine::WrId {
+    let Some((
+        &Action::PostRecv {
+            wr_id,
+            buffer: RecvBuffer::Empty,
+        },
+        rest,
+    )) = actions.split_last()
+    else {
+        panic!("the next reply's receive comes last: {actions:?}");
+    };
+    assert!(
+        rest.iter().all(|a| matches!(a, Action::Write(_))),
+        "only the writes before it: {actions:?}"
+    );
+    wr_id
 }
 
 #[test]
 fn vector_a_client_machine() -> TestResult {
-    let mut c = client_mrsp(a_table()?, ClientConfig::new(fncode(1)), &A_AAR, &A_ADV);
+    let (mut c, mut next) = client_mrsp(a_table()?, ClientConfig::new(fncode(1)), &A_AAR, &A_ADV);
     assert_eq!(c.remote_regions(), &a_adverts());
     let mut buf = [0u8; BUF_LEN];
     for rpc in 1..=2 {
         c.start_rpc(T0)?;
         let actions = drain_client(&mut c, &mut buf);
-        let Some(&Action::PostRecv {
-            wr_id: recv,
-            buffer: RecvBuffer::Empty,
-        }) = actions.first()
-        else {
-            panic!("the reply receive comes first: {actions:?}");
-        };
+        let recv = next;
+        next = next_reply_recv(&actions);
         let w = writes(&actions);
         assert_eq!(w.len(), 2);
         assert_eq!(
@@ -842,13 +873,11 @@ fn client_machine_decodes_reply_immediates() -> TestResult {
         (0x0000_1081, 0x10),
         (0x1234_5600, 0x56),
     ] {
-        let mut c = client_mrsp(c_table()?, ClientConfig::new(fncode(3)), &C_AAR, &C_ADV);
+        let (mut c, recv) = client_mrsp(c_table()?, ClientConfig::new(fncode(3)), &C_AAR, &C_ADV);
         let mut buf = [0u8; BUF_LEN];
         c.start_rpc(T0)?;
         let actions = drain_client(&mut c, &mut buf);
-        let Some(&Action::PostRecv { wr_id: recv, .. }) = actions.first() else {
-            panic!()
-        };
+        next_reply_recv(&actions);
         let w = writes(&actions);
         // §10.3: a single WRITE WITH IMM of 4096 bytes, wire 00 00 00 83.
         assert_eq!(w.len(), 1);
@@ -886,16 +915,14 @@ fn client_machine_decodes_reply_immediates() -> TestResult {
 fn vector_b_client_machine() -> TestResult {
     let mut config = ClientConfig::new(fncode(2));
     config.rpc_timeout = Duration::from_secs(1);
-    let mut c = client_mrsp(b_table()?, config, &B_AAR, &B_ADV);
+    let (mut c, recv) = client_mrsp(b_table()?, config, &B_AAR, &B_ADV);
     c.set_user_bytes([0x11, 0x22, 0x33])?;
     let mut buf = [0u8; BUF_LEN];
 
     // RPC 1: p0 (single-send) and p1 WITH IMM 33 22 11 82.
     c.start_rpc(T0)?;
     let actions = drain_client(&mut c, &mut buf);
-    let Some(&Action::PostRecv { wr_id: recv, .. }) = actions.first() else {
-        panic!()
-    };
+    let next = next_reply_recv(&actions);
     let w = writes(&actions);
     assert_eq!(w.len(), 2);
     assert_eq!(
@@ -935,11 +962,14 @@ fn vector_b_client_machine() -> TestResult {
         (1000, 0x0000_55BB_0000_2000, 0xB002)
     );
     assert_eq!(w[0].imm.map(u32::to_be_bytes), Some(hex!("33221182")));
-    let Some(&Action::PostRecv { wr_id: recv, .. }) = actions.first() else {
-        panic!()
-    };
+    let recv = next;
+    let next = next_reply_recv(&actions);
 
-    // RPC 3: posting the reply receive fails -> the error write of §3.5 / §10.2.
+    // RPC 3: posting the reply receive fails -> the error write of §3.5 / §10.2. The receive
+    // posted ahead for it was refused (only forgotten), so RPC 3 posts its own before its
+    // writes, and that fails too.
+    c.handle_input(T0, Input::PostFailed(next));
+    assert_eq!(drain_client(&mut c, &mut buf), []);
     c.handle_input(T0, Input::WriteCompleted(w[0].wr_id));
     c.handle_input(
         T0,

@@ -5,8 +5,8 @@ use core::time::Duration;
 use heapless::{Deque, Vec};
 
 use super::{
-    ClientAction, Error, Input, Machine, Phase, Post, QUEUE_LEN, RecvBuffer, RpcResult, WrId,
-    WrKind, Write, expired,
+    ClientAction, Error, Input, Machine, Phase, Post, QUEUE_LEN, RecvBuffer, RpcResult, WorkError,
+    WrId, WrKind, Write, expired,
 };
 use crate::config::MAX_REGIONS;
 use crate::region::{ClientRegions, RegionId};
@@ -116,6 +116,9 @@ pub struct Client {
     queue: Deque<Pending, QUEUE_LEN>,
     /// The write list being handed out (output cursor).
     plan: Option<Plan>,
+    /// The receive posted ahead for the next RPC's reply (see
+    /// [`Client::start_rpc_with_timeout`]).
+    spare: Option<WrId>,
 }
 
 impl Client {
@@ -131,6 +134,7 @@ impl Client {
             last: None,
             queue: Deque::new(),
             plan: None,
+            spare: None,
         }
     }
 
@@ -253,8 +257,10 @@ impl Client {
         self.start_rpc_with_timeout(now, self.config.rpc_timeout)
     }
 
-    /// Starts an RPC (spec §3.1): posts the reply receive, then the input writes, the last one
-    /// WITH IMMEDIATE carrying the function code. Single-send inputs are skipped from the
+    /// Starts an RPC (spec §3.1): posts the input writes, the last one WITH IMMEDIATE
+    /// carrying the function code, then the receive for the next RPC's reply. This RPC's
+    /// reply receive was posted ahead (with the MRSP's end or the previous RPC); if that post
+    /// failed, it is posted first, before the writes. Single-send inputs are skipped from the
     /// second RPC on; with no input to send, one zero-length WRITE WITH IMM goes out.
     pub fn start_rpc_with_timeout(&mut self, now: Instant, timeout: Duration) -> Result<(), Error> {
         if self.state != State::Idle {
@@ -297,11 +303,16 @@ impl Client {
         self.rpcs = self.rpcs.saturating_add(1);
         self.plan = Some(plan);
         self.last = None;
-        self.push(Pending::Recv(
-            WrId::new(WrKind::DataRecv, self.rpcs),
-            RecvBuffer::Empty,
-        ));
+        // The reply's receive: the one posted ahead, else posted now, before the writes
+        // (a failure to post it then makes the writes the error write, spec §3.5).
+        if self.spare.take().is_none() {
+            self.push(Pending::Recv(
+                WrId::new(WrKind::DataRecv, self.rpcs),
+                RecvBuffer::Empty,
+            ));
+        }
         self.push(Pending::Writes);
+        self.post_spare();
         self.state = State::Rpc {
             writes_left,
             reply: None,
@@ -386,8 +397,20 @@ impl Client {
         } = self.state
         {
             self.state = State::Idle;
+            self.post_spare();
             self.push(Pending::MrspComplete);
         }
+    }
+
+    /// Posts the receive of the next RPC's reply ahead of it (after the MRSP, and after each
+    /// RPC's writes), so that an RPC's start posts only its writes: a receive's post is off
+    /// the RPC's path (about a microsecond per RPC under emulation). Spec §3.9 holds: the
+    /// reply's receive is posted before the writes of its RPC. No SEND comes after the MRSP,
+    /// so a receive without buffer is all the client ever needs from then on.
+    fn post_spare(&mut self) {
+        let id = WrId::new(WrKind::DataRecv, self.rpcs.wrapping_add(1));
+        self.spare = Some(id);
+        self.push(Pending::Recv(id, RecvBuffer::Empty));
     }
 
     fn on_write_completed(&mut self, id: WrId) {
@@ -433,8 +456,14 @@ impl Client {
         }
     }
 
-    /// Posting the reply receive failed: tell the NAA with the error write (spec §3.5).
+    /// Posting the reply receive failed: tell the NAA with the error write (spec §3.5). The
+    /// receive posted ahead for the next RPC is only forgotten: that RPC posts its own before
+    /// its writes, and the error write follows if that fails too.
     fn on_post_failed(&mut self, id: WrId) {
+        if self.spare == Some(id) {
+            self.spare = None;
+            return;
+        }
         let sending = matches!(self.state, State::Rpc { writes_left, .. } if writes_left > 0);
         if id.kind() == Some(WrKind::DataRecv) && sending {
             let error = Error::PostFailed(id);
@@ -584,6 +613,12 @@ impl Machine for Client {
             Input::WriteCompleted(id) => self.on_write_completed(id),
             Input::Received { wr_id, data } => self.on_received(wr_id, data),
             Input::WriteImmReceived { wr_id, imm, len } => self.on_reply(wr_id, imm, len),
+            // The receive posted ahead is flushed when the connection ends between RPCs: the
+            // disconnect says so (or the next RPC's posts fail), not the flush.
+            Input::WorkFailed {
+                wr_id,
+                error: WorkError::Flushed,
+            } if self.spare == Some(wr_id) && !self.is_busy() => self.spare = None,
             Input::WorkFailed { wr_id, error } => self.fail(Error::WorkFailed { wr_id, error }),
             Input::PostFailed(id) => self.on_post_failed(id),
         }

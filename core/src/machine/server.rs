@@ -467,13 +467,15 @@ impl Server {
         Ok(())
     }
 
-    /// Writes the outputs back (or one zero-length write), the last WITH IMM `rc << 8`.
-    /// The next RPC's receive is posted first, so the client never meets RNR (spec §3.9).
+    /// Writes the outputs back (or one zero-length write), the last WITH IMM `rc << 8`, then
+    /// posts the receive that replaces the call's. The client never meets RNR (spec §3.9):
+    /// the spare posted with the first RPC's receive serves its next call until then, so the
+    /// receive's post (about a microsecond under emulation) is off the answer's path.
     fn write_back(&mut self, now: Instant, status: ReturnCode, with_data: bool) {
         let (plan, writes_left) = self.answer_plan(status.to_imm(), with_data);
         self.plan = Some(plan);
-        self.post_data_recv();
         self.push(Pending::Writes);
+        self.post_data_recv();
         self.enter(
             State::WritingBack { writes_left },
             Some(now + self.config.completion_timeout),

@@ -66,15 +66,14 @@ pub fn server_shadow(
         }
         Lane::Answer(rc) => {
             let answer = server.express_answer(now, return_code(rc))?;
-            let mut actions = Vec::from([ServerAction::Post(Post::Recv {
+            let mut actions: Vec<_> = server
+                .answer_writes(answer.imm)
+                .map(|w| ServerAction::Post(Post::Write(w)))
+                .collect();
+            actions.push(ServerAction::Post(Post::Recv {
                 wr_id: answer.recv,
                 buffer: RecvBuffer::Empty,
-            })]);
-            actions.extend(
-                server
-                    .answer_writes(answer.imm)
-                    .map(|w| ServerAction::Post(Post::Write(w))),
-            );
+            }));
             assert_eq!(
                 actions.len(),
                 usize::from(answer.writes) + 1,
@@ -102,15 +101,14 @@ pub fn client_shadow(
             let timeout = timeout.map_or(c.config().rpc_timeout, |us| {
                 Duration::from_micros(u64::from(us))
             });
-            let recv = client.express_rpc(now, timeout).ok()??;
-            let mut actions = Vec::from([ClientAction::Post(Post::Recv {
-                wr_id: recv,
+            let spare = client.express_rpc(now, timeout).ok()??;
+            let mut actions: Vec<_> = core::iter::from_fn(|| client.express_write())
+                .map(|w| ClientAction::Post(Post::Write(w)))
+                .collect();
+            actions.push(ClientAction::Post(Post::Recv {
+                wr_id: spare,
                 buffer: RecvBuffer::Empty,
-            })]);
-            actions.extend(
-                core::iter::from_fn(|| client.express_write())
-                    .map(|w| ClientAction::Post(Post::Write(w))),
-            );
+            }));
             return Some(Shadow {
                 machine: client,
                 actions,

@@ -90,11 +90,12 @@ impl<E: Endpoint> Driver<E, Server> {
         {
             *imm = answer.imm;
         }
-        self.post_recv(answer.recv, RecvBuffer::Empty);
         if let Err(e) = self.ep.post_send(&self.express) {
+            // The machine fails with it; the general path would post nothing after.
             let first = WrId::from_raw(self.express[0].wr_id);
-            self.post_failed(first, &e);
+            return self.post_failed(first, &e);
         }
+        self.post_recv(answer.recv, RecvBuffer::Empty);
     }
 
     /// Builds the answer's write list (the same for every RPC of the connection but the
@@ -118,18 +119,18 @@ impl<E: Endpoint> Driver<E, Server> {
 
 impl<E: Endpoint> Driver<E, Client> {
     /// Starts an RPC with deadline `timeout` from now. Through the machine's express lane
-    /// its receive and write list are posted before this returns; otherwise the machine's
-    /// actions wait for [`Driver::next_event`].
+    /// its write list, then the next RPC's receive, are posted before this returns;
+    /// otherwise the machine's actions wait for [`Driver::next_event`].
     pub(crate) fn start_rpc(
         &mut self,
         timeout: Duration,
     ) -> Result<(), naaice_core::machine::Error> {
-        if let Some(recv) = self.machine.express_rpc(clock::now(), timeout)? {
-            self.post_recv(recv, RecvBuffer::Empty);
+        if let Some(spare) = self.machine.express_rpc(clock::now(), timeout)? {
             while let Some(w) = self.machine.express_write() {
                 self.queue_write(w);
             }
             self.flush_writes();
+            self.post_recv(spare, RecvBuffer::Empty);
         }
         Ok(())
     }

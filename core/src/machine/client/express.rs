@@ -32,9 +32,10 @@ pub enum Express {
 
 impl Client {
     /// Starts an RPC as [`Client::start_rpc_with_timeout`] does. When nothing else was queued
-    /// its posts are handed out at once instead of through the queue: `Some(recv)`, post the
-    /// receive `recv` (no buffer), then the writes of [`Client::express_write`] until `None`,
-    /// as one list. `None`: drain [`crate::machine::Machine::poll_action`] as usual.
+    /// and its reply's receive was posted ahead, its posts are handed out at once instead of
+    /// through the queue: `Some(spare)`, post the writes of [`Client::express_write`] until
+    /// `None`, as one list, then the receive `spare` (no buffer) for the next RPC. `None`:
+    /// drain [`crate::machine::Machine::poll_action`] as usual.
     pub fn express_rpc(
         &mut self,
         now: Instant,
@@ -46,9 +47,9 @@ impl Client {
             return Ok(None);
         }
         match (self.queue.front(), self.queue.back()) {
-            (Some(&Pending::Recv(recv, RecvBuffer::Empty)), Some(Pending::Writes)) => {
+            (Some(Pending::Writes), Some(&Pending::Recv(spare, RecvBuffer::Empty))) => {
                 self.queue.clear();
-                Ok(Some(recv))
+                Ok(Some(spare))
             }
             _ => Ok(None),
         }

@@ -14,12 +14,13 @@ use crate::machine::{KernelCall, Machine, WrId, WrKind, Write, expired};
 use crate::time::Instant;
 use crate::wire::{Request, ReturnCode};
 
-/// The answer of an RPC served by [`Server::express_answer`]: post the receive `recv` (no
-/// buffer), then the write list of [`Server::answer_writes`] with `imm`.
+/// The answer of an RPC served by [`Server::express_answer`]: post the write list of
+/// [`Server::answer_writes`] with `imm`, then the receive `recv` (no buffer).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct ExpressAnswer {
-    /// The next RPC's receive, posted first (spec §3.9).
+    /// The receive that replaces the call's, posted after the writes (the spare serves the
+    /// client's next call meanwhile, spec §3.9).
     pub recv: WrId,
     /// The immediate of the last write (`rc << 8`).
     pub imm: u32,
