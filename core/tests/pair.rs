@@ -1923,3 +1923,95 @@ fn phase_values_round_trip() {
     assert_eq!(Phase::from_value(12), Some(Phase::MrspDone));
     assert_eq!(Phase::from_value(4), None);
 }
+
+/// The receive the client posted ahead for its next RPC, from its actions of the last RPC.
+fn spare_of(actions: &[Action]) -> naaice_core::machine::WrId {
+    let Some(&Action::PostRecv {
+        wr_id,
+        buffer: RecvBuffer::Empty,
+    }) = actions
+        .iter()
+        .rev()
+        .find(|a| matches!(a, Action::PostRecv { .. }))
+    else {
+        panic!("no receive posted ahead: {actions:?}")
+    };
+    wr_id
+}
+
+#[test]
+fn a_flushed_receive_posted_ahead_leaves_the_disconnect_to_say_so() {
+    // Either order of the flush and the disconnect event: between RPCs the client just sees
+    // the disconnect, as when it had no receive posted.
+    for flush_first in [false, true] {
+        let mut p = vector_b(1);
+        p.mrsp();
+        p.client.start_rpc(p.now).unwrap();
+        p.run();
+        let spare = spare_of(&p.take_actions(Side::Client));
+        assert!(!p.client.is_busy());
+        let flush = Input::WorkFailed {
+            wr_id: spare,
+            error: WorkError::Flushed,
+        };
+        if flush_first {
+            p.client.handle_input(p.now, flush);
+        }
+        p.client.handle_input(p.now, Input::Disconnected);
+        if !flush_first {
+            p.client.handle_input(p.now, flush);
+        }
+        p.run();
+        assert_eq!(p.take(Side::Client), []);
+        assert_eq!(
+            (p.client.phase(), p.client.error()),
+            (Phase::Disconnected, None)
+        );
+    }
+}
+
+#[test]
+fn a_receive_posted_ahead_that_fails_otherwise_fails_the_connection() {
+    let mut p = vector_b(1);
+    p.mrsp();
+    p.client.start_rpc(p.now).unwrap();
+    p.run();
+    let spare = spare_of(&p.take_actions(Side::Client));
+    // A SEND into the data receive (no buffer) between RPCs: a peer's error, not a flush.
+    let input = Input::WorkFailed {
+        wr_id: spare,
+        error: WorkError::LocalLength,
+    };
+    p.client.handle_input(p.now, input);
+    p.run();
+    let failed = Error::WorkFailed {
+        wr_id: spare,
+        error: WorkError::LocalLength,
+    };
+    assert_eq!(p.take(Side::Client), [Act::Failed(failed)]);
+    assert_eq!(p.client.phase(), Phase::Error);
+}
+
+#[test]
+fn a_stray_reply_between_rpcs_meets_the_receive_posted_ahead_and_fails() {
+    let mut p = vector_b(1);
+    p.mrsp();
+    p.client.start_rpc(p.now).unwrap();
+    p.run();
+    let spare = spare_of(&p.take_actions(Side::Client));
+    // The NAA writes WITH IMM with no RPC in flight: the receive posted ahead takes it.
+    let stray = Input::WriteImmReceived {
+        wr_id: spare,
+        imm: 0,
+        len: 0,
+    };
+    p.client.handle_input(p.now, stray);
+    p.run();
+    assert_eq!(
+        p.take(Side::Client),
+        [Act::Failed(Error::Unexpected {
+            phase: Phase::Finished
+        })]
+    );
+    assert_eq!(p.client.phase(), Phase::Error);
+}
