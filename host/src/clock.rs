@@ -49,15 +49,20 @@ fn epoch() -> &'static Epoch {
     })
 }
 
+/// Clock `id` in nanoseconds (one `clock_gettime`).
+pub(crate) fn nanos(id: rustix::time::ClockId) -> u64 {
+    let t = rustix::time::clock_gettime(id);
+    // The monotonic clocks are never negative and their nanoseconds are below 10^9.
+    u64::try_from(t.tv_sec)
+        .unwrap_or(0)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::try_from(t.tv_nsec).unwrap_or(0))
+}
+
 /// `CLOCK_MONOTONIC` in microseconds: what `std::time::Instant` reads on Linux.
 #[cfg(target_os = "linux")]
 fn monotonic_micros() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    // The monotonic clock is never negative and its nanoseconds are below 10^9.
-    u64::try_from(t.tv_sec)
-        .unwrap_or(0)
-        .saturating_mul(1_000_000)
-        .saturating_add(u64::try_from(t.tv_nsec).unwrap_or(0) / 1_000)
+    nanos(rustix::time::ClockId::Monotonic) / 1_000
 }
 
 /// The core instant for a std instant (microseconds since a process-wide epoch).

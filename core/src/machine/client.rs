@@ -468,6 +468,8 @@ impl Client {
         if id.kind() == Some(WrKind::DataRecv) && sending {
             let error = Error::PostFailed(id);
             self.queue.clear();
+            // The receive queued ahead for the next RPC goes with the queue.
+            self.spare = None;
             self.plan = Some(Plan::ClientError);
             self.push(Pending::Writes);
             self.push(Pending::Failed(error));

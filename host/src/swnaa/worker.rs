@@ -95,11 +95,7 @@ impl Usage {
 
 /// The CPU time of the calling thread.
 fn thread_cpu() -> Duration {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    Duration::new(
-        u64::try_from(t.tv_sec).unwrap_or(0),
-        u32::try_from(t.tv_nsec).unwrap_or(0),
-    )
+    Duration::from_nanos(clock::nanos(rustix::time::ClockId::ThreadCPUTime))
 }
 
 fn run<E: Endpoint>(

@@ -9,19 +9,14 @@
 
 use std::time::Duration;
 
-use rustix::time::{ClockId, clock_gettime};
+use rustix::time::ClockId;
 
 /// The least time between two reads of the rdma_cm channel while polling.
 pub(super) const INTERVAL: Duration = Duration::from_millis(1);
 
 /// The coarse monotonic clock, in nanoseconds.
 fn coarse_now() -> u64 {
-    let t = clock_gettime(ClockId::MonotonicCoarse);
-    // The monotonic clock is never negative and its nanoseconds are below 10^9.
-    u64::try_from(t.tv_sec)
-        .unwrap_or(0)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(u64::try_from(t.tv_nsec).unwrap_or(0))
+    crate::clock::nanos(ClockId::MonotonicCoarse)
 }
 
 /// The rate limit of the rdma_cm channel reads of one endpoint.
