@@ -27,7 +27,7 @@ manifest="$here/Cargo.toml"
 mkdir -p "$1"
 prefix=$(cd "$1" && pwd)
 
-# The verbs transport (NAAICE_TRANSPORT=verbs, the run-time default) is always built in:
+# The verbs transport (used by NAAICE_TRANSPORT=auto, the run-time default, and =verbs) is built in:
 # rdma-core is loaded at run time (a machine without it gets a clear error from naa_create),
 # so building needs no rdma-core. NAAICE_VERBS=no leaves it out.
 features=""

@@ -91,8 +91,9 @@ impl<E: Endpoint> Connection<E> {
         Self::from_endpoint(ep, config)
     }
 
-    /// A connection over an endpoint that is already connected.
-    pub(crate) fn from_endpoint(ep: E, config: ClientConfig) -> Result<Self> {
+    /// A connection over an endpoint that is already connected (for example one from
+    /// [`Transport::connect_as`], to know and time the transport before the MRSP).
+    pub fn from_endpoint(ep: E, config: ClientConfig) -> Result<Self> {
         let driver = Driver::client(ep, config)?;
         Ok(Self {
             driver,

@@ -7,6 +7,7 @@
 //! | `NAA_LOCAL_IP` | local source address (optional) |
 //! | `NAAICE_RPC_TIMEOUT` | per-RPC deadline in seconds ([`DEFAULT_RPC_TIMEOUT`] when unset) |
 //! | `NAAICE_CONNECT_TIMEOUT` | connect deadline in seconds, retries and failover included ([`crate::connection::CONNECT_TIMEOUT`] when unset) |
+//! | `NAAICE_TRANSPORT` | `auto` (default: verbs where an RDMA device reaches the NAA, else the software transport), `soft` or `verbs` ([`transport_from_env`]) |
 //! | `NAAICE_WAIT` | how the verbs transport waits for completions: `adaptive` (default), `adaptive:CAP_US`, `poll`, `sleep`, `spin:US` ([`crate::waiting`]) |
 //! | `NAAICE_RANK`, `NAAICE_NRANKS` | this process's rank and the number of ranks (win over the launcher's) |
 //! | `SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID` | rank, size and node-local rank under `srun` |
@@ -22,7 +23,11 @@ use std::time::Duration;
 
 use crate::naa::NaaOptions;
 use crate::spec::SpecError;
+use crate::transport::{AnyTransport, TransportChoice};
 use crate::waiting::WaitPolicy;
+
+/// Selects the transport: `auto` (the default), `soft` or `verbs`.
+pub const TRANSPORT_VAR: &str = "NAAICE_TRANSPORT";
 
 /// Per-RPC deadline in seconds (may be fractional).
 pub const RPC_TIMEOUT_VAR: &str = "NAAICE_RPC_TIMEOUT";
@@ -143,6 +148,34 @@ pub fn wait_policy(value: Option<&str>) -> Result<Option<WaitPolicy>, SpecError>
     })
 }
 
+/// Parses the `NAAICE_TRANSPORT` value (`auto` when unset or empty).
+pub fn transport_choice(value: Option<&str>) -> Result<TransportChoice, SpecError> {
+    let v = value.unwrap_or("").trim();
+    v.parse().map_err(|e| SpecError::Variable {
+        name: TRANSPORT_VAR,
+        value: v.to_owned(),
+        reason: format!("{e}"),
+    })
+}
+
+/// The transport of clients and software NAAs, the same for Rust, C and the binaries:
+/// `NAAICE_TRANSPORT` (`auto` when unset), waiting for completions as `NAAICE_WAIT` says
+/// (adaptive when unset).
+pub fn transport_from_env() -> Result<AnyTransport, SpecError> {
+    transport_from_lookup(|name| std::env::var(name).ok())
+}
+
+/// [`transport_from_env`] with variables looked up by `var`.
+pub fn transport_from_lookup(
+    var: impl Fn(&str) -> Option<String>,
+) -> Result<AnyTransport, SpecError> {
+    let mut transport = AnyTransport::from_choice(transport_choice(var(TRANSPORT_VAR).as_deref())?);
+    if let Some(policy) = wait_policy(var(WAIT_VAR).as_deref())? {
+        transport.set_wait(policy);
+    }
+    Ok(transport)
+}
+
 impl NaaOptions {
     /// The options `naa_create` and [`crate::Naa::create`] use: the defaults with
     /// `NAAICE_RPC_TIMEOUT` and `NAAICE_CONNECT_TIMEOUT` applied (NAA from `NAA_SPEC`, local
@@ -242,6 +275,32 @@ mod tests {
         );
         let err = wait_policy(Some("spinny")).unwrap_err().to_string();
         assert!(err.contains(WAIT_VAR) && err.contains("spinny"), "{err}");
+    }
+
+    #[test]
+    fn transport_from_its_variables() {
+        let name = |vars: &[(&str, &str)]| transport_from_lookup(lookup(vars)).map(|t| t.name());
+        assert_eq!(name(&[]), Ok("auto"));
+        assert_eq!(name(&[(TRANSPORT_VAR, " ")]), Ok("auto"));
+        assert_eq!(name(&[(TRANSPORT_VAR, "Soft")]), Ok("soft"));
+        assert_eq!(
+            name(&[(TRANSPORT_VAR, "soft"), (WAIT_VAR, "poll")]),
+            Ok("soft")
+        );
+        let err = name(&[(TRANSPORT_VAR, "pigeon")]).unwrap_err().to_string();
+        assert!(
+            err.contains(TRANSPORT_VAR) && err.contains("\"auto\""),
+            "{err}"
+        );
+        let err = name(&[(WAIT_VAR, "hurry")]).unwrap_err().to_string();
+        assert!(err.contains(WAIT_VAR) && err.contains("hurry"), "{err}");
+        let verbs = name(&[(TRANSPORT_VAR, "verbs")]);
+        if cfg!(feature = "verbs") {
+            assert_eq!(verbs, Ok("verbs"));
+        } else {
+            let err = verbs.unwrap_err().to_string();
+            assert!(err.contains("cargo feature `verbs`"), "{err}");
+        }
     }
 
     #[test]

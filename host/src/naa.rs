@@ -206,14 +206,18 @@ impl<E: Endpoint> Naa<E> {
         config.mrsp_timeout = options.mrsp_timeout;
         config.rpc_timeout = options.rpc_timeout;
         let chosen = std::cell::Cell::new(None);
-        let connect = |remote, until| {
-            let conn = link::connect(transport, remote, local, config, until)?;
-            chosen.set(Some(remote));
+        let connect = |remote, kind, until| {
+            let conn = link::connect(transport, remote, kind, local, config, until)?;
+            chosen.set(Some((remote, kind)));
             Ok(conn)
         };
         let (mut conn, reservation) = match options.remote {
             Some(addr) => (
-                connect(addr, std::time::Instant::now() + options.connect_timeout)?,
+                connect(
+                    addr,
+                    None,
+                    std::time::Instant::now() + options.connect_timeout,
+                )?,
                 None,
             ),
             None => {
@@ -231,10 +235,10 @@ impl<E: Endpoint> Naa<E> {
             }
         };
         attach(&mut conn, &inputs, &outputs)?;
-        let remote = chosen
+        let chosen = chosen
             .get()
             .ok_or(Error::State("connected without an address"))?;
-        let link = Link::new(transport, remote, local, config, options, inputs, outputs);
+        let link = Link::new(transport, chosen, local, config, options, inputs, outputs);
         Ok(Self {
             conn: Some(conn),
             fncode: code,

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use crate::environment::Rank;
 use crate::error::{Error, Result};
 use crate::spec::{Attempts, Pool, Reservation, SpecError};
-use crate::transport::TransportError;
+use crate::transport::{TransportError, TransportKind};
 
 /// First backoff between rounds of connection attempts.
 const BACKOFF_START: Duration = Duration::from_millis(50);
@@ -86,8 +86,9 @@ fn classify(e: &Error) -> Failure {
 }
 
 /// Connects a new handle for `fncode` with `n_inputs` inputs to an entry of `pool`, choosing
-/// and failing over as the module documentation describes. `attempt(address, until)` makes
-/// one connection attempt that must end by `until`. Returns its result and the entry's
+/// and failing over as the module documentation describes. `attempt(address, transport,
+/// until)` makes one connection attempt over the transport the entry names (`None`: the
+/// program's) that must end by `until`. Returns its result and the entry's
 /// reservation (hold it as long as the connection lives).
 pub fn connect<C>(
     pool: &Arc<Pool>,
@@ -95,7 +96,7 @@ pub fn connect<C>(
     n_inputs: usize,
     rank: &Rank,
     timeout: Duration,
-    mut attempt: impl FnMut(SocketAddr, Instant) -> Result<C>,
+    mut attempt: impl FnMut(SocketAddr, Option<TransportKind>, Instant) -> Result<C>,
 ) -> Result<(C, Reservation)> {
     let start = Instant::now();
     let deadline = start + timeout;
@@ -124,7 +125,7 @@ pub fn connect<C>(
             let result = entry
                 .resolve()
                 .map_err(Error::from)
-                .and_then(|addr| attempt(addr, deadline.min(now + per_attempt)));
+                .and_then(|addr| attempt(addr, entry.transport, deadline.min(now + per_attempt)));
             let e = match result {
                 Ok(c) => {
                     if !tried.is_empty() {
@@ -251,6 +252,7 @@ mod tests {
                     fncode: 1,
                     param_count: 1,
                     local: false,
+                    transport: None,
                 })
                 .collect(),
         )
@@ -260,7 +262,7 @@ mod tests {
     fn fails_over_and_names_every_entry_tried() {
         let p = pool(&[("127.0.0.1", 1), ("127.0.0.1", 2), ("127.0.0.1", 3)]);
         let mut seen = Vec::new();
-        let (port, r) = connect(&p, 1, 1, &rank(1, 3), Duration::from_secs(5), |a, _| {
+        let (port, r) = connect(&p, 1, 1, &rank(1, 3), Duration::from_secs(5), |a, _, _| {
             seen.push(a.port());
             match a.port() {
                 2 => Err(TransportError::Rejected("NAA overloaded".into()).into()),
@@ -273,12 +275,19 @@ mod tests {
         assert_eq!(seen, [2, 3]);
         // Entry 3 is in use by this process now: the next handle tries 1 and 2 until the
         // deadline, then reports both.
-        let err = connect(&p, 1, 1, &rank(1, 3), Duration::from_millis(300), |a, _| {
-            Err::<(), _>(match a.port() {
-                2 => TransportError::Rejected("NAA overloaded".into()).into(),
-                _ => Error::Timeout(Duration::from_secs(1)),
-            })
-        })
+        let err = connect(
+            &p,
+            1,
+            1,
+            &rank(1, 3),
+            Duration::from_millis(300),
+            |a, _, _| {
+                Err::<(), _>(match a.port() {
+                    2 => TransportError::Rejected("NAA overloaded".into()).into(),
+                    _ => Error::Timeout(Duration::from_secs(1)),
+                })
+            },
+        )
         .unwrap_err()
         .to_string();
         assert!(
@@ -295,31 +304,49 @@ mod tests {
     fn waits_for_a_starting_naa_and_stops_on_fatal_errors() {
         let p = pool(&[("127.0.0.1", 1)]);
         let mut calls = 0;
-        let (calls_needed, _r) =
-            connect(&p, 1, 1, &Rank::SINGLE, Duration::from_secs(5), |_, _| {
+        let (calls_needed, _r) = connect(
+            &p,
+            1,
+            1,
+            &Rank::SINGLE,
+            Duration::from_secs(5),
+            |_, _, _| {
                 calls += 1;
                 if calls < 3 {
                     Err(Error::Closed)
                 } else {
                     Ok(calls)
                 }
-            })
-            .unwrap();
+            },
+        )
+        .unwrap();
         assert_eq!(calls_needed, 3);
         let p = pool(&[("127.0.0.1", 1), ("127.0.0.1", 2)]);
         let mut calls = 0;
-        let err = connect(&p, 1, 1, &Rank::SINGLE, Duration::from_secs(5), |_, _| {
-            calls += 1;
-            Err::<(), _>(TransportError::Unavailable("no RDMA device".into()).into())
-        })
+        let err = connect(
+            &p,
+            1,
+            1,
+            &Rank::SINGLE,
+            Duration::from_secs(5),
+            |_, _, _| {
+                calls += 1;
+                Err::<(), _>(TransportError::Unavailable("no RDMA device".into()).into())
+            },
+        )
         .unwrap_err();
         assert_eq!(calls, 1);
         assert!(err.to_string().contains("no RDMA device"));
         let p = pool(&[("no-such-host.invalid", 1)]);
         let started = Instant::now();
-        let err = connect(&p, 1, 1, &Rank::SINGLE, Duration::from_secs(30), |_, _| {
-            Ok(())
-        })
+        let err = connect(
+            &p,
+            1,
+            1,
+            &Rank::SINGLE,
+            Duration::from_secs(30),
+            |_, _, _| Ok(()),
+        )
         .unwrap_err()
         .to_string();
         assert!(err.contains("cannot resolve NAA address"), "{err}");

@@ -1,7 +1,9 @@
 //! NAA discovery from the environment (spec §6.3): `NAA_SPEC` and `NAA_LOCAL_IP`.
 //!
 //! `NAA_SPEC` is a comma-separated list of `address:port:fn_code:param_count` entries, e.g.
-//! `10.0.0.5::3:1,10.0.0.6:12346:7:2` (an empty port means 12345). An entry
+//! `10.0.0.5::3:1,10.0.0.6:12346:7:2` (an empty port means 12345). An optional fifth field
+//! names the entry's transport, for NAAs that `auto` cannot decide
+//! (`10.0.0.5:12345:3:1:verbs`, `...:soft`; empty or `auto`: the program's transport). An entry
 //! `local:fn_code:param_count` (no port) is the in-process NAA of local mode
 //! ([`crate::local`]). Differences from the C
 //! reference, all in the direction of clearer errors: a malformed entry is an error naming
@@ -14,7 +16,7 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::transport::DEFAULT_PORT;
+use crate::transport::{DEFAULT_PORT, TransportChoice, TransportKind};
 
 /// Errors of NAA selection.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -111,6 +113,8 @@ pub struct NaaEntry {
     /// True for a `local:fn_code:param_count` entry: the in-process NAA of local mode
     /// ([`crate::local`]); `host` is `local`, `port` 0.
     pub local: bool,
+    /// The transport the entry names (fifth field); `None`: the program's transport.
+    pub transport: Option<TransportKind>,
 }
 
 impl NaaEntry {
@@ -147,12 +151,21 @@ pub fn parse(spec: &str) -> Result<Vec<NaaEntry>, SpecError> {
         if local {
             fields.insert(0, "0");
         }
-        let [port, fncode, count] = fields[..] else {
-            return Err(bad(format!(
-                "expected address:port:fn_code:param_count (or local:fn_code:param_count), \
-                 found {} fields",
-                fields.len() + 1
-            )));
+        let (port, fncode, count, transport) = match fields[..] {
+            [port, fncode, count] => (port, fncode, count, ""),
+            [port, fncode, count, transport] => (port, fncode, count, transport),
+            _ => {
+                return Err(bad(format!(
+                    "expected address:port:fn_code:param_count[:transport] (or \
+                     local:fn_code:param_count), found {} fields",
+                    fields.len() + 1
+                )));
+            }
+        };
+        let transport = match transport.parse::<TransportChoice>() {
+            Ok(TransportChoice::Auto) => None,
+            Ok(TransportChoice::Only(kind)) => Some(kind),
+            Err(e) => return Err(bad(format!("transport: {e}"))),
         };
         if host.is_empty() {
             return Err(bad("empty address".into()));
@@ -184,6 +197,7 @@ pub fn parse(spec: &str) -> Result<Vec<NaaEntry>, SpecError> {
             fncode,
             param_count,
             local,
+            transport,
         });
     }
     if entries.is_empty() {
@@ -364,6 +378,7 @@ mod tests {
             fncode,
             param_count: n,
             local: false,
+            transport: None,
         }
     }
 
@@ -385,6 +400,33 @@ mod tests {
             vec![entry("host.example", 99, 5, 0)]
         );
         assert_eq!(parse("[::1]:7:1:1").unwrap(), vec![entry("::1", 7, 1, 1)]);
+    }
+
+    #[test]
+    fn an_entry_may_name_its_transport() {
+        let soft = NaaEntry {
+            transport: Some(TransportKind::Soft),
+            ..entry("10.0.0.5", 12345, 3, 1)
+        };
+        assert_eq!(
+            parse("10.0.0.5::3:1:soft, 10.0.0.6:7:3:1:auto, 10.0.0.7:7:3:1:").unwrap(),
+            vec![soft, entry("10.0.0.6", 7, 3, 1), entry("10.0.0.7", 7, 3, 1)]
+        );
+        let verbs = parse("[::1]:7:1:1: RDMA ");
+        if cfg!(feature = "verbs") {
+            assert_eq!(verbs.unwrap()[0].transport, Some(TransportKind::Verbs));
+        } else {
+            let err = verbs.unwrap_err().to_string();
+            assert!(
+                err.contains("transport") && err.contains("`verbs`"),
+                "{err}"
+            );
+        }
+        let err = parse("a:1:1:1:pigeon").unwrap_err().to_string();
+        assert!(
+            err.contains("transport") && err.contains("\"pigeon\""),
+            "{err}"
+        );
     }
 
     #[test]
@@ -418,7 +460,7 @@ mod tests {
     fn malformed_entries_are_clear_errors() {
         let cases = [
             ("a:1:1", "found 3 fields"),
-            ("a:1:1:1:1", "found 5 fields"),
+            ("a:1:1:1:soft:1", "found 6 fields"),
             ("a:abc:1:1", "port \"abc\""),
             ("a:70000:1:1", "port \"70000\""),
             ("a:0:1:1", "port \"0\""),

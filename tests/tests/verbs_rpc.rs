@@ -131,9 +131,13 @@ fn without_rdma_devices_the_transport_is_unavailable() {
     let t = VerbsTransport::default();
     let deadline = Instant::now() + Duration::from_secs(5);
     match t.connect("10.77.0.1:12345".parse().unwrap(), None, deadline) {
-        Err(TransportError::Unavailable(why)) => {
-            assert!(why.contains("RDMA"), "message names the problem: {why}")
-        }
+        // Without rdma-core the message names its packages; with rdma-core but no device,
+        // the missing device; both name the way to a software NAA.
+        Err(TransportError::Unavailable(why)) => assert!(
+            (why.contains("rdma-core is not installed") || why.contains("no usable RDMA device"))
+                && why.contains("software transport"),
+            "message names the problem and the fix: {why}"
+        ),
         other => panic!("expected Unavailable, got {other:?}"),
     }
     match t.listen("0.0.0.0:0".parse().unwrap()) {
@@ -157,6 +161,62 @@ fn without_rdma_devices_the_transport_is_unavailable() {
 naaice_tests::suite_tests!(|name, body: fn(&Site)| {
     verbs_test(name, 60, move |ip| body(&site(ip)))
 });
+
+#[test]
+fn auto_uses_verbs_where_the_naa_serves_it_and_falls_back_to_soft() {
+    use naaice::transport::{AnyTransport, TransportKind};
+    verbs_test("auto_transport", 60, |ip| {
+        let auto = AnyTransport::default();
+        let serve = |t: AnyTransport| {
+            SoftNaa::bind(
+                t,
+                SocketAddr::new(ip, 0),
+                SoftNaaConfig::default(),
+                test_kernels(),
+            )
+            .expect("bind the software NAA")
+        };
+        // A server on `auto` serves both transports on one port number.
+        let both = serve(auto.clone());
+        let served = both.served();
+        assert!(served.iter().all(|s| s.addr.is_ok()), "{served:?}");
+        let both = both.spawn().expect("spawn");
+        let deadline = || Instant::now() + Duration::from_secs(10);
+        let ep = auto
+            .connect(both.local_addr(), None, deadline())
+            .expect("auto connect");
+        assert_eq!(
+            ep.kind(),
+            TransportKind::Verbs,
+            "auto prefers verbs where it reaches the NAA"
+        );
+        drop(ep);
+        let p = Param::from_vec(pattern(4096, 3));
+        let mut h: Naa = Naa::create_with(
+            &auto,
+            2,
+            vec![p.clone()],
+            vec![p],
+            &NaaOptions::at(both.local_addr()),
+        )
+        .expect("create over auto");
+        h.invoke().expect("invoke");
+        assert!(h.wait().expect("wait").naa_error.is_success());
+        assert_eq!(h.output(0).unwrap().to_vec(), plus(&pattern(4096, 3), 2));
+        h.finalize();
+        // A software-transport-only NAA: auto falls back to soft after verbs finds no listener.
+        let soft_only = serve("soft".parse().unwrap()).spawn().expect("spawn");
+        let started = Instant::now();
+        let ep = auto
+            .connect(soft_only.local_addr(), None, deadline())
+            .expect("auto falls back to soft");
+        assert_eq!(ep.kind(), TransportKind::Soft);
+        println!(
+            "auto: verbs refused, soft connected after {:?}",
+            started.elapsed()
+        );
+    });
+}
 
 #[test]
 fn mrsp_and_one_to_thirty_two_in_place_regions() {

@@ -13,7 +13,7 @@
 //! in its fields through `naaice_get_state`, `naaice_get_naa_returncode` and
 //! `naaice_get_bytes_received`. The parameter memory stays the program's: it must stay
 //! allocated until `naaice_disconnect_and_cleanup` and must not be touched while an RPC is
-//! in flight. The transport is chosen by `NAAICE_TRANSPORT` (`verbs` or `soft`), the RPC
+//! in flight. The transport is chosen by `NAAICE_TRANSPORT` (`auto`, `soft` or `verbs`), the RPC
 //! deadline by `NAAICE_RPC_TIMEOUT` (seconds, default 3600), like for the AP2 functions.
 //! Calls on one context are serialised; different contexts are independent. The reason for a
 //! failure goes to stderr and to `naa_last_error()`.

@@ -36,9 +36,9 @@
 //!
 //! | variable | meaning |
 //! |---|---|
-//! | `NAA_SPEC` | NAAs as `address:port:fn_code:param_count,...` (spec section 6.3), or `local:fn_code:param_count` for the in-process NAA of local mode, read once per process |
+//! | `NAA_SPEC` | NAAs as `address:port:fn_code:param_count[:transport],...` (spec section 6.3; the optional `soft` or `verbs` overrides `NAAICE_TRANSPORT` for that entry), or `local:fn_code:param_count` for the in-process NAA of local mode, read once per process |
 //! | `NAA_LOCAL_IP` | local source address for connections (optional) |
-//! | `NAAICE_TRANSPORT` | `verbs` (default: RDMA, RoCEv2) or `soft` (the software transport over TCP, for machines without RDMA) |
+//! | `NAAICE_TRANSPORT` | `auto` (default: verbs where an RDMA device reaches the NAA and it answers over verbs, else the software transport; a software NAA serves both), `verbs` (RDMA, RoCEv2 only) or `soft` (the software transport over TCP only) |
 //! | `NAAICE_RPC_TIMEOUT` | per-RPC deadline in seconds (default 3600, like the reference) |
 //! | `NAAICE_CONNECT_TIMEOUT` | connect deadline in seconds, retries and failover included (default 10) |
 //! | `NAAICE_WAIT` | how the verbs transport waits for completions: `adaptive` (default: spin for a budget learned from recent waits, at most 200 µs, then sleep; `adaptive:CAP_US` sets the cap), `poll` (never sleep: a dedicated core per connection), `sleep` (sleep at once), `spin:US` (spin a fixed time) |
@@ -64,8 +64,8 @@ pub mod swnaa;
 mod transport;
 pub mod types;
 
-pub use naaice::environment::{DEFAULT_RPC_TIMEOUT, RPC_TIMEOUT_VAR};
-pub use transport::{TRANSPORT_VAR, parse_transport, transport_from_env};
+pub use naaice::environment::{DEFAULT_RPC_TIMEOUT, RPC_TIMEOUT_VAR, TRANSPORT_VAR};
+pub use transport::transport_from_env;
 pub use types::*;
 
 /// Number of live `naa_create` handles (not yet finalized); for leak tests.

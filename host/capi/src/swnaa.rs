@@ -361,7 +361,12 @@ pub unsafe extern "C" fn naa_swnaa_start(
         };
         let (config, kernels) = (state.config.clone(), state.kernels.clone());
         let spawned = SoftNaa::bind(transport, addr, config, kernels)
-            .and_then(SoftNaa::spawn)
+            .and_then(|naa| {
+                for served in naa.served() {
+                    tracing::info!("software NAA: {served}");
+                }
+                naa.spawn()
+            })
             .map_err(|e| e.to_string());
         match spawned {
             Ok(handle) => {

@@ -144,12 +144,12 @@ fn cancel_and_deadlines_from_c_against_a_kernel_that_never_finishes() {
 fn call_args_example_same_output_local_and_software_naa() {
     let bin = build_sanitized(&out_dir("c"), "call_args", &["examples/call_args.c"]);
 
-    // Local mode: no NAA at all. With the verbs build the transport stays the default (verbs):
-    // the in-process NAA is reached with the software transport anyway.
+    // Local mode: no NAA at all; verbs asked for, the in-process NAA is reached with the
+    // software transport anyway.
     let mut local = Command::new(&bin);
     sanitizer_env(&mut local).env("NAA_SPEC", format!("local:{ECHO}:1"));
     if cfg!(feature = "verbs") {
-        local.env_remove("NAAICE_TRANSPORT");
+        local.env("NAAICE_TRANSPORT", "verbs");
     }
     let local = run_ok(&mut local, LIMIT);
 

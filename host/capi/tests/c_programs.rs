@@ -83,12 +83,15 @@ fn vector_add_example_against_the_c_software_naa() {
     let out = out_dir("c");
     let server = build_sanitized(&out, "swnaa_server", &["examples/swnaa_server.c"]);
     let client = build_sanitized(&out, "vector_add", &["examples/vector_add.c"]);
+    // Server and client on their default transport (NAAICE_TRANSPORT unset: auto), as a
+    // user starts them: they meet on any machine.
     let mut cmd = Command::new(server);
-    sanitizer_env(&mut cmd);
+    sanitizer_env(&mut cmd).env_remove("NAAICE_TRANSPORT");
     let (server, port, lines) = start_server(cmd);
     for len in ["64", "300000"] {
         let mut c = Command::new(&client);
         sanitizer_env(&mut c)
+            .env_remove("NAAICE_TRANSPORT")
             .env("NAA_SPEC", format!("127.0.0.1:{port}:10:2"))
             .arg(len);
         let f = run_ok(&mut c, LIMIT);

@@ -38,9 +38,9 @@ pub(crate) struct Args {
     /// loopback over the software transport, on --addr over verbs.
     #[arg(long, value_name = "HOST:PORT")]
     pub naa: Option<String>,
-    /// Transport: `soft` (RC semantics over TCP, what naaice-swnaa serves by default) or
+    /// Transport: `soft` (RC semantics over TCP, which naaice-swnaa always serves) or
     /// `verbs` (RDMA: RoCEv2, InfiniBand, Soft-RoCE; needs a build with the cargo feature
-    /// `verbs`).
+    /// `verbs`). A benchmark measures one transport, so `auto` is refused.
     #[arg(short, long, default_value = "soft", value_parser = parse_transport)]
     pub transport: AnyTransport,
     /// With --naa: the process id of the NAA on this machine (for example a naaice-swnaa

@@ -40,6 +40,9 @@ pub(crate) type Error = Box<dyn std::error::Error>;
 /// The transport named by `--transport`, with the tuning options applied.
 fn transport(args: &Args) -> Result<AnyTransport, Error> {
     match &args.transport {
+        AnyTransport::Auto(_) => Err("--transport auto: a benchmark measures one transport; \
+             name it (soft or verbs)"
+            .into()),
         AnyTransport::Soft(_) => {
             if args.wait_policy().is_some() {
                 return Err("--wait and --busy-poll-us apply to the verbs transport only".into());
@@ -84,7 +87,9 @@ fn naa(
         return Ok((addr, None));
     }
     let listen = match (transport, args.addr) {
-        (AnyTransport::Soft(_), None) => SocketAddr::from(([127, 0, 0, 1], 0)),
+        (AnyTransport::Soft(_) | AnyTransport::Auto(_), None) => {
+            SocketAddr::from(([127, 0, 0, 1], 0))
+        }
         (_, Some(ip)) => SocketAddr::new(ip, 0),
         #[cfg(feature = "verbs")]
         (AnyTransport::Verbs(_), None) => {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use clap::{CommandFactory, Parser};
 use naaice::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig};
-use naaice::transport::{AnyTransport, DEFAULT_PORT, ParseTransportError};
+use naaice::transport::{AnyTransport, DEFAULT_PORT, ParseTransportError, Served};
 use naaice::waiting::WaitPolicy;
 
 /// `--version`: the version and the transports of this build.
@@ -30,7 +30,10 @@ const LONG_VERSION: &str = if cfg!(feature = "verbs") {
 accelerator), for testing clients and measuring without hardware.\n\n\
 Clients (the naaice library, the C API libnaaice_ap2, naaice-bench) connect over the software \
 transport (RC semantics over TCP) or over RDMA verbs, run the memory-region setup (MRSP) and \
-then RPCs. Built-in kernels: 1 adds 1 to every byte, 2 adds 2, 3 does nothing (the benchmark's \
+then RPCs. With the default transport `auto` it serves both at once where an RDMA device \
+exists (the software transport only otherwise), so clients with default settings reach it \
+on any machine; the banner names every transport served and the client settings that reach \
+it. Built-in kernels: 1 adds 1 to every byte, 2 adds 2, 3 does nothing (the benchmark's \
 empty kernel). Stops cleanly on SIGINT and SIGTERM. Logs go to stderr, coloured only on a \
 terminal."
 )]
@@ -41,15 +44,16 @@ struct Args {
     /// Port to listen on.
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     port: u16,
-    /// Transport: `soft` (RC semantics over TCP, no RDMA hardware needed) or `verbs` (RDMA
-    /// through librdmacm: RoCEv2, InfiniBand, Soft-RoCE; needs the cargo feature `verbs`).
-    #[arg(short, long, default_value = "soft", value_parser = parse_transport)]
+    /// Transport: `auto` (the software transport, plus verbs on the same port where an RDMA
+    /// device exists), `soft` (RC semantics over TCP only) or `verbs` (RDMA through librdmacm
+    /// only: RoCEv2, InfiniBand, Soft-RoCE).
+    #[arg(short, long, env = "NAAICE_TRANSPORT", default_value = "auto", value_parser = parse_transport)]
     transport: AnyTransport,
     /// How each connection waits for completions (verbs transport): `adaptive` (spin for a
     /// budget learned from recent waits, at most 200 µs, then sleep; `adaptive:CAP_US` sets
     /// the cap), `poll` (never sleep: a dedicated core per connection, like the C software
     /// NAA), `sleep` (sleep at once) or `spin:US` (spin a fixed time, then sleep).
-    #[arg(short, long, value_name = "POLICY", default_value_t = WaitPolicy::default())]
+    #[arg(short, long, env = "NAAICE_WAIT", value_name = "POLICY", default_value_t = WaitPolicy::default())]
     wait: WaitPolicy,
     /// Most concurrent connections (more are rejected). Default: number of cores.
     #[arg(short = 'c', long)]
@@ -144,12 +148,35 @@ fn run(mut args: Args) -> Result<(), String> {
     args.transport.set_wait(args.wait);
     let naa = SoftNaa::bind(args.transport, addr, config, KernelRegistry::builtin())
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    eprintln!(
-        "naaice-swnaa listening on {} (kernels 1, 2, 3; waiting: {})",
-        naa.local_addr(),
-        args.wait
-    );
+    eprint!("{}", banner(naa.local_addr(), &naa.served(), args.wait));
     naa.run(&stop).map_err(|e| e.to_string())
+}
+
+/// What the server prints when it starts (the first line's form is kept for scripts that
+/// read the port from it): each transport with its address (or why it is not served) and
+/// the client settings that reach it.
+fn banner(addr: SocketAddr, served: &[Served], wait: WaitPolicy) -> String {
+    let mut text = format!(
+        "naaice-swnaa listening on {addr} (version {}, kernels 1, 2, 3; waiting: {wait})\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    for s in served {
+        text += &format!("  {s}\n");
+    }
+    {
+        let host = if addr.ip().is_unspecified() {
+            "<this host's address>".to_owned()
+        } else if addr.is_ipv6() {
+            format!("[{}]", addr.ip())
+        } else {
+            addr.ip().to_string()
+        };
+        text += &format!(
+            "  clients: NAA_SPEC={host}:{}:<fn_code>:<param_count>\n",
+            addr.port()
+        );
+    }
+    text
 }
 
 fn main() -> ExitCode {

@@ -105,3 +105,68 @@ fn a_bad_eviction_grace_is_a_clear_error() {
         "{text}"
     );
 }
+
+#[test]
+fn a_default_client_meets_a_default_server_and_the_banner_says_how() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_naaice-swnaa"))
+        .args(["--address", "127.0.0.1", "--port", "0"])
+        .env_remove("NAAICE_TRANSPORT")
+        .env_remove("NAAICE_WAIT")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start naaice-swnaa");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut banner = Vec::new();
+    while !banner
+        .iter()
+        .any(|l: &String| l.contains("clients: NAA_SPEC="))
+    {
+        let line = rx
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("banner incomplete ({e}): {banner:?}"));
+        banner.push(line);
+    }
+    let addr: std::net::SocketAddr = banner[0]
+        .strip_prefix("naaice-swnaa listening on ")
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("first banner line: {banner:?}"));
+    let text = banner.join("\n");
+    assert!(
+        text.contains(&format!("soft (RC over TCP) on {addr}"))
+            && text.contains("NAAICE_TRANSPORT=auto (the default) or soft")
+            && text.contains("verbs (RDMA)")
+            && text.contains(&format!("NAA_SPEC=127.0.0.1:{}:", addr.port())),
+        "{text}"
+    );
+    // A client with default settings: NAAICE_TRANSPORT unset is `auto`.
+    let transport = naaice::environment::transport_from_lookup(|_| None).expect("defaults");
+    assert_eq!(transport.name(), "auto");
+    let p = naaice::Param::from_vec(vec![10, 20]);
+    let mut h: naaice::Naa = naaice::Naa::create_with(
+        &transport,
+        1,
+        vec![p.clone()],
+        vec![p],
+        &naaice::NaaOptions::at(addr),
+    )
+    .expect("the default client reaches the default server");
+    h.invoke().expect("invoke");
+    assert!(h.wait().expect("wait").naa_error.is_success());
+    assert_eq!(h.output(0).expect("output").to_vec(), [11, 21]);
+    h.finalize();
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    assert!(child.wait().expect("wait for naaice-swnaa").success());
+}

@@ -10,7 +10,7 @@ use super::{NaaOptions, Param};
 use crate::connection::Connection;
 use crate::error::Result;
 use crate::local;
-use crate::transport::{Endpoint, Transport};
+use crate::transport::{Endpoint, Transport, TransportKind};
 
 /// One connection attempt to `remote` until `until`.
 type Connect<E> = Box<dyn Fn(Instant) -> Result<Connection<E>> + Send + Sync>;
@@ -26,10 +26,11 @@ pub(super) struct Link<E: Endpoint> {
 }
 
 impl<E: Endpoint> Link<E> {
-    /// The link of a handle connected to `remote` through `transport`.
+    /// The link of a handle connected to `remote` through `transport` (or the transport
+    /// `kind` its `NAA_SPEC` entry names).
     pub(super) fn new<T: Transport<Endpoint = E> + Clone + 'static>(
         transport: &T,
-        remote: SocketAddr,
+        (remote, kind): (SocketAddr, Option<TransportKind>),
         local: Option<SocketAddr>,
         config: ClientConfig,
         options: &NaaOptions,
@@ -38,7 +39,7 @@ impl<E: Endpoint> Link<E> {
     ) -> Self {
         let transport = transport.clone();
         Self {
-            connect: Box::new(move |until| connect(&transport, remote, local, config, until)),
+            connect: Box::new(move |until| connect(&transport, remote, kind, local, config, until)),
             remote,
             config,
             connect_timeout: options.connect_timeout,
@@ -73,10 +74,12 @@ impl<E: Endpoint> Link<E> {
 }
 
 /// Connects to `remote`: the in-process NAA of local mode ([`crate::local`]) through
-/// [`Transport::connect_local`], any other through [`Transport::connect`].
+/// [`Transport::connect_local`], any other through [`Transport::connect_as`] with the
+/// transport its `NAA_SPEC` entry names (`kind`).
 pub(super) fn connect<T: Transport>(
     transport: &T,
     remote: SocketAddr,
+    kind: Option<TransportKind>,
     local: Option<SocketAddr>,
     config: ClientConfig,
     until: Instant,
@@ -84,7 +87,7 @@ pub(super) fn connect<T: Transport>(
     let ep = if local::is_local(remote) {
         transport.connect_local(remote, until)?
     } else {
-        transport.connect(remote, local, until)?
+        transport.connect_as(kind, remote, local, until)?
     };
     Connection::from_endpoint(ep, config)
 }

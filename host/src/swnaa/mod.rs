@@ -294,6 +294,15 @@ where
     }
 }
 
+impl SoftNaa<crate::transport::AnyTransport> {
+    /// Each transport this NAA serves with its address, or why it does not (a server on
+    /// `auto` serves verbs only where an RDMA device exists); one banner line each with
+    /// [`Served`](crate::transport::Served)'s `Display`.
+    pub fn served(&self) -> Vec<crate::transport::Served> {
+        self.listener.served()
+    }
+}
+
 /// A software NAA running in the background.
 #[derive(Debug)]
 pub struct SoftNaaHandle {

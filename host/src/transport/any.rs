@@ -8,18 +8,18 @@ use std::os::fd::BorrowedFd;
 use std::str::FromStr;
 use std::time::Instant;
 
+use super::auto::{AutoListener, AutoTransport, Served};
 use super::soft::{SoftEndpoint, SoftIncoming, SoftListener, SoftRegion, SoftTransport};
 #[cfg(feature = "verbs")]
 use super::verbs::{VerbsEndpoint, VerbsIncoming, VerbsListener, VerbsRegion, VerbsTransport};
 use super::{
-    Completion, ConnectionEvent, Endpoint, Incoming, Listener, MemoryRegion, Result, SendWr, Sge,
-    Transport,
+    Completion, ConnectionEvent, Endpoint, Incoming, Listener, MemoryRegion, ParseTransportError,
+    Result, SendWr, Sge, Transport, TransportChoice, TransportKind,
 };
 use crate::memory::Buffer;
 use crate::waiting::WaitPolicy;
 
-/// Runs `$body` with `$x` bound to whichever transport's value `$value` holds, wrapping the
-/// result with `$wrap` (the same variant of another enum) when given.
+/// Runs `$body` with `$x` bound to whichever transport's value `$value` holds.
 macro_rules! dispatch {
     ($ty:ident, $value:expr, $x:ident => $body:expr) => {
         match $value {
@@ -28,24 +28,27 @@ macro_rules! dispatch {
             $ty::Verbs($x) => $body,
         }
     };
-    ($ty:ident, $value:expr, $x:ident => $body:expr, $wrap:ident) => {
-        match $value {
-            $ty::Soft($x) => $body.map($wrap::Soft),
-            #[cfg(feature = "verbs")]
-            $ty::Verbs($x) => $body.map($wrap::Verbs),
-        }
-    };
 }
 
-/// A transport chosen at run time. Parse one from its name (`"soft"`, `"verbs"`) with
-/// [`str::parse`], or wrap a configured one with `From`.
+/// A transport chosen at run time. Parse one from its name (`"auto"`, `"soft"`, `"verbs"`)
+/// with [`str::parse`], read `NAAICE_TRANSPORT` with
+/// [`transport_from_env`](crate::environment::transport_from_env), or wrap a configured one
+/// with `From`. The default is `auto` ([`super::auto`]).
 #[derive(Clone, Debug)]
 pub enum AnyTransport {
+    /// Verbs where it reaches the NAA, else the software transport; servers serve both.
+    Auto(AutoTransport),
     /// The software transport (RC semantics over TCP).
     Soft(SoftTransport),
     /// The verbs transport (RDMA through libibverbs and librdmacm).
     #[cfg(feature = "verbs")]
     Verbs(VerbsTransport),
+}
+
+impl Default for AnyTransport {
+    fn default() -> Self {
+        Self::Auto(AutoTransport::default())
+    }
 }
 
 /// An endpoint of an [`AnyTransport`] (also before it is accepted, inside an
@@ -96,6 +99,8 @@ pub enum AnyRegion {
 /// A listener of an [`AnyTransport`].
 #[derive(Debug)]
 pub enum AnyListener {
+    /// `auto`: the software transport, plus verbs where it can.
+    Auto(AutoListener),
     /// Software transport.
     Soft(SoftListener),
     /// Verbs transport.
@@ -107,51 +112,99 @@ pub enum AnyListener {
 #[derive(Debug)]
 pub struct AnyIncoming(AnyEndpoint);
 
-/// Names accepted by [`AnyTransport::from_str`] for the software transport.
-const SOFT_NAMES: [&str; 3] = ["soft", "software", "tcp"];
-/// Names accepted for the verbs transport.
-const VERBS_NAMES: [&str; 2] = ["verbs", "rdma"];
-
-/// Why a transport name could not be parsed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ParseTransportError {
-    /// Not the name of a transport.
-    #[error("{0:?} is not a transport (use \"soft\" or \"verbs\")")]
-    Unknown(String),
-    /// The verbs transport, in a build without it.
-    #[error(
-        "the verbs transport is not part of this build (build naaice with the cargo feature `verbs`)"
-    )]
-    VerbsNotBuilt,
-}
-
 impl FromStr for AnyTransport {
     type Err = ParseTransportError;
 
-    /// `soft` (also `software`, `tcp`) or `verbs` (also `rdma`), any case, with the default
-    /// configuration.
+    /// `auto`, `soft` (also `software`, `tcp`) or `verbs` (also `rdma`), any case, with the
+    /// default configuration.
     fn from_str(s: &str) -> Result<Self, ParseTransportError> {
-        let name = s.trim().to_ascii_lowercase();
-        if SOFT_NAMES.contains(&name.as_str()) {
-            return Ok(Self::Soft(SoftTransport::default()));
-        }
-        if VERBS_NAMES.contains(&name.as_str()) {
-            #[cfg(feature = "verbs")]
-            return Ok(Self::Verbs(VerbsTransport::default()));
-            #[cfg(not(feature = "verbs"))]
-            return Err(ParseTransportError::VerbsNotBuilt);
-        }
-        Err(ParseTransportError::Unknown(s.to_owned()))
+        s.parse().map(Self::from_choice)
     }
 }
 
 impl AnyTransport {
+    /// The transport for `choice`, with the default configuration.
+    pub fn from_choice(choice: TransportChoice) -> Self {
+        match choice {
+            TransportChoice::Auto => Self::default(),
+            TransportChoice::Only(TransportKind::Soft) => Self::Soft(SoftTransport::default()),
+            #[cfg(feature = "verbs")]
+            TransportChoice::Only(TransportKind::Verbs) => Self::Verbs(VerbsTransport::default()),
+            #[cfg(not(feature = "verbs"))]
+            TransportChoice::Only(TransportKind::Verbs) => {
+                unreachable!("TransportKind::Verbs does not parse without the verbs transport")
+            }
+        }
+    }
+
+    /// What was chosen.
+    pub fn choice(&self) -> TransportChoice {
+        match self {
+            Self::Auto(_) => TransportChoice::Auto,
+            Self::Soft(_) => TransportChoice::Only(TransportKind::Soft),
+            #[cfg(feature = "verbs")]
+            Self::Verbs(_) => TransportChoice::Only(TransportKind::Verbs),
+        }
+    }
+
     /// The transport's name, as [`AnyTransport::from_str`] accepts it.
     pub fn name(&self) -> &'static str {
+        self.choice().name()
+    }
+
+    /// The software transport (this one's configuration where it has one).
+    fn soft(&self) -> SoftTransport {
         match self {
-            Self::Soft(_) => "soft",
+            Self::Auto(a) => a.soft.clone(),
+            Self::Soft(t) => t.clone(),
             #[cfg(feature = "verbs")]
-            Self::Verbs(_) => "verbs",
+            Self::Verbs(_) => SoftTransport::default(),
+        }
+    }
+
+    /// Connects with the verbs transport (this one's configuration where it has one).
+    #[cfg(feature = "verbs")]
+    fn connect_verbs(
+        &self,
+        remote: SocketAddr,
+        local: Option<SocketAddr>,
+        deadline: Instant,
+    ) -> Result<AnyEndpoint> {
+        let verbs = match self {
+            Self::Auto(a) => a.verbs.clone(),
+            Self::Verbs(t) => t.clone(),
+            Self::Soft(_) => VerbsTransport::default(),
+        };
+        verbs
+            .connect(remote, local, deadline)
+            .map(|ep| AnyEndpoint(Ep::Verbs(ep)))
+    }
+
+    /// Each transport a listener of this transport serves (see [`AnyListener::served`]).
+    pub fn kinds(&self) -> &'static [TransportKind] {
+        match self {
+            Self::Auto(_) => &[TransportKind::Soft, TransportKind::Verbs],
+            Self::Soft(_) => &[TransportKind::Soft],
+            #[cfg(feature = "verbs")]
+            Self::Verbs(_) => &[TransportKind::Verbs],
+        }
+    }
+}
+
+impl AnyListener {
+    /// Each transport this listener serves, with its address, or why it is not served.
+    pub fn served(&self) -> Vec<Served> {
+        match self {
+            Self::Auto(l) => l.served(),
+            Self::Soft(l) => vec![Served {
+                kind: TransportKind::Soft,
+                addr: Ok(l.local_addr()),
+            }],
+            #[cfg(feature = "verbs")]
+            Self::Verbs(l) => vec![Served {
+                kind: TransportKind::Verbs,
+                addr: Ok(l.local_addr()),
+            }],
         }
     }
 }
@@ -165,9 +218,52 @@ impl AnyTransport {
             Self::Soft(_) => {
                 let _ = policy;
             }
+            #[cfg(not(feature = "verbs"))]
+            Self::Auto(_) => {
+                let _ = policy;
+            }
+            #[cfg(feature = "verbs")]
+            Self::Auto(a) => a.verbs.set_wait(policy),
             #[cfg(feature = "verbs")]
             Self::Verbs(t) => t.set_wait(policy),
         }
+    }
+}
+
+impl AnyEndpoint {
+    /// The transport this endpoint uses (for `auto`, the one it chose).
+    pub fn kind(&self) -> TransportKind {
+        match &self.0 {
+            Ep::Soft(_) | Ep::SoftIncoming(_) => TransportKind::Soft,
+            #[cfg(feature = "verbs")]
+            Ep::Verbs(_) | Ep::VerbsIncoming(_) => TransportKind::Verbs,
+        }
+    }
+}
+
+impl From<SoftEndpoint> for AnyEndpoint {
+    fn from(e: SoftEndpoint) -> Self {
+        Self(Ep::Soft(e))
+    }
+}
+
+#[cfg(feature = "verbs")]
+impl From<VerbsEndpoint> for AnyEndpoint {
+    fn from(e: VerbsEndpoint) -> Self {
+        Self(Ep::Verbs(e))
+    }
+}
+
+impl From<SoftIncoming> for AnyIncoming {
+    fn from(i: SoftIncoming) -> Self {
+        Self(AnyEndpoint(Ep::SoftIncoming(i)))
+    }
+}
+
+#[cfg(feature = "verbs")]
+impl From<VerbsIncoming> for AnyIncoming {
+    fn from(i: VerbsIncoming) -> Self {
+        Self(AnyEndpoint(Ep::VerbsIncoming(i)))
     }
 }
 
@@ -194,28 +290,60 @@ impl Transport for AnyTransport {
         local: Option<SocketAddr>,
         deadline: Instant,
     ) -> Result<AnyEndpoint> {
-        let ep = match self {
-            Self::Soft(t) => Ep::Soft(t.connect(remote, local, deadline)?),
+        match self {
+            Self::Auto(t) => t.connect(remote, local, deadline),
+            Self::Soft(t) => Ok(AnyEndpoint(Ep::Soft(t.connect(remote, local, deadline)?))),
             #[cfg(feature = "verbs")]
-            Self::Verbs(t) => Ep::Verbs(t.connect(remote, local, deadline)?),
-        };
-        Ok(AnyEndpoint(ep))
+            Self::Verbs(_) => self.connect_verbs(remote, local, deadline),
+        }
+    }
+
+    /// A `NAA_SPEC` entry's transport wins over this one's choice (the configuration of
+    /// the named transport is this one's where it has one).
+    fn connect_as(
+        &self,
+        kind: Option<TransportKind>,
+        remote: SocketAddr,
+        local: Option<SocketAddr>,
+        deadline: Instant,
+    ) -> Result<AnyEndpoint> {
+        match kind {
+            None => self.connect(remote, local, deadline),
+            Some(TransportKind::Soft) => Ok(AnyEndpoint(Ep::Soft(
+                self.soft().connect(remote, local, deadline)?,
+            ))),
+            #[cfg(feature = "verbs")]
+            Some(TransportKind::Verbs) => self.connect_verbs(remote, local, deadline),
+            #[cfg(not(feature = "verbs"))]
+            Some(TransportKind::Verbs) => Err(super::TransportError::Unavailable(
+                ParseTransportError::VerbsNotBuilt.to_string(),
+            )),
+        }
+    }
+
+    fn kind(&self) -> Option<TransportKind> {
+        match self.choice() {
+            TransportChoice::Auto => None,
+            TransportChoice::Only(k) => Some(k),
+        }
     }
 
     fn listen(&self, addr: SocketAddr) -> Result<AnyListener> {
-        dispatch!(Self, self, t => t.listen(addr), AnyListener)
+        match self {
+            Self::Auto(t) => t.listen(addr).map(AnyListener::Auto),
+            Self::Soft(t) => t.listen(addr).map(AnyListener::Soft),
+            #[cfg(feature = "verbs")]
+            Self::Verbs(t) => t.listen(addr).map(AnyListener::Verbs),
+        }
     }
 
     /// The in-process NAA is always reached with the software transport (verbs too has
     /// no loopback without an RDMA device), so local mode works whichever transport the
     /// program chose.
     fn connect_local(&self, remote: SocketAddr, deadline: Instant) -> Result<AnyEndpoint> {
-        let soft = match self {
-            Self::Soft(t) => t.clone(),
-            #[cfg(feature = "verbs")]
-            Self::Verbs(_) => SoftTransport::default(),
-        };
-        Ok(AnyEndpoint(Ep::Soft(soft.connect(remote, None, deadline)?)))
+        Ok(AnyEndpoint(Ep::Soft(
+            self.soft().connect(remote, None, deadline)?,
+        )))
     }
 }
 
@@ -223,16 +351,21 @@ impl Listener for AnyListener {
     type Incoming = AnyIncoming;
 
     fn next_request(&mut self, deadline: Instant) -> Result<Option<AnyIncoming>> {
-        let ep = match self {
-            Self::Soft(l) => l.next_request(deadline)?.map(Ep::SoftIncoming),
+        match self {
+            Self::Auto(l) => l.next_request(deadline),
+            Self::Soft(l) => Ok(l.next_request(deadline)?.map(AnyIncoming::from)),
             #[cfg(feature = "verbs")]
-            Self::Verbs(l) => l.next_request(deadline)?.map(Ep::VerbsIncoming),
-        };
-        Ok(ep.map(|ep| AnyIncoming(AnyEndpoint(ep))))
+            Self::Verbs(l) => Ok(l.next_request(deadline)?.map(AnyIncoming::from)),
+        }
     }
 
     fn local_addr(&self) -> SocketAddr {
-        dispatch!(Self, self, l => l.local_addr())
+        match self {
+            Self::Auto(l) => l.local_addr(),
+            Self::Soft(l) => l.local_addr(),
+            #[cfg(feature = "verbs")]
+            Self::Verbs(l) => l.local_addr(),
+        }
     }
 }
 
@@ -350,6 +483,10 @@ mod tests {
             let t: AnyTransport = name.parse().unwrap();
             assert_eq!(t.name(), "soft");
         }
+        for name in ["auto", "", " AUTO "] {
+            assert_eq!(name.parse::<AnyTransport>().unwrap().name(), "auto");
+        }
+        assert_eq!(AnyTransport::default().name(), "auto");
         assert_eq!(
             "pigeon".parse::<AnyTransport>().unwrap_err(),
             ParseTransportError::Unknown("pigeon".into())
@@ -393,5 +530,116 @@ mod tests {
         h.invoke().unwrap();
         assert!(h.wait().unwrap().naa_error.is_success());
         assert_eq!(h.output(0).unwrap().to_vec(), [2, 3, 4]);
+    }
+
+    #[test]
+    fn auto_clients_meet_an_auto_software_naa() {
+        use crate::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig};
+        use crate::{Naa, NaaOptions, Param};
+        let transport = AnyTransport::default();
+        let naa = SoftNaa::bind(
+            transport.clone(),
+            "127.0.0.1:0".parse().unwrap(),
+            SoftNaaConfig::default(),
+            KernelRegistry::builtin(),
+        )
+        .unwrap();
+        let served = naa.served();
+        assert_eq!(served[0].kind, TransportKind::Soft);
+        assert_eq!(served[0].addr, Ok(naa.local_addr()));
+        assert_eq!(served[1].kind, TransportKind::Verbs);
+        // Verbs is served exactly where this machine can use it.
+        assert_eq!(
+            served[1].addr.is_err(),
+            super::super::auto::verbs_unusable().is_some()
+        );
+        let banner: Vec<String> = served.iter().map(ToString::to_string).collect();
+        assert!(banner[0].contains("NAAICE_TRANSPORT=auto"), "{banner:?}");
+        let naa = naa.spawn().unwrap();
+        let p = Param::from_vec(vec![1, 2, 3]);
+        let options = NaaOptions::at(naa.local_addr());
+        let mut h: Naa =
+            Naa::create_with(&transport, 2, vec![p.clone()], vec![p], &options).unwrap();
+        h.invoke().unwrap();
+        assert!(h.wait().unwrap().naa_error.is_success());
+        assert_eq!(h.output(0).unwrap().to_vec(), [3, 4, 5]);
+    }
+
+    #[test]
+    fn auto_names_both_transports_when_nothing_answers() {
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = free.local_addr().unwrap();
+        drop(free);
+        let deadline = Instant::now() + std::time::Duration::from_secs(5);
+        let err = AnyTransport::default()
+            .connect(addr, None, deadline)
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(err, super::super::TransportError::NotReached(_)),
+            "{text}"
+        );
+        assert!(text.contains("verbs") && text.contains("soft:"), "{text}");
+        assert!(text.contains("naaice-info"), "{text}");
+    }
+
+    #[test]
+    fn an_entry_names_its_transport() {
+        use crate::spec::{Pool, parse};
+        use crate::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig};
+        use crate::{Error, Naa, NaaOptions, Param};
+        let naa = SoftNaa::bind(
+            SoftTransport::default(),
+            "127.0.0.1:0".parse().unwrap(),
+            SoftNaaConfig::default(),
+            KernelRegistry::builtin(),
+        )
+        .unwrap()
+        .spawn()
+        .unwrap();
+        let port = naa.local_addr().port();
+        let options = |spec: &str| NaaOptions {
+            pool: Some(Pool::new(parse(spec).unwrap())),
+            rank: Some(crate::environment::Rank::SINGLE),
+            connect_timeout: std::time::Duration::from_secs(2),
+            ..NaaOptions::default()
+        };
+        let p = || Param::from_vec(vec![7]);
+        // `soft` in the entry wins over a verbs-only program transport.
+        #[cfg(feature = "verbs")]
+        let program = AnyTransport::Verbs(VerbsTransport::default());
+        #[cfg(not(feature = "verbs"))]
+        let program = AnyTransport::default();
+        let spec = format!("127.0.0.1:{port}:1:1:soft");
+        let q = p();
+        let mut h: Naa = Naa::create_with(&program, 1, vec![q.clone()], vec![q], &options(&spec))
+            .expect("the entry's soft transport");
+        h.invoke().unwrap();
+        assert!(h.wait().unwrap().naa_error.is_success());
+        assert_eq!(h.output(0).unwrap().to_vec(), [8]);
+        h.finalize();
+        // A concrete transport cannot make another kind of connection: a clear error.
+        if cfg!(feature = "verbs") {
+            let spec = format!("127.0.0.1:{port}:1:1:verbs");
+            let err = Naa::create_with(
+                &SoftTransport::default(),
+                1,
+                vec![p()],
+                vec![p()],
+                &options(&spec),
+            )
+            .unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    Error::Transport(super::super::TransportError::Unavailable(_))
+                ),
+                "{err}"
+            );
+            assert!(
+                err.to_string().contains("names the verbs transport"),
+                "{err}"
+            );
+        }
     }
 }

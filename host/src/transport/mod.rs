@@ -23,6 +23,8 @@
 //! [`WcStatus::WrFlush`] and a [`ConnectionEvent::Disconnected`] is reported.
 
 mod any;
+pub mod auto;
+mod kind;
 pub mod soft;
 #[cfg(feature = "verbs")]
 #[allow(unsafe_code)]
@@ -32,9 +34,9 @@ use std::net::SocketAddr;
 use std::os::fd::BorrowedFd;
 use std::time::Instant;
 
-pub use any::{
-    AnyEndpoint, AnyIncoming, AnyListener, AnyRegion, AnyTransport, ParseTransportError,
-};
+pub use any::{AnyEndpoint, AnyIncoming, AnyListener, AnyRegion, AnyTransport};
+pub use auto::{AutoTransport, Served};
+pub use kind::{ParseTransportError, TransportChoice, TransportKind};
 
 use crate::memory::Buffer;
 
@@ -73,6 +75,9 @@ pub enum TransportError {
     /// No device or transport of this kind is available on this machine.
     #[error("transport unavailable: {0}")]
     Unavailable(String),
+    /// `auto` reached the NAA over no transport: what each said, and what to check.
+    #[error("NAA not reached: {0}")]
+    NotReached(String),
 }
 
 /// Result type of the transport layer.
@@ -333,5 +338,29 @@ pub trait Transport: Send + Sync {
     /// [`TransportError::Unavailable`].
     fn connect_local(&self, remote: SocketAddr, deadline: Instant) -> Result<Self::Endpoint> {
         self.connect(remote, None, deadline)
+    }
+    /// The one transport this is; `None` when it decides per connection (`auto`).
+    fn kind(&self) -> Option<TransportKind> {
+        None
+    }
+    /// Connects to an NAA whose `NAA_SPEC` entry names its transport (`kind`; `None`: the
+    /// entry leaves it to this transport). The default connects like [`Transport::connect`]
+    /// unless `kind` differs from [`Transport::kind`], which is
+    /// [`TransportError::Unavailable`] naming both.
+    fn connect_as(
+        &self,
+        kind: Option<TransportKind>,
+        remote: SocketAddr,
+        local: Option<SocketAddr>,
+        deadline: Instant,
+    ) -> Result<Self::Endpoint> {
+        match kind {
+            Some(k) if Some(k) != self.kind() => Err(TransportError::Unavailable(format!(
+                "the NAA_SPEC entry for {remote} names the {k} transport, which this handle's \
+                 transport ({}) cannot make",
+                self.kind().map_or("another", TransportKind::name)
+            ))),
+            _ => self.connect(remote, local, deadline),
+        }
     }
 }

@@ -88,6 +88,10 @@ impl Transport for SoftTransport {
     type Endpoint = SoftEndpoint;
     type Listener = SoftListener;
 
+    fn kind(&self) -> Option<super::TransportKind> {
+        Some(super::TransportKind::Soft)
+    }
+
     fn connect(
         &self,
         remote: SocketAddr,

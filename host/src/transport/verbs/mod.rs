@@ -114,6 +114,10 @@ impl Transport for VerbsTransport {
     type Endpoint = VerbsEndpoint;
     type Listener = VerbsListener;
 
+    fn kind(&self) -> Option<super::TransportKind> {
+        Some(super::TransportKind::Verbs)
+    }
+
     fn connect(
         &self,
         remote: SocketAddr,
@@ -136,6 +140,12 @@ impl Transport for VerbsTransport {
                 .into(),
         ))
     }
+}
+
+/// Ok when rdma-core's libraries (`libibverbs.so.1`, `librdmacm.so.1`) are loaded;
+/// [`TransportError::Unavailable`] naming the missing one and its package otherwise.
+pub fn rdma_core_check() -> Result<()> {
+    rdma_core::check()
 }
 
 /// The names of the RDMA devices of this machine (`ibv_get_device_list`). Empty when there
@@ -172,6 +182,10 @@ const BACKLOG: i32 = 10;
 /// Longest reject reason sent (IB CM REJ private data).
 const MAX_REJECT_DATA: usize = 148;
 
+/// The end of every "verbs cannot work here" message: the way to a software NAA without RDMA.
+pub(crate) const SOFTWARE_HINT: &str = "a software NAA (naaice-swnaa) is reached without RDMA \
+    over the software transport (NAAICE_TRANSPORT=auto, the default, or soft)";
+
 /// The error of a failed call that set `errno`; device-missing errors become
 /// [`TransportError::Unavailable`].
 fn os_error(call: &'static str) -> TransportError {
@@ -184,7 +198,8 @@ fn errno_error(call: &'static str, source: io::Error) -> TransportError {
         Some(libc::ENODEV) | Some(libc::ENOENT) | Some(libc::ENXIO) => {
             TransportError::Unavailable(format!(
                 "no usable RDMA device: {call} failed: {source} (load an RDMA driver such as \
-                 rdma_rxe, or run on a host with an RDMA NIC; /dev/infiniband must exist)"
+                 rdma_rxe, or run on a host with an RDMA NIC; /dev/infiniband must exist); \
+                 {SOFTWARE_HINT}"
             ))
         }
         Some(libc::EOPNOTSUPP) => TransportError::Unavailable(format!(

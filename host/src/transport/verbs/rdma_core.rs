@@ -24,8 +24,10 @@ fn loaded(soname: &CStr) -> Result<()> {
     if handle.is_null() {
         return Err(TransportError::Unavailable(format!(
             "rdma-core is not installed: {} could not be loaded (install libibverbs1, \
-             librdmacm1 and ibverbs-providers on Debian/Ubuntu, rdma-core on RHEL/Rocky/SUSE)",
-            soname.to_string_lossy()
+             librdmacm1 and ibverbs-providers on Debian/Ubuntu, rdma-core on RHEL/Rocky/SUSE); \
+             {}",
+            soname.to_string_lossy(),
+            super::SOFTWARE_HINT
         )));
     }
     // SAFETY: `handle` came from the dlopen above; closing it drops only the reference it
