@@ -41,6 +41,7 @@ pub mod spec;
 pub mod swnaa;
 mod throttle;
 pub mod transport;
+pub mod units;
 pub mod waiting;
 
 pub use connection::Connection;

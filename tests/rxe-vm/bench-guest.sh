@@ -11,7 +11,7 @@
 # A perftest round runs ib_write_lat and ib_write_bw (server and client as two processes on the
 # rxe device, over RXE_VM_ADDR) for every size in SIZES, and ib_send_lat for those up to 4 KiB; each run is retried up to 3 times, since
 # perftest aborts ("r^2 < 0.9") or reports inf when emulation disturbs its clock calibration. An
-# RPC round runs NAAICE_BENCH over TRANSPORT ("verbs": --transport verbs --addr $RXE_VM_ADDR;
+# RPC round runs NAAICE_BENCH over TRANSPORT ("verbs": --transport verbs --address $RXE_VM_ADDR;
 # "soft": no transport options, to try the pipeline) with its results written into OUT.
 #
 # With RPC_FLOOR set to an rpc_floor binary (tests/rxe-vm/floor), every perftest round also runs
@@ -164,7 +164,7 @@ for i in "${!args[@]}"; do
     case "${args[$i]}" in
         --wait) naa_wait=(--wait "${args[$((i + 1))]:-}") ;;
         --wait=*) naa_wait=(--wait "${args[$i]#--wait=}") ;;
-        --busy-poll-us) naa_wait=(--wait "spin:${args[$((i + 1))]:-}") ;;
+        --busy-poll-us | --busy-poll) naa_wait=(--wait "spin:${args[$((i + 1))]:-}") ;;
     esac
 done
 
@@ -192,7 +192,7 @@ rpc_round() { # round command...
     else
         where="NAA in naaice-bench's process"
         naa_args=()
-        [ "$transport" != verbs ] || naa_args=(--addr "$addr")
+        [ "$transport" != verbs ] || naa_args=(--address "$addr")
     fi
     echo "naaice-bench round $round ($transport, $where)"
     "$@" "${transport_args[@]}" "${naa_args[@]}" --out "$dir" --summary "$dir/summary.txt" \

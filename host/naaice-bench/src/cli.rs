@@ -2,9 +2,11 @@
 
 use std::net::IpAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Parser;
 use naaice::transport::{AnyTransport, ParseTransportError};
+use naaice::units::{parse_duration, parse_size};
 use naaice::waiting::WaitPolicy;
 
 /// Benchmarks the RPCs of a NAAICE accelerator (NAA): latency and bandwidth against size.
@@ -51,14 +53,15 @@ pub(crate) struct Args {
     pub naa_pid: Option<u32>,
     /// Over verbs without --naa: the address the in-process NAA listens on (an address of
     /// an RDMA device).
-    #[arg(long, value_name = "IP")]
-    pub addr: Option<IpAddr>,
+    #[arg(long, value_name = "IP", alias = "addr")]
+    pub address: Option<IpAddr>,
     /// Function code of the kernel to call. The reference measures with 3, the software
     /// NAA's empty kernel; an FPGA's empty kernel may have another code.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..=127))]
     pub fncode: u8,
-    /// Largest size in bytes (the largest one needs about 4 times its size in memory here).
-    #[arg(long, value_name = "BYTES", default_value_t = 1 << 30)]
+    /// Largest size (`1GiB`, `64KiB`; a bare number is bytes; the largest one needs about 4
+    /// times its size in memory here).
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_size)]
     pub max_size: u64,
     /// New connections (first RPC and middleware samples) per size. Default: 10 up to
     /// 1 MiB, 5 up to 64 MiB, 2 above (the reference uses 10).
@@ -68,10 +71,12 @@ pub(crate) struct Args {
     /// per size (32 MiB over verbs), between 3 and 2000.
     #[arg(long, value_name = "N")]
     pub steady: Option<usize>,
-    /// Seconds of the raw TCP stream-bandwidth measurements per size from 1 MiB (split over
-    /// four: 1 MiB messages and messages of the size, before and after the steady state).
-    #[arg(long, value_name = "SECS", default_value_t = 0.5)]
-    pub stream_secs: f64,
+    /// Time of the raw TCP stream-bandwidth measurements per size from 1 MiB (split over
+    /// four: 1 MiB messages and messages of the size, before and after the steady state;
+    /// `500ms`, `2s`; a bare number is seconds).
+    #[arg(long, value_name = "DURATION", default_value = "500ms", alias = "stream-secs",
+          value_parser = |s: &str| parse_duration(s, Duration::from_secs(1)))]
+    pub stream_time: Duration,
     /// A reference CSV to put beside ours (spec 8.2 format: byte_length,setup_time,
     /// transfer_time in seconds, several rows per size, for example the FPGA's; a middleware
     /// CSV byte_length,transfer_time works too). Compared per size by the median transfer_time.
@@ -89,21 +94,34 @@ pub(crate) struct Args {
     /// Write no plots.
     #[arg(long)]
     pub no_plots: bool,
-    /// Software transport: override its `ack_delay` (µs; diagnosis only).
-    #[arg(long, value_name = "US")]
-    pub ack_delay_us: Option<u64>,
+    /// Software transport: override its `ack_delay` (diagnosis only; `50us`; a bare number
+    /// is microseconds).
+    #[arg(long, value_name = "DURATION", alias = "ack-delay-us", value_parser = micros)]
+    pub ack_delay: Option<Duration>,
     /// Verbs transport: how client and in-process NAA wait for completions: `adaptive`
     /// (default: spin for a budget learned from recent waits, at most 200 µs, then sleep;
     /// `adaptive:CAP_US` sets the cap), `poll` (never sleep: a core per connection), `sleep`
     /// (sleep at once) or `spin:US` (spin a fixed time, then sleep).
-    #[arg(long, value_name = "POLICY", conflicts_with = "busy_poll_us")]
+    #[arg(
+        long,
+        env = "NAAICE_WAIT",
+        value_name = "POLICY",
+        conflicts_with = "busy_poll"
+    )]
     pub wait: Option<WaitPolicy>,
-    /// Verbs transport: spin this long before sleeping (µs; the same as --wait spin:US; for
-    /// example 100000 to spin like perftest does).
-    #[arg(long, value_name = "US")]
-    pub busy_poll_us: Option<u64>,
-    /// Log filter (for example warn, info, naaice=debug); overrides RUST_LOG.
-    #[arg(short, long, default_value = "warn")]
+    /// Verbs transport: spin this long before sleeping (the same as --wait spin:US; `100ms`
+    /// to spin like perftest does; a bare number is microseconds).
+    #[arg(long, value_name = "DURATION", alias = "busy-poll-us", value_parser = micros)]
+    pub busy_poll: Option<Duration>,
+    /// Log filter (`error`, `warn` (default), `info`, `debug`, `trace`, or a `tracing` filter
+    /// such as `naaice=debug`).
+    #[arg(
+        short,
+        long,
+        env = "NAAICE_LOG",
+        value_name = "FILTER",
+        default_value = "warn"
+    )]
     pub log: String,
     /// Print the man page (roff) to standard output and exit.
     #[arg(long, hide = true)]
@@ -120,9 +138,7 @@ impl Args {
 
     /// The wait policy asked for with --wait or --busy-poll-us, if any.
     pub(crate) fn wait_policy(&self) -> Option<WaitPolicy> {
-        self.wait.or(self
-            .busy_poll_us
-            .map(|us| WaitPolicy::Spin(std::time::Duration::from_micros(us))))
+        self.wait.or(self.busy_poll.map(WaitPolicy::Spin))
     }
 
     /// Path of the summary CSV.
@@ -131,6 +147,11 @@ impl Args {
             .clone()
             .unwrap_or_else(|| self.out.join("summary.csv"))
     }
+}
+
+/// A duration whose bare number is microseconds.
+fn micros(s: &str) -> Result<Duration, String> {
+    parse_duration(s, Duration::from_micros(1))
 }
 
 /// Parses a transport name; a build without verbs says how to get it.

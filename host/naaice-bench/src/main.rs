@@ -20,7 +20,7 @@ use std::io::IsTerminal;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use clap::{CommandFactory, Parser};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -45,19 +45,19 @@ fn transport(args: &Args) -> Result<AnyTransport, Error> {
             .into()),
         AnyTransport::Soft(_) => {
             if args.wait_policy().is_some() {
-                return Err("--wait and --busy-poll-us apply to the verbs transport only".into());
+                return Err("--wait and --busy-poll apply to the verbs transport only".into());
             }
             let mut config = SoftConfig::default();
-            if let Some(us) = args.ack_delay_us {
-                config.ack_delay = Duration::from_micros(us);
+            if let Some(delay) = args.ack_delay {
+                config.ack_delay = delay;
             }
             Ok(AnyTransport::from(SoftTransport::new(config)))
         }
         #[cfg(feature = "verbs")]
         AnyTransport::Verbs(_) => {
             use naaice::transport::verbs::{VerbsConfig, VerbsTransport};
-            if args.ack_delay_us.is_some() {
-                return Err("--ack-delay-us applies to the software transport only".into());
+            if args.ack_delay.is_some() {
+                return Err("--ack-delay applies to the software transport only".into());
             }
             let mut config = VerbsConfig::default();
             if let Some(policy) = args.wait_policy() {
@@ -74,9 +74,9 @@ fn naa(
     transport: &AnyTransport,
 ) -> Result<(SocketAddr, Option<SoftNaaHandle>), Error> {
     if let Some(spec) = &args.naa {
-        if args.addr.is_some() {
+        if args.address.is_some() {
             return Err(
-                "--addr is where the in-process NAA listens: leave it out with --naa".into(),
+                "--address is where the in-process NAA listens: leave it out with --naa".into(),
             );
         }
         let addr = spec
@@ -86,7 +86,7 @@ fn naa(
             .ok_or_else(|| format!("--naa {spec}: no address"))?;
         return Ok((addr, None));
     }
-    let listen = match (transport, args.addr) {
+    let listen = match (transport, args.address) {
         (AnyTransport::Soft(_) | AnyTransport::Auto(_), None) => {
             SocketAddr::from(([127, 0, 0, 1], 0))
         }
@@ -94,7 +94,7 @@ fn naa(
         #[cfg(feature = "verbs")]
         (AnyTransport::Verbs(_), None) => {
             return Err(
-                "--transport verbs without --naa needs --addr IP (an address of an RDMA \
+                "--transport verbs without --naa needs --address IP (an address of an RDMA \
                         device) for the in-process NAA"
                     .into(),
             );
@@ -154,8 +154,8 @@ fn run(args: &Args) -> Result<(), Error> {
     if args.max_size == 0 {
         return Err("--max-size must be at least 1".into());
     }
-    if !(args.stream_secs.is_finite() && args.stream_secs > 0.0) {
-        return Err("--stream-secs must be a positive number of seconds".into());
+    if args.stream_time.is_zero() {
+        return Err("--stream-time must be longer than zero".into());
     }
     let reference = args.compare.as_deref().map(Reference::read).transpose()?;
     let transport = transport(args)?;
@@ -172,7 +172,7 @@ fn run(args: &Args) -> Result<(), Error> {
         naa,
         fncode,
         raw: raw.as_ref(),
-        stream_secs: args.stream_secs / 4.0,
+        stream_secs: args.stream_time.as_secs_f64() / 4.0,
         naa_cpu: naa_cpu.as_ref(),
     };
     let sizes = sizes::sweep_sizes(args.max_size);

@@ -11,6 +11,7 @@ use std::time::Duration;
 use clap::{CommandFactory, Parser};
 use naaice::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig};
 use naaice::transport::{AnyTransport, DEFAULT_PORT, ParseTransportError, Served};
+use naaice::units::{parse_duration, parse_size};
 use naaice::waiting::WaitPolicy;
 
 /// `--version`: the version and the transports of this build.
@@ -58,30 +59,39 @@ struct Args {
     /// Most concurrent connections (more are rejected). Default: number of cores.
     #[arg(short = 'c', long)]
     max_connections: Option<usize>,
-    /// Seconds a kernel may run before the RPC is answered with KERNEL_TIMEOUT.
-    #[arg(short, long, default_value_t = 10.0)]
-    kernel_timeout: f64,
-    /// Seconds allowed for the memory-region setup (MRSP) of a new connection.
-    #[arg(long, default_value_t = 10.0)]
-    mrsp_timeout: f64,
-    /// Seconds a connection may idle between RPCs before it is dropped (default: forever).
-    #[arg(long)]
-    idle_timeout: Option<f64>,
+    /// How long a kernel may run before the RPC is answered with KERNEL_TIMEOUT (`10s`,
+    /// `500ms`; a bare number is seconds).
+    #[arg(short, long, value_name = "DURATION", default_value = "10s", value_parser = seconds)]
+    kernel_timeout: Duration,
+    /// How long the memory-region setup (MRSP) of a new connection may take.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = seconds)]
+    mrsp_timeout: Duration,
+    /// How long a connection may idle between RPCs before it is dropped (default: forever).
+    #[arg(long, value_name = "DURATION", value_parser = seconds)]
+    idle_timeout: Option<Duration>,
     /// When all connection slots are taken, a new client takes the slot of the connection
-    /// idle the longest between RPCs if it has been idle at least this many seconds (it is
+    /// idle the longest between RPCs if it has been idle at least this long (it is
     /// disconnected cleanly); `never`: the new client is rejected instead.
-    #[arg(long, default_value = "30", value_name = "SECONDS|never")]
-    evict_idle_after: String,
-    /// Most bytes of region memory one connection may request (each region at most 1 GiB).
-    #[arg(long, default_value_t = 4 << 30)]
+    #[arg(long, default_value = "30s", value_name = "DURATION|never", value_parser = grace)]
+    evict_idle_after: Grace,
+    /// Most region memory one connection may request (`4GiB`, `512MiB`; a bare number is
+    /// bytes; each region at most 1 GiB).
+    #[arg(long, value_name = "SIZE", default_value = "4GiB", value_parser = parse_size)]
     max_bytes: u64,
-    /// Most bytes of region memory of all connections together; a client whose request does
-    /// not fit gets MRSP error 0x01 (not enough memory). Default: half of the physical memory.
-    #[arg(long)]
+    /// Most region memory of all connections together; a client whose request does not fit
+    /// gets MRSP error 0x01 (not enough memory). Default: half of the physical memory.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     memory_budget: Option<u64>,
-    /// Log filter (e.g. info, debug, naaice=trace); overrides RUST_LOG.
-    #[arg(short, long)]
-    log: Option<String>,
+    /// Log filter (`error`, `warn`, `info` (default), `debug`, `trace`, or a `tracing` filter
+    /// such as `naaice=debug`).
+    #[arg(
+        short,
+        long,
+        env = "NAAICE_LOG",
+        value_name = "FILTER",
+        default_value = "info"
+    )]
+    log: String,
     /// Print the man page (roff) to standard output and exit.
     #[arg(long, hide = true)]
     man_page: bool,
@@ -98,38 +108,37 @@ fn parse_transport(s: &str) -> Result<AnyTransport, String> {
     })
 }
 
-fn seconds(name: &str, s: f64) -> Result<Duration, String> {
-    Duration::try_from_secs_f64(s)
-        .map_err(|_| format!("--{name}: {s} is not a valid number of seconds"))
+/// A duration (`500ms`, `10s`; a bare number is seconds).
+fn seconds(s: &str) -> Result<Duration, String> {
+    parse_duration(s, Duration::from_secs(1))
+}
+
+/// `--evict-idle-after`: a grace period, or `never`.
+#[derive(Clone, Copy, Debug)]
+struct Grace(Option<Duration>);
+
+fn grace(s: &str) -> Result<Grace, String> {
+    if s.trim() == "never" {
+        return Ok(Grace(None));
+    }
+    seconds(s)
+        .map(|d| Grace(Some(d)))
+        .map_err(|e| format!("{e}, or `never`"))
 }
 
 fn run(mut args: Args) -> Result<(), String> {
-    let filter = match &args.log {
-        Some(f) => tracing_subscriber::EnvFilter::try_new(f).map_err(|e| format!("--log: {e}"))?,
-        None => tracing_subscriber::EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-    };
+    let filter = tracing_subscriber::EnvFilter::try_new(&args.log)
+        .map_err(|e| format!("--log (NAAICE_LOG) {:?}: {e}", args.log))?;
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
     let mut config = SoftNaaConfig {
-        kernel_timeout: seconds("kernel-timeout", args.kernel_timeout)?,
-        mrsp_timeout: seconds("mrsp-timeout", args.mrsp_timeout)?,
-        idle_timeout: args
-            .idle_timeout
-            .map(|s| seconds("idle-timeout", s))
-            .transpose()?,
-        evict_idle_after: match args.evict_idle_after.as_str() {
-            "never" => None,
-            s => Some(seconds(
-                "evict-idle-after",
-                s.parse().map_err(|_| {
-                    format!("--evict-idle-after: {s:?} is neither seconds nor `never`")
-                })?,
-            )?),
-        },
+        kernel_timeout: args.kernel_timeout,
+        mrsp_timeout: args.mrsp_timeout,
+        idle_timeout: args.idle_timeout,
+        evict_idle_after: args.evict_idle_after.0,
         max_bytes_per_connection: args.max_bytes,
         ..SoftNaaConfig::default()
     };

@@ -170,3 +170,36 @@ fn a_default_client_meets_a_default_server_and_the_banner_says_how() {
         .status();
     assert!(child.wait().expect("wait for naaice-swnaa").success());
 }
+
+#[test]
+fn durations_and_sizes_take_units() {
+    // A bad value of each kind names the option and shows the accepted forms; good values
+    // with units start the server (checked with a bad port afterwards, so it exits at once).
+    for (option, bad, hint) in [
+        ("--kernel-timeout", "soon", "500ms"),
+        ("--max-bytes", "lots", "4GiB"),
+        ("--memory-budget", "4 parsecs", "64KiB"),
+    ] {
+        let out = swnaa(&["--port", "0", option, bad]);
+        assert_eq!(out.status.code(), Some(2), "{option} {bad}");
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(text.contains(option) && text.contains(hint), "{text}");
+    }
+    let out = swnaa(&[
+        "--address",
+        "192.0.2.1", // TEST-NET-1: not an address of this machine, so binding fails
+        "--kernel-timeout",
+        "1.5",
+        "--mrsp-timeout",
+        "500ms",
+        "--evict-idle-after",
+        "never",
+        "--max-bytes",
+        "512MiB",
+        "--memory-budget",
+        "1 GiB",
+    ]);
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("cannot listen on 192.0.2.1"), "{text}");
+}

@@ -207,7 +207,7 @@ where
         tracing::info!(
             addr = %self.local_addr(),
             max = self.config.max_connections,
-            memory_budget = self.config.memory_budget,
+            memory_budget = %crate::units::size(self.config.memory_budget),
             "software NAA listening"
         );
         while !shutdown.load(Ordering::Relaxed) {
