@@ -11,11 +11,14 @@
 //! | `NAAICE_WAIT` | how the verbs transport waits for completions: `adaptive` (default), `adaptive:CAP_US`, `poll`, `sleep`, `spin:US` ([`crate::waiting`]) |
 //! | `NAAICE_RANK`, `NAAICE_NRANKS` | this process's rank and the number of ranks (win over the launcher's) |
 //! | `SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID` | rank, size and node-local rank under `srun` |
-//! | `OMPI_COMM_WORLD_RANK`, `..._SIZE`, `..._LOCAL_RANK` | the same under Open MPI's `mpirun` |
+//! | `OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE`, `OMPI_COMM_WORLD_LOCAL_RANK` | the same under Open MPI's `mpirun` |
 //! | `PMI_RANK`, `PMI_SIZE` | the same under PMI launchers (MPICH, Intel MPI) |
 //! | `PMIX_RANK` | rank under PMIx launchers (no size) |
+//! | `NAAICE_LOG` | log filter of the C library's messages on stderr (`warn` when unset; read by `naaice-capi`) |
 //!
-//! The ranks decide which `NAA_SPEC` entry a process prefers ([`crate::select`]).
+//! The ranks decide which `NAA_SPEC` entry a process prefers ([`crate::select`]). The same
+//! list, with each default, is [`VARIABLES`] (for tools that show the configuration, such as
+//! `naaice-info`).
 //!
 //! [`Naa::create`]: crate::Naa::create
 
@@ -37,6 +40,127 @@ pub const CONNECT_TIMEOUT_VAR: &str = "NAAICE_CONNECT_TIMEOUT";
 pub const WAIT_VAR: &str = "NAAICE_WAIT";
 /// Default per-RPC deadline: the C reference's receive timeout (one hour).
 pub const DEFAULT_RPC_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// One environment variable the library reads: its name, its default and what it means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Variable {
+    /// The variable's name.
+    pub name: &'static str,
+    /// What applies when it is unset or empty, as text.
+    pub default: &'static str,
+    /// What it means, in one line.
+    pub meaning: &'static str,
+}
+
+/// Every environment variable the host library and its C ABI read, in the order of the
+/// module documentation's table (a unit test keeps the two, the `*_VAR` constants, the
+/// launcher variables of [`Rank::from_lookup`] and the defaults in step).
+pub const VARIABLES: &[Variable] = &[
+    Variable {
+        name: "NAA_SPEC",
+        default: "(none)",
+        meaning: "the NAAs: address:port:fn_code:param_count[:transport] entries, comma-separated",
+    },
+    Variable {
+        name: "NAA_LOCAL_IP",
+        default: "(none: the system chooses)",
+        meaning: "local source address of connections to NAAs",
+    },
+    Variable {
+        name: RPC_TIMEOUT_VAR,
+        default: "3600",
+        meaning: "per-RPC deadline in seconds",
+    },
+    Variable {
+        name: CONNECT_TIMEOUT_VAR,
+        default: "10",
+        meaning: "connect deadline in seconds, retries and failover included",
+    },
+    Variable {
+        name: TRANSPORT_VAR,
+        default: "auto",
+        meaning: "auto (verbs where an RDMA device reaches the NAA, else soft), soft or verbs",
+    },
+    Variable {
+        name: WAIT_VAR,
+        default: "adaptive",
+        meaning: "how verbs waits for completions: adaptive[:CAP_US], poll, sleep, spin:US",
+    },
+    Variable {
+        name: "NAAICE_RANK",
+        default: "(none)",
+        meaning: "this process's rank (wins over the launcher's)",
+    },
+    Variable {
+        name: "NAAICE_NRANKS",
+        default: "(none)",
+        meaning: "the number of ranks, with NAAICE_RANK",
+    },
+    Variable {
+        name: "SLURM_PROCID",
+        default: "(none)",
+        meaning: "rank under srun",
+    },
+    Variable {
+        name: "SLURM_NTASKS",
+        default: "(none)",
+        meaning: "number of ranks under srun",
+    },
+    Variable {
+        name: "SLURM_LOCALID",
+        default: "(none)",
+        meaning: "node-local rank under srun",
+    },
+    Variable {
+        name: "OMPI_COMM_WORLD_RANK",
+        default: "(none)",
+        meaning: "rank under Open MPI's mpirun",
+    },
+    Variable {
+        name: "OMPI_COMM_WORLD_SIZE",
+        default: "(none)",
+        meaning: "number of ranks under Open MPI's mpirun",
+    },
+    Variable {
+        name: "OMPI_COMM_WORLD_LOCAL_RANK",
+        default: "(none)",
+        meaning: "node-local rank under Open MPI's mpirun",
+    },
+    Variable {
+        name: "PMI_RANK",
+        default: "(none)",
+        meaning: "rank under PMI launchers (MPICH, Intel MPI)",
+    },
+    Variable {
+        name: "PMI_SIZE",
+        default: "(none)",
+        meaning: "number of ranks under PMI launchers",
+    },
+    Variable {
+        name: "PMIX_RANK",
+        default: "(none)",
+        meaning: "rank under PMIx launchers (no size)",
+    },
+    Variable {
+        name: "NAAICE_LOG",
+        default: "warn",
+        meaning: "log filter of the C library's messages on stderr (error, warn, info, debug, trace)",
+    },
+];
+
+/// The launcher families [`Rank::from_lookup`] reads, in precedence order: the rank, size and
+/// node-local rank variable of each.
+const LAUNCHER_FAMILIES: [(&str, Option<&str>, Option<&str>); 5] = [
+    ("NAAICE_RANK", Some("NAAICE_NRANKS"), None),
+    ("SLURM_PROCID", Some("SLURM_NTASKS"), Some("SLURM_LOCALID")),
+    (
+        "OMPI_COMM_WORLD_RANK",
+        Some("OMPI_COMM_WORLD_SIZE"),
+        Some("OMPI_COMM_WORLD_LOCAL_RANK"),
+    ),
+    ("PMI_RANK", Some("PMI_SIZE"), None),
+    ("PMIX_RANK", None, None),
+];
 
 /// Where a process stands in its parallel job: its rank among `size` ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,17 +196,6 @@ impl Rank {
     /// local rank; without any, the process is [`Rank::SINGLE`]. A set but malformed
     /// variable, or a rank not below the size, is an error.
     pub fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Result<Self, SpecError> {
-        const FAMILIES: [(&str, Option<&str>, Option<&str>); 5] = [
-            ("NAAICE_RANK", Some("NAAICE_NRANKS"), None),
-            ("SLURM_PROCID", Some("SLURM_NTASKS"), Some("SLURM_LOCALID")),
-            (
-                "OMPI_COMM_WORLD_RANK",
-                Some("OMPI_COMM_WORLD_SIZE"),
-                Some("OMPI_COMM_WORLD_LOCAL_RANK"),
-            ),
-            ("PMI_RANK", Some("PMI_SIZE"), None),
-            ("PMIX_RANK", None, None),
-        ];
         let number = |name: &'static str| -> Result<Option<u32>, SpecError> {
             match var(name) {
                 None => Ok(None),
@@ -94,7 +207,7 @@ impl Rank {
                 }),
             }
         };
-        for (rank_var, size_var, local_var) in FAMILIES {
+        for (rank_var, size_var, local_var) in LAUNCHER_FAMILIES {
             let Some(rank) = number(rank_var)? else {
                 continue;
             };
@@ -321,5 +434,74 @@ mod tests {
                 .to_string();
             assert!(err.contains(RPC_TIMEOUT_VAR), "{bad}: {err}");
         }
+    }
+
+    /// Every variable the library reads is in [`VARIABLES`], once: the `*_VAR` constants, the
+    /// module documentation's table, the launcher variables and the names read directly
+    /// (`std::env::var("...")` here and in `spec.rs`); the table names nothing else, and its
+    /// defaults are the code's.
+    #[test]
+    fn the_variable_table_lists_every_variable() {
+        let table: Vec<&str> = VARIABLES.iter().map(|v| v.name).collect();
+        let mut unique = table.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), table.len(), "a variable is listed twice");
+        // The source text is searched, so that a new constant or row cannot be forgotten.
+        let source = include_str!("environment.rs");
+        let source = source.split("#[cfg(test)]").next().unwrap_or(source);
+        let constants: Vec<&str> = source
+            .lines()
+            .filter_map(|l| l.strip_prefix("pub const "))
+            .filter_map(|l| l.split_once("_VAR: &str = \""))
+            .filter_map(|(_, rest)| rest.split('"').next())
+            .collect();
+        assert!(constants.len() >= 4, "{constants:?}");
+        let documented: Vec<&str> = source
+            .lines()
+            .filter_map(|l| l.strip_prefix("//! | `"))
+            .filter_map(|row| row.split(" | ").next())
+            .flat_map(|cell| cell.split(['`', ',', ' ']))
+            .filter(|name| !name.is_empty())
+            .collect();
+        let read_directly: Vec<&str> = [source, include_str!("spec.rs")]
+            .into_iter()
+            .flat_map(|s| s.split("std::env::var(\"").skip(1))
+            .filter_map(|rest| rest.split('"').next())
+            .collect();
+        assert!(
+            read_directly.contains(&"NAA_SPEC") && read_directly.contains(&"NAA_LOCAL_IP"),
+            "{read_directly:?}"
+        );
+        let launcher = LAUNCHER_FAMILIES
+            .iter()
+            .flat_map(|&(rank, size, local)| [Some(rank), size, local])
+            .flatten();
+        let named: Vec<&str> = constants
+            .into_iter()
+            .chain(documented.iter().copied())
+            .chain(read_directly)
+            .chain(launcher)
+            .collect();
+        for name in &named {
+            assert!(table.contains(name), "{name} is not in VARIABLES");
+        }
+        for name in &table {
+            assert!(
+                documented.contains(name),
+                "{name} is not in the module's table"
+            );
+        }
+        let default = |name: &str| VARIABLES.iter().find(|v| v.name == name).unwrap().default;
+        assert_eq!(
+            default(RPC_TIMEOUT_VAR),
+            DEFAULT_RPC_TIMEOUT.as_secs().to_string()
+        );
+        assert_eq!(
+            default(CONNECT_TIMEOUT_VAR),
+            crate::connection::CONNECT_TIMEOUT.as_secs().to_string()
+        );
+        assert_eq!(default(TRANSPORT_VAR), TransportChoice::default().name());
+        assert_eq!(default(WAIT_VAR), WaitPolicy::default().to_string());
     }
 }
