@@ -24,6 +24,8 @@
 //! [`Connection`], [`Naa`] and the software NAA's workers are views over it.
 #![deny(unsafe_code)]
 
+#[cfg(feature = "cli")]
+pub mod cli;
 mod clock;
 pub mod connection;
 mod driver;
