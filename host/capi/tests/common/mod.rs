@@ -22,10 +22,6 @@ pub const SANITIZERS: &[&str] = &[
 /// What a program linked with the static library needs besides it
 /// (`rustc --print native-static-libs`).
 pub const NATIVE_LIBS: &[&str] = &[
-    #[cfg(feature = "verbs")]
-    "-lrdmacm",
-    #[cfg(feature = "verbs")]
-    "-libverbs",
     "-lgcc_s",
     "-lutil",
     "-lrt",
