@@ -12,20 +12,20 @@
  * waits for completions, default adaptive).
  *
  * Reference functions provided: naaice_init_communication_context, naaice_setup_connection,
- * naaice_set_input_mr, naaice_set_output_mr, naaice_set_singlesend_mr,
- * naaice_set_internal_mrs, naaice_register_mrs, naaice_set_bytes_to_send,
- * naaice_set_immediate, naaice_init_mrsp, naaice_do_mrsp, naaice_init_data_transfer,
- * naaice_do_data_transfer, naaice_poll_cq_nonblocking, naaice_poll_cq_blocking,
- * naaice_disconnect_and_cleanup. Extensions: naaice_get_state, naaice_get_naa_returncode,
+ * naaice_poll_and_handle_connection_event, naaice_set_input_mr, naaice_set_output_mr,
+ * naaice_set_singlesend_mr, naaice_set_internal_mrs, naaice_register_mrs,
+ * naaice_set_bytes_to_send, naaice_set_immediate, naaice_init_mrsp, naaice_do_mrsp,
+ * naaice_init_data_transfer, naaice_do_data_transfer, naaice_poll_cq_nonblocking,
+ * naaice_poll_cq_blocking, naaice_poll_cq_busy, naaice_disconnect_and_cleanup. Extensions: naaice_get_state, naaice_get_naa_returncode,
  * naaice_get_bytes_received (the context is opaque; the reference's programs read these as
  * fields), naa_last_error, naa_last_error_kind, naa_clear_last_error.
  *
  * Left out: the rdma_cm event building blocks (naaice_poll_connection_event,
- * naaice_poll_and_handle_connection_event, naaice_handle_addr_resolved,
+ * naaice_handle_addr_resolved,
  * naaice_handle_route_resolved, naaice_handle_connection_established, naaice_handle_error,
  * naaice_handle_other) and the verbs building blocks (naaice_init_rdma_resources,
  * naaice_handle_work_completion, naaice_send_message, naaice_write_data,
- * naaice_post_recv_mrsp, naaice_post_recv_data, naaice_poll_cq_busy): they take rdma_cm / ibv
+ * naaice_post_recv_mrsp, naaice_post_recv_data): they take rdma_cm / ibv
  * structures or post single work requests, which the library's protocol machine does itself
  * on either transport; the functions above cover what programs used them for.
  * naaice_set_parameter_mrs (arbitrary requested NAA addresses; the layout here is always the
@@ -400,6 +400,27 @@ int naaice_poll_cq_nonblocking(struct naaice_communication_context *comm_ctx);
  As for `naaice_setup_connection`.
  */
 int naaice_poll_cq_blocking(struct naaice_communication_context *comm_ctx);
+
+/*
+ Like `naaice_poll_cq_blocking`, but busy-waits: polls in a loop on the calling thread's
+ core instead of sleeping until the MRSP or RPC in flight finishes (or fails, or its
+ deadline passes). Returns 0 at once when nothing is in flight.
+
+ # Safety
+ As for `naaice_setup_connection`.
+ */
+int naaice_poll_cq_busy(struct naaice_communication_context *comm_ctx);
+
+/*
+ Handles the connection setup's events: here the first call runs the whole setup, like
+ `naaice_setup_connection` (blocking; at most 10 s), so a loop calling it until the state is
+ at least CONNECTED ends after one call. Once connected it returns 0 and does nothing
+ (a lost connection is reported by the transfer and polling functions).
+
+ # Safety
+ As for `naaice_setup_connection`.
+ */
+int naaice_poll_and_handle_connection_event(struct naaice_communication_context *comm_ctx);
 
 /*
  Disconnects from the NAA and frees the context; the parameter memory may be freed
