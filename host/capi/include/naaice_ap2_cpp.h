@@ -152,7 +152,9 @@ private:
  * and the next invoke connects again.
  *
  * The destructor waits for the RPC in flight and disconnects (naa_finalize). A handler is
- * neither copied nor moved. Its member functions may be called from several threads.
+ * neither copied nor moved. Its member functions may be called from several threads. As
+ * with any std::future from std::async, destroying the future without get() waits for the
+ * RPC.
  */
 class NAAHandler {
 public:

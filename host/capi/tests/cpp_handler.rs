@@ -59,6 +59,7 @@ fn naa_handler_invokes_futures_and_errors_under_sanitizers() {
         LIMIT,
     );
     naa.shutdown();
+    println!("{}", f.stdout.trim());
     assert!(
         f.stdout.contains("cpp handler: ") && f.stdout.contains(" checks, 0 failed"),
         "{}\n{}",
