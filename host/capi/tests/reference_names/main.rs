@@ -88,13 +88,22 @@ fn every_reference_name_is_declared_or_left_out_with_a_reason() {
     let ours = scanned();
     let mut problems = Vec::new();
     let (mut declared, mut left_out) = (0, 0);
+    // Per reference header: (declared, left out).
+    let mut per_header: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
     for n in &names {
+        let counts = per_header.entry(&n.header).or_default();
         let headers = our_headers(&n.header);
         let found = headers.iter().find(|h| ours[*h].declares(&n.kind, &n.name));
         let reason = headers.iter().find_map(|h| ours[*h].omitted.get(&n.name));
         match (found, reason) {
-            (Some(_), None) => declared += 1,
-            (None, Some(reason)) if !reason.is_empty() => left_out += 1,
+            (Some(_), None) => {
+                declared += 1;
+                counts.0 += 1;
+            }
+            (None, Some(reason)) if !reason.is_empty() => {
+                left_out += 1;
+                counts.1 += 1;
+            }
             (None, Some(_)) => problems.push(format!("{}: left out without a reason", n.name)),
             (Some(h), Some(_)) => problems.push(format!(
                 "{} ({} of {}) is declared by {h} but listed as left out",
@@ -125,6 +134,9 @@ fn every_reference_name_is_declared_or_left_out_with_a_reason() {
         "{} reference names: {declared} declared, {left_out} left out with a reason",
         names.len()
     );
+    for (header, (d, l)) in &per_header {
+        println!("  {header}: {d} declared, {l} left out");
+    }
     assert_eq!(declared + left_out, names.len());
     // The name the reference's low-level programs need first.
     assert!(ours["naaice.h"].declares("macro", "SERVER_CONNECTION_PORT"));
