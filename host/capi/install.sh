@@ -1,14 +1,19 @@
 #!/bin/sh
 # Installs the C library and the programs of naaice-rs under PREFIX:
-#   PREFIX/include/naaice.h, PREFIX/include/naaice_ap2.h (which includes naaice.h)
+#   PREFIX/include/naaice.h, PREFIX/include/naaice_ap2.h (which includes naaice.h),
+#     PREFIX/include/naaice_ap2_cpp.h (C++20 NAAHandler, header-only, includes naaice_ap2.h)
 #   PREFIX/lib/libnaaice_ap2.so.VERSION (SONAME libnaaice_ap2.so.MAJOR), the symlinks
 #     libnaaice_ap2.so.MAJOR -> libnaaice_ap2.so.VERSION and libnaaice_ap2.so -> .so.MAJOR,
 #     PREFIX/lib/libnaaice_ap2.a
 #   PREFIX/lib/pkgconfig/naaice.pc
+#   PREFIX/lib/cmake/naaice/naaiceConfig.cmake, naaiceConfigVersion.cmake, naaiceTargets.cmake
+#     (find_package(naaice): targets naaice::naaice, naaice::naaice_static, and the
+#     reference's names naaice::low_level, naaice::middleware, naaice::swnaa; relocatable)
 #   PREFIX/bin/naaice-swnaa (the software NAA server), PREFIX/bin/naaice-bench (the benchmark)
 #   PREFIX/share/man/man1/naaice-swnaa.1, naaice-bench.1
 # so that `cc app.c $(pkg-config --cflags --libs naaice)` works with
-# PKG_CONFIG_PATH=PREFIX/lib/pkgconfig (not needed for /usr or /usr/local).
+# PKG_CONFIG_PATH=PREFIX/lib/pkgconfig, and CMake projects find the package with
+# -DCMAKE_PREFIX_PATH=PREFIX (neither is needed for /usr or /usr/local).
 #
 # Usage: host/capi/install.sh PREFIX
 #
@@ -60,15 +65,22 @@ done
 pkgid=$(cargo pkgid --manifest-path "$manifest" -p naaice-capi)
 version=${pkgid##*[@#]}
 major=${version%%.*}
+minor=${version#*.}
+minor=${minor%%.*}
 # What a static link needs besides the library (rustc --print native-static-libs).
 # (With verbs, the library carries rdma-core's loader stubs: only -ldl, listed, is needed.)
 private_libs="-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
+# The same as a CMake list of library names (gcc_s;util;...).
+# shellcheck disable=SC2086
+native_libs=$(printf '%s\n' $private_libs | sed 's/^-l//' | paste -sd ';' -)
 
 lib="$prefix/lib"
 man="$prefix/share/man/man1"
-install -d "$prefix/include" "$lib/pkgconfig" "$prefix/bin" "$man"
-install -m 644 "$here/include/naaice.h" "$prefix/include/naaice.h"
-install -m 644 "$here/include/naaice_ap2.h" "$prefix/include/naaice_ap2.h"
+cmake_dir="$lib/cmake/naaice"
+install -d "$prefix/include" "$lib/pkgconfig" "$cmake_dir" "$prefix/bin" "$man"
+for header in naaice.h naaice_ap2.h naaice_ap2_cpp.h; do
+    install -m 644 "$here/include/$header" "$prefix/include/$header"
+done
 # The shared library under its full version, found through its SONAME (.so.MAJOR: the
 # dynamic loader) and the plain name (.so: the linker's -lnaaice_ap2).
 rm -f "$lib/libnaaice_ap2.so" "$lib/libnaaice_ap2.so.$major"
@@ -81,6 +93,13 @@ install -m 644 "$NAAICE_LIB_DIR/libnaaice_ap2.a" "$lib/libnaaice_ap2.a"
 if command -v strip >/dev/null; then strip --strip-debug "$lib/libnaaice_ap2.a"; fi
 sed -e "s|@PREFIX@|$prefix|g" -e "s|@VERSION@|$version|g" -e "s|@PRIVATE_LIBS@|$private_libs|g" \
     "$here/naaice.pc.in" >"$lib/pkgconfig/naaice.pc"
+# The CMake package; its files find the prefix from their own folder (no @PREFIX@).
+sizeof_void_p=$(($(getconf LONG_BIT) / 8))
+for file in naaiceConfig naaiceConfigVersion naaiceTargets; do
+    sed -e "s|@VERSION@|$version|g" -e "s|@MAJOR@|$major|g" -e "s|@MINOR@|$minor|g" \
+        -e "s|@NATIVE_LIBS@|$native_libs|g" -e "s|@SIZEOF_VOID_P@|$sizeof_void_p|g" \
+        "$here/cmake/$file.cmake.in" >"$cmake_dir/$file.cmake"
+done
 for program in naaice-swnaa naaice-bench; do
     install -m 755 "$bin_dir/$program" "$prefix/bin/$program"
     "$prefix/bin/$program" --man-page >"$man/$program.1"

@@ -13,10 +13,33 @@
  * Environment: NAA_SPEC, NAA_LOCAL_IP (spec 6.3), NAAICE_TRANSPORT=verbs|soft (default verbs),
  * NAAICE_RPC_TIMEOUT (seconds, default 3600), NAAICE_LOG (default warn),
  * NAAICE_WAIT=adaptive|poll|sleep (how verbs waits for completions, default adaptive).
+ * C++20 programs can use naaice_ap2_cpp.h (class NAAHandler) over these functions.
+ *
+ * Reference names left out: the reference's naaice_swnaa.h (not provided) declares the
+ * internals of its software NAA server; here the software NAA is naa_swnaa_* below and the
+ * naaice-swnaa program (host/capi/tests/reference_names.txt lists the reference's names; the
+ * test tests/reference_names fails when one is neither declared nor listed here):
+ *  - NAAICE_SWNAA_H, MAX_CONNECTIONS, connection_management, context, worker_args,
+ *    worker_procedure: the header's guard, its build-time connection limit (here
+ *    naa_swnaa_set_max_connections, at run time) and its worker-thread bookkeeping.
+ *  - naaice_swnaa_init_master, naaice_swnaa_init_worker,
+ *    naaice_swnaa_init_communication_context, naaice_swnaa_setup_connection,
+ *    naaice_swnaa_poll_and_handle_connection_event, naaice_swnaa_handle_connection_requests,
+ *    naaice_swnaa_handle_connection_established, naaice_swnaa_handle_error: accepting
+ *    connections through rdma_cm events and the reference's struct context; naa_swnaa_new,
+ *    naa_swnaa_start and naa_swnaa_stop do that here, on either transport.
+ *  - naaice_swnaa_init_mrsp, naaice_swnaa_post_recv_mrsp, naaice_swnaa_handle_work_completion,
+ *    naaice_swnaa_handle_mr_announce, naaice_swnaa_handle_mr_announce_and_request,
+ *    naaice_swnaa_send_message, naaice_swnaa_post_recv_data, naaice_swnaa_write_data,
+ *    naaice_swnaa_disconnect_and_cleanup, naaice_swnaa_do_mrsp,
+ *    naaice_swnaa_receive_data_transfer, naaice_swnaa_do_data_transfer,
+ *    naaice_swnaa_poll_cq_nonblocking: the server's protocol steps on one connection (verbs
+ *    work requests and completions), which the server's threads run; kernels are C
+ *    functions registered with naa_swnaa_register_kernel.
  */
 
-#ifndef NAAICE_AP2_H
-#define NAAICE_AP2_H
+#ifndef NAAICE_AP2_C_H
+#define NAAICE_AP2_C_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -552,4 +575,4 @@ int naa_testall(int count, struct naa_handle *handles, bool *flag, struct naa_st
 }  // extern "C"
 #endif  // __cplusplus
 
-#endif  /* NAAICE_AP2_H */
+#endif  /* NAAICE_AP2_C_H */

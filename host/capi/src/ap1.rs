@@ -18,20 +18,19 @@
 //! Calls on one context are serialised; different contexts are independent. The reason for a
 //! failure goes to stderr and to `naa_last_error()`.
 //!
-//! Left out (no C declaration): the connection-event building blocks
-//! (`naaice_poll_connection_event`, `naaice_poll_and_handle_connection_event`,
-//! `naaice_handle_addr_resolved`, `naaice_handle_route_resolved`,
-//! `naaice_handle_connection_established`, `naaice_handle_error`, `naaice_handle_other`) and
-//! the verbs building blocks (`naaice_init_rdma_resources`, `naaice_handle_work_completion`,
-//! `naaice_send_message`, `naaice_write_data`, `naaice_post_recv_mrsp`,
-//! `naaice_post_recv_data`, `naaice_poll_cq_busy`): they take `rdma_cm_event` / `ibv_wc`
-//! structures or post single work requests, which the protocol machine does itself (on either
-//! transport); `naaice_setup_connection`, `naaice_do_mrsp` / `naaice_init_mrsp` and the
-//! transfer and polling functions cover what they were used for. Also left out:
-//! `naaice_set_parameter_mrs` (arbitrary requested NAA addresses; the layout here is always
-//! the reference's sequential one from `addr_offset`), `naaice_set_metadata` (removed from the
-//! reference) and `naaice_init_communication_context_with_addresses` (memory-management
-//! service builds only).
+//! Also provided: `naaice_poll_cq_busy` (the blocking wait, polling in a loop) and
+//! `naaice_poll_and_handle_connection_event` (runs the whole connection setup on its first
+//! call).
+//!
+//! Left out (no C declaration; `naaice.h` lists each with its reason, and
+//! `tests/reference_names` checks the list against the reference's names): the rdma_cm event
+//! handlers (`naaice_poll_connection_event`, `naaice_handle_*`) and the single verbs steps
+//! (`naaice_init_rdma_resources`, `naaice_handle_work_completion`, `naaice_send_message`,
+//! `naaice_write_data`, `naaice_post_recv_mrsp`, `naaice_post_recv_data`): they take
+//! `rdma_cm_event` / `ibv_wc` structures or post single work requests, which the protocol
+//! machine does itself (on either transport). Also `naaice_set_parameter_mrs` (arbitrary
+//! requested NAA addresses; the layout here is always the reference's sequential one from
+//! `addr_offset`).
 
 mod arguments;
 mod session;
@@ -529,6 +528,36 @@ pub unsafe extern "C" fn naaice_poll_cq_blocking(
     comm_ctx: *mut naaice_communication_context,
 ) -> c_int {
     with_context("naaice_poll_cq_blocking", comm_ctx, |c| c.link()?.wait())
+}
+
+/// Like `naaice_poll_cq_blocking`, but busy-waits: polls in a loop on the calling thread's
+/// core instead of sleeping until the MRSP or RPC in flight finishes (or fails, or its
+/// deadline passes). Returns 0 at once when nothing is in flight.
+///
+/// # Safety
+/// As for `naaice_setup_connection`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn naaice_poll_cq_busy(comm_ctx: *mut naaice_communication_context) -> c_int {
+    with_context("naaice_poll_cq_busy", comm_ctx, |c| c.link()?.spin())
+}
+
+/// Handles the connection setup's events: here the first call runs the whole setup, like
+/// `naaice_setup_connection` (blocking; at most 10 s), so a loop calling it until the state is
+/// at least CONNECTED ends after one call. Once connected it returns 0 and does nothing
+/// (a lost connection is reported by the transfer and polling functions).
+///
+/// # Safety
+/// As for `naaice_setup_connection`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn naaice_poll_and_handle_connection_event(
+    comm_ctx: *mut naaice_communication_context,
+) -> c_int {
+    with_context("naaice_poll_and_handle_connection_event", comm_ctx, |c| {
+        if c.link.is_none() {
+            c.link = Some(Box::new(Session::connect(&c.transport, &c.setup)?));
+        }
+        Ok(())
+    })
 }
 
 /// Disconnects from the NAA and frees the context; the parameter memory may be freed

@@ -12,6 +12,13 @@ pub const IMMEDIATE_OFFSET: u32 = 8;
 /// Default deadline of a blocking call (MRSP, RPC) in seconds, as in the reference.
 pub const DEFAULT_TIMEOUT: u32 = 3600;
 
+/// The port NAAs listen on unless told otherwise, as in the reference (its programs pass it to
+/// `naaice_init_communication_context`; an `NAA_SPEC` entry with an empty port means it too).
+pub const SERVER_CONNECTION_PORT: u16 = 12345;
+
+/// The rdma_cm `retry_count` of the verbs transport's connections, as in the reference.
+pub const DEFAULT_RETRY_COUNT: u32 = 7;
+
 /// Region flags of the MRSP request (spec section 2.4).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,5 +115,6 @@ mod tests {
             RegionFlags::OUTPUT.bits()
         );
         assert_eq!(MAX_MRS as usize, naaice::core::config::MAX_REGIONS);
+        assert_eq!(SERVER_CONNECTION_PORT, naaice::transport::DEFAULT_PORT);
     }
 }

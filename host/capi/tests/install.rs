@@ -5,39 +5,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use common::*;
 
 const LIMIT: Duration = Duration::from_secs(300);
-
-/// Builds `naaice-swnaa` and `naaice-bench` in this test's profile and target folder (cargo
-/// holds no lock on it while tests run); returns the folder holding them.
-fn programs_dir() -> PathBuf {
-    let lib = lib_dir();
-    let profile_dir = if lib.ends_with("deps") {
-        lib.parent().expect("profile folder").to_path_buf()
-    } else {
-        lib
-    };
-    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") => "dev".to_owned(),
-        Some(name) => name.to_owned(),
-        None => panic!("no profile folder in {}", profile_dir.display()),
-    };
-    let target = profile_dir.parent().expect("target folder");
-    run_ok(
-        Command::new(env!("CARGO"))
-            .args(["build", "--locked", "--profile", &profile])
-            .args(["-p", "naaice-swnaa", "-p", "naaice-bench", "--target-dir"])
-            .arg(target)
-            .current_dir(crate_dir()),
-        LIMIT,
-    );
-    profile_dir
-}
 
 /// The SONAME (or NEEDED entries) of an ELF file, from `readelf -d`.
 fn dynamic_entries(file: &Path, tag: &str) -> Vec<String> {
@@ -60,16 +34,8 @@ fn link_target(path: &Path) -> String {
 fn install_then_build_with_pkg_config() {
     let out = out_dir("install");
     let prefix = out.join("prefix");
-    let _ = std::fs::remove_dir_all(&prefix);
-    let f = run_ok(
-        Command::new("sh")
-            .arg(crate_dir().join("install.sh"))
-            .arg(&prefix)
-            .env("NAAICE_LIB_DIR", lib_dir())
-            .env("NAAICE_BIN_DIR", programs_dir()),
-        LIMIT,
-    );
-    assert!(f.stdout.contains("installed naaice"), "{}", f.stdout);
+    let stdout = install::install(&prefix);
+    assert!(stdout.contains("installed naaice"), "{stdout}");
     let version = env!("CARGO_PKG_VERSION");
     let major = env!("CARGO_PKG_VERSION_MAJOR");
     let versioned = format!("libnaaice_ap2.so.{version}");
@@ -77,6 +43,7 @@ fn install_then_build_with_pkg_config() {
     for file in [
         "include/naaice.h",
         "include/naaice_ap2.h",
+        "include/naaice_ap2_cpp.h",
         &format!("lib/{versioned}"),
         "lib/libnaaice_ap2.a",
         "lib/pkgconfig/naaice.pc",
@@ -133,6 +100,18 @@ fn install_then_build_with_pkg_config() {
         LIMIT,
     );
     assert_eq!(version.stdout.trim(), env!("CARGO_PKG_VERSION"));
+    // A static link needs no rdma-core (the library loads it at run time).
+    let static_libs = run_ok(
+        Command::new("pkg-config")
+            .args(["--static", "--libs", "naaice"])
+            .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig")),
+        LIMIT,
+    );
+    assert!(
+        !static_libs.stdout.contains("rdma") && !static_libs.stdout.contains("ibverbs"),
+        "{}",
+        static_libs.stdout
+    );
 
     // cc app.c $(pkg-config --cflags --libs naaice)
     let build = |name: &str| {

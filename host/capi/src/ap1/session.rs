@@ -56,6 +56,7 @@ pub(super) struct Session<E: Endpoint> {
     ids: Vec<RegionId>,
     mrsp_started: bool,
     mrsp_timeout: Duration,
+    rpc_timeout: Duration,
     rpc_in_flight: bool,
     /// The last finished RPC.
     last: Option<RpcResult>,
@@ -82,6 +83,7 @@ impl<E: Endpoint> Session<E> {
             ids: Vec::new(),
             mrsp_started: false,
             mrsp_timeout: setup.mrsp_timeout,
+            rpc_timeout: setup.rpc_timeout,
             rpc_in_flight: false,
             last: None,
         })
@@ -236,6 +238,30 @@ impl<E: Endpoint> Session<E> {
         } else {
             Ok(())
         }
+    }
+
+    /// Like [`Session::wait`], but polls in a loop instead of sleeping (busy waiting).
+    pub(super) fn spin(&mut self) -> Result<(), Failure> {
+        let (what, timeout) = if self.rpc_in_flight {
+            ("the RPC", self.rpc_timeout)
+        } else if self.mrsp_started && !self.conn.mrsp_done() {
+            ("the MRSP", self.mrsp_timeout)
+        } else {
+            return Ok(());
+        };
+        // The machine enforces the deadlines; this bound only guards against a stall.
+        let give_up = Instant::now() + timeout + Duration::from_secs(1);
+        while self.rpc_in_flight || (self.mrsp_started && !self.conn.mrsp_done()) {
+            self.poll()?;
+            if Instant::now() > give_up {
+                return Err(Failure::new(
+                    naa_error_kind::NAA_ERRKIND_TIMEOUT,
+                    format!("{what} did not finish within {timeout:?}"),
+                ));
+            }
+            std::hint::spin_loop();
+        }
+        Ok(())
     }
 
     /// Records the outcome of a poll or wait.

@@ -2,6 +2,9 @@
 //! sanitizers, running programs with a time limit.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod install;
+pub mod kernels;
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
