@@ -8,7 +8,7 @@
  *
  * All functions return 0 on success and -1 on failure (the reason is logged on stderr and
  * kept for naa_last_error()), unless their comment says otherwise.
- * Environment: NAAICE_TRANSPORT=verbs|soft (default verbs), NAAICE_RPC_TIMEOUT (seconds,
+ * Environment: NAAICE_TRANSPORT=auto|soft|verbs (default auto), NAAICE_RPC_TIMEOUT (seconds,
  * default 3600), NAAICE_LOG (default warn), NAAICE_WAIT=adaptive|poll|sleep (how verbs
  * waits for completions, default adaptive).
  *
@@ -62,6 +62,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+/* The version of naaice-rs this header belongs to, as text (naa_version() tells the loaded library's). */
+#define NAAICE_VERSION_STRING "0.2.0"
 
 /*
  64-bit host-to-network and network-to-host byte order (the MRSP records' 64-bit fields are
@@ -165,6 +168,21 @@ struct naaice_mr_error {
  not included), as the reference sizes its MRSP buffer.
  */
 #define MR_SIZE_MRSP (sizeof(struct naaice_mr_advertisement_request) * MAX_MRS)
+
+/*
+ Major version of naaice-rs (`NAAICE_VERSION_MAJOR`); the SONAME is `libnaaice_ap2.so.MAJOR`.
+ */
+#define NAAICE_VERSION_MAJOR 0
+
+/*
+ Minor version of naaice-rs (`NAAICE_VERSION_MINOR`).
+ */
+#define NAAICE_VERSION_MINOR 2
+
+/*
+ Patch version of naaice-rs (`NAAICE_VERSION_PATCH`).
+ */
+#define NAAICE_VERSION_PATCH 0
 
 /*
  Most memory regions of one connection: parameters plus internal regions (spec section 2.8).
@@ -317,6 +335,13 @@ typedef struct naaice_communication_context naaice_communication_context;
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+/*
+ The version of the library loaded at run time, e.g. `"0.2.0"` (compare with the header's
+ `NAAICE_VERSION_STRING`, the version the program was built with). Never
+ NULL; the string is static.
+ */
+const char *naa_version(void);
 
 /*
  Creates a context for `params_amount` parameter regions (`params[i]`, `param_sizes[i]`

@@ -10,7 +10,7 @@
  *
  * All functions return 0 on success and -1 on failure (the reason is logged on stderr and
  * kept for naa_last_error()).
- * Environment: NAA_SPEC, NAA_LOCAL_IP (spec 6.3), NAAICE_TRANSPORT=verbs|soft (default verbs),
+ * Environment: NAA_SPEC, NAA_LOCAL_IP (spec 6.3), NAAICE_TRANSPORT=auto|soft|verbs (default auto),
  * NAAICE_RPC_TIMEOUT (seconds, default 3600), NAAICE_LOG (default warn),
  * NAAICE_WAIT=adaptive|poll|sleep (how verbs waits for completions, default adaptive).
  * C++20 programs can use naaice_ap2_cpp.h (class NAAHandler) over these functions.

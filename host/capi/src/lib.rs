@@ -63,6 +63,7 @@ pub mod local;
 pub mod swnaa;
 mod transport;
 pub mod types;
+pub mod version;
 
 pub use naaice::environment::{DEFAULT_RPC_TIMEOUT, RPC_TIMEOUT_VAR, TRANSPORT_VAR};
 pub use transport::transport_from_env;

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 /* ---- the reference's definitions, renamed ---- */
 enum ref_naaice_communication_state {
@@ -97,5 +98,12 @@ int main(void) {
            sizeof(naa_param_t), sizeof(naa_handle), sizeof(naa_status),
            offsetof(naa_status, state), offsetof(naa_status, naa_error),
            offsetof(naa_status, bytes_received), (int)input_params[1].single_send);
+    /* The header's version macros and the library's version agree. */
+    char built[32];
+    snprintf(built, sizeof built, "%d.%d.%d", NAAICE_VERSION_MAJOR, NAAICE_VERSION_MINOR,
+             NAAICE_VERSION_PATCH);
+    printf("version: header %s (%s), library %s\n", NAAICE_VERSION_STRING, built, naa_version());
+    if (strcmp(built, NAAICE_VERSION_STRING) != 0 || strcmp(naa_version(), NAAICE_VERSION_STRING) != 0)
+        return 1;
     return (fn_create && fn_invoke && fn_test && fn_wait && fn_finalize) ? 0 : 1;
 }
