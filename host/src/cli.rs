@@ -1,16 +1,114 @@
-//! What the binaries' command lines share (cargo feature `cli`): man pages with the sections
-//! people look for (ENVIRONMENT, EXIT STATUS, EXAMPLES, SEE ALSO) and the Markdown reference
-//! of their options that `docs/configuration.md` holds. Both are generated from the clap
-//! command itself, so they cannot drift from what the binary accepts.
+//! The configuration reference, generated from the code so that it cannot drift: the
+//! Markdown table of the library's environment variables ([`variables_markdown`]) and, with
+//! the cargo feature `cli` (what the binaries use), man pages with the sections people look
+//! for (ENVIRONMENT, EXIT STATUS, EXAMPLES, SEE ALSO) and the Markdown table of a binary's
+//! options, both from its clap command. `docs/configuration.md` holds these tables between
+//! `<!-- BEGIN name -->` and `<!-- END name -->` markers; tests compare them with
+//! [`check_section`] (`NAAICE_BLESS=1` rewrites them).
 
 use std::io::Write;
 
+#[cfg(feature = "cli")]
 use clap::Command;
+#[cfg(feature = "cli")]
 use roff::{Roff, bold, italic, roman};
 
 use crate::environment::VARIABLES;
 
+/// [`VARIABLES`] as a Markdown table: variable, default, meaning.
+pub fn variables_markdown() -> String {
+    let mut md = String::from("| variable | default | meaning |\n|---|---|---|\n");
+    for v in VARIABLES {
+        md += &format!(
+            "| `{}` | {} | {} |\n",
+            v.name,
+            cell(v.default),
+            cell(v.meaning)
+        );
+    }
+    md
+}
+
+/// Text for a roff line: backslashes and leading dots escaped.
+fn roff_text(text: &str) -> String {
+    let t = text.replace('\\', "\\e").replace('-', "\\-");
+    if t.starts_with('.') || t.starts_with('\'') {
+        format!("\\&{t}")
+    } else {
+        t
+    }
+}
+
+/// The `naaice(7)` overview page: what the stack is, its programs, and every environment
+/// variable of [`VARIABLES`] with its default (`docs/man/naaice.7`, installed by
+/// `install.sh`).
+pub fn overview_man_page() -> String {
+    let mut page = format!(
+        ".TH naaice 7 \"\" \"naaice-rs {}\" \"naaice-rs\"\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    page += ".SH NAME\nnaaice \\- offload RPCs to network-attached accelerators (NAAs) over RDMA\n";
+    page += ".SH DESCRIPTION\n";
+    for paragraph in [
+        "naaice-rs connects HPC applications to network-attached accelerators (FPGAs on the \
+         data-centre network): a client announces its memory regions to the NAA (MRSP), then \
+         runs RPCs, writing its inputs with RDMA and reading the NAA's outputs back. Programs \
+         use the Rust crate naaice, or the C library libnaaice_ap2 with the headers naaice.h \
+         (low level), naaice_ap2.h (middleware) and naaice_ap2_cpp.h (C++).",
+        "The transport is verbs (RDMA: RoCEv2, InfiniBand, Soft-RoCE) or the software \
+         transport (the same semantics over TCP, for machines without RDMA). The default, \
+         auto, uses verbs where an RDMA device reaches the NAA and the software transport \
+         otherwise; a software NAA on auto serves both.",
+    ] {
+        page += &format!(".PP\n{}\n", roff_text(paragraph));
+    }
+    page += ".SH PROGRAMS\n";
+    for (name, what) in [
+        ("naaice\\-swnaa(1)", "the software NAA server"),
+        (
+            "naaice\\-info(1)",
+            "this machine's RDMA set-up, the effective configuration, and a probe of every NAA",
+        ),
+        (
+            "naaice\\-bench(1)",
+            "latency and bandwidth of an NAA, in the reference's CSV formats",
+        ),
+        (
+            "naaice\\-spec",
+            "NAA_SPEC for a Slurm job from the site's NAA inventory (its options: docs/configuration.md)",
+        ),
+    ] {
+        page += &format!(".TP\n.B {name}\n{}\n", roff_text(what));
+    }
+    page += ".SH ENVIRONMENT\n";
+    for v in VARIABLES {
+        page += &format!(
+            ".TP\n.B {}\n{} Default: {}.\n",
+            roff_text(v.name),
+            roff_text(&capitalised(v.meaning)),
+            roff_text(v.default)
+        );
+    }
+    page += ".SH \"SEE ALSO\"\n";
+    page += "naaice\\-swnaa(1), naaice\\-info(1), naaice\\-bench(1), pkg\\-config(1); \
+             docs/configuration.md in the source distribution\n";
+    page
+}
+
+/// A meaning as a sentence: capitalised, with a full stop.
+fn capitalised(text: &str) -> String {
+    let mut s = text.to_owned();
+    if let Some(first) = s.get(..1) {
+        s.replace_range(..1, &first.to_uppercase());
+    }
+    if !s.ends_with('.') {
+        s.push('.');
+    }
+    s
+}
+
 /// The sections of a man page that clap does not know.
+#[cfg(feature = "cli")]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ManExtras<'a> {
     /// Library variables the binary also reads (names from [`VARIABLES`]), besides the
@@ -26,6 +124,7 @@ pub struct ManExtras<'a> {
 
 /// The man page of `cmd` (section 1): clap's sections, then ENVIRONMENT (the options' variables
 /// and `extras.variables`), EXIT STATUS, EXAMPLES and SEE ALSO.
+#[cfg(feature = "cli")]
 pub fn man_page(cmd: Command, extras: &ManExtras<'_>) -> std::io::Result<Vec<u8>> {
     let man = clap_mangen::Man::new(cmd.clone());
     let mut out = Vec::new();
@@ -54,7 +153,7 @@ pub fn man_page(cmd: Command, extras: &ManExtras<'_>) -> std::io::Result<Vec<u8>
         roff.control("TP", []).text([bold(v.name)]);
         roff.text([roman(format!(
             "{} Default: {}.",
-            sentence(v.meaning),
+            capitalised(v.meaning),
             v.default
         ))]);
     }
@@ -79,16 +178,34 @@ pub fn man_page(cmd: Command, extras: &ManExtras<'_>) -> std::io::Result<Vec<u8>
     Ok(out)
 }
 
-/// A meaning as a sentence: capitalised, with a full stop.
-fn sentence(text: &str) -> String {
-    let mut s = text.to_owned();
-    if let Some(first) = s.get(..1) {
-        s.replace_range(..1, &first.to_uppercase());
+/// Answers a binary's hidden `--man-page` (`man_page`) or `--options-reference` (`options`)
+/// flag: prints the man page or the options table of `cmd` on standard output and returns
+/// the exit code; `None` when neither flag was given.
+#[cfg(feature = "cli")]
+pub fn print_reference(
+    cmd: Command,
+    man_page_asked: bool,
+    options_asked: bool,
+    extras: &ManExtras<'_>,
+) -> Option<std::process::ExitCode> {
+    if !man_page_asked && !options_asked {
+        return None;
     }
-    if !s.ends_with('.') {
-        s.push('.');
-    }
-    s
+    let name = cmd.get_name().to_owned();
+    let out = if man_page_asked {
+        man_page(cmd, extras)
+    } else {
+        Ok(options_markdown(&cmd).into_bytes())
+    };
+    Some(
+        match out.and_then(|bytes| std::io::stdout().write_all(&bytes)) {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("{name}: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        },
+    )
 }
 
 /// One Markdown table cell: `|` escaped, lines joined.
@@ -100,6 +217,7 @@ fn cell(text: &str) -> String {
 }
 
 /// The options of `cmd` as a Markdown table: option, variable, default, value, meaning.
+#[cfg(feature = "cli")]
 pub fn options_markdown(cmd: &Command) -> String {
     let mut md =
         String::from("| option | variable | default | value | meaning |\n|---|---|---|---|---|\n");
@@ -185,7 +303,33 @@ mod tests {
         assert!(splice(doc, "y", "").is_none());
     }
 
+    /// The library's variables in `docs/configuration.md` are the code's.
     #[test]
+    fn the_configuration_reference_lists_every_variable() {
+        let doc = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/configuration.md");
+        check_section(&doc, "variables", &variables_markdown()).unwrap();
+    }
+
+    /// `docs/man/naaice.7` is the generated page (`NAAICE_BLESS=1` rewrites it).
+    #[test]
+    fn the_overview_man_page_is_the_code() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/man/naaice.7");
+        let page = overview_man_page();
+        assert!(page.contains(".SH ENVIRONMENT") && page.contains("NAAICE_TRANSPORT"));
+        if std::env::var("NAAICE_BLESS").is_ok_and(|v| v == "1") {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &page).unwrap();
+        }
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == page,
+            "{} differs from the code; regenerate with NAAICE_BLESS=1",
+            path.display()
+        );
+    }
+
+    #[test]
+    #[cfg(feature = "cli")]
     fn tables_and_pages_from_a_command() {
         let cmd = Command::new("demo").version("1.0").about("Demo.").arg(
             clap::Arg::new("port")

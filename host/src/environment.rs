@@ -5,8 +5,8 @@
 //! |---|---|
 //! | `NAA_SPEC` | the NAAs ([`crate::spec`]; `local:fn_code:param_count` is the in-process NAA of [`crate::local`]) |
 //! | `NAA_LOCAL_IP` | local source address (optional) |
-//! | `NAAICE_RPC_TIMEOUT` | per-RPC deadline in seconds ([`DEFAULT_RPC_TIMEOUT`] when unset) |
-//! | `NAAICE_CONNECT_TIMEOUT` | connect deadline in seconds, retries and failover included ([`crate::connection::CONNECT_TIMEOUT`] when unset) |
+//! | `NAAICE_RPC_TIMEOUT` | per-RPC deadline, a duration (`30s`, `500ms`; a bare number is seconds) ([`DEFAULT_RPC_TIMEOUT`] when unset) |
+//! | `NAAICE_CONNECT_TIMEOUT` | connect deadline (a duration), retries and failover included ([`crate::connection::CONNECT_TIMEOUT`] when unset) |
 //! | `NAAICE_TRANSPORT` | `auto` (default: verbs where an RDMA device reaches the NAA, else the software transport), `soft` or `verbs` ([`transport_from_env`]) |
 //! | `NAAICE_WAIT` | how the verbs transport waits for completions: `adaptive` (default), `adaptive:CAP_US`, `poll`, `sleep`, `spin:US` ([`crate::waiting`]) |
 //! | `NAAICE_RANK`, `NAAICE_NRANKS` | this process's rank and the number of ranks (win over the launcher's) |
@@ -68,13 +68,13 @@ pub const VARIABLES: &[Variable] = &[
     },
     Variable {
         name: RPC_TIMEOUT_VAR,
-        default: "3600",
-        meaning: "per-RPC deadline in seconds",
+        default: "3600s",
+        meaning: "per-RPC deadline: a duration (30s, 500ms, 1h; a bare number is seconds)",
     },
     Variable {
         name: CONNECT_TIMEOUT_VAR,
-        default: "10",
-        meaning: "connect deadline in seconds, retries and failover included",
+        default: "10s",
+        meaning: "connect deadline, retries and failover included: a duration (a bare number is seconds)",
     },
     Variable {
         name: TRANSPORT_VAR,
@@ -233,19 +233,24 @@ impl Rank {
     }
 }
 
-/// Parses a variable holding seconds: `None` when unset or empty.
+/// Parses a variable holding a duration (`30s`, `500ms`; a bare number is seconds): `None`
+/// when unset or empty.
 pub fn seconds(name: &'static str, value: Option<&str>) -> Result<Option<Duration>, SpecError> {
     let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else {
         return Ok(None);
     };
-    v.parse::<f64>()
-        .ok()
-        .filter(|s| s.is_finite() && *s > 0.0 && *s <= 1e9)
-        .map(|s| Some(Duration::from_secs_f64(s)))
-        .ok_or_else(|| SpecError::Variable {
+    crate::units::parse_duration(v, Duration::from_secs(1))
+        .and_then(|d| {
+            if d.is_zero() || d > Duration::from_secs(1_000_000_000) {
+                Err("not a duration above zero and at most 10^9 seconds".into())
+            } else {
+                Ok(Some(d))
+            }
+        })
+        .map_err(|reason| SpecError::Variable {
             name,
             value: v.to_owned(),
-            reason: "not a positive number of seconds".into(),
+            reason,
         })
 }
 
@@ -428,7 +433,9 @@ mod tests {
         .unwrap();
         assert_eq!(o.rpc_timeout, Duration::from_millis(2500));
         assert_eq!(o.connect_timeout, Duration::from_secs(30));
-        for bad in ["0", "-1", "abc", "inf", "1e10"] {
+        let o = NaaOptions::from_lookup(lookup(&[(RPC_TIMEOUT_VAR, "1m 30s")])).unwrap();
+        assert_eq!(o.rpc_timeout, Duration::from_secs(90));
+        for bad in ["0", "-1", "abc", "inf", "1e10", "0ms"] {
             let err = NaaOptions::from_lookup(lookup(&[(RPC_TIMEOUT_VAR, bad)]))
                 .unwrap_err()
                 .to_string();
@@ -495,11 +502,11 @@ mod tests {
         let default = |name: &str| VARIABLES.iter().find(|v| v.name == name).unwrap().default;
         assert_eq!(
             default(RPC_TIMEOUT_VAR),
-            DEFAULT_RPC_TIMEOUT.as_secs().to_string()
+            format!("{}s", DEFAULT_RPC_TIMEOUT.as_secs())
         );
         assert_eq!(
             default(CONNECT_TIMEOUT_VAR),
-            crate::connection::CONNECT_TIMEOUT.as_secs().to_string()
+            format!("{}s", crate::connection::CONNECT_TIMEOUT.as_secs())
         );
         assert_eq!(default(TRANSPORT_VAR), TransportChoice::default().name());
         assert_eq!(default(WAIT_VAR), WaitPolicy::default().to_string());

@@ -317,3 +317,66 @@ fn an_naa_that_is_still_starting_is_waited_for() {
     naa.finalize();
     late.join().unwrap().shutdown();
 }
+
+/// `slurm/naaice-spec` accepts every option of its table in docs/configuration.md (and no
+/// option of the script is missing there), and prints a spec from an inventory.
+#[test]
+fn naaice_spec_options_are_documented_and_work() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let doc = std::fs::read_to_string(root.join("docs/configuration.md")).unwrap();
+    let script = std::fs::read_to_string(root.join("slurm/naaice-spec")).unwrap();
+    let section = doc
+        .split("## naaice-spec")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("docs/configuration.md has a naaice-spec section");
+    let documented: Vec<&str> = section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `--"))
+        .map(|l| l.split('`').next().unwrap_or(""))
+        .collect();
+    let accepted: Vec<&str> = script
+        .lines()
+        .filter_map(|l| l.trim().split(')').next())
+        .flat_map(|pattern| pattern.split('|').map(str::trim))
+        .filter_map(|p| p.strip_prefix("--"))
+        .collect();
+    assert!(!documented.is_empty(), "{section}");
+    let mut a = accepted.clone();
+    let mut d = documented.clone();
+    a.sort_unstable();
+    d.sort_unstable();
+    assert_eq!(
+        a, d,
+        "options of slurm/naaice-spec vs docs/configuration.md"
+    );
+    let inventory = std::env::temp_dir().join(format!("naaice-spec-{}.txt", std::process::id()));
+    std::fs::write(
+        &inventory,
+        "# inventory\nnaa 10.0.0.11 12345 1 1\nnaa 10.0.0.12 12345 1 1\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new("sh")
+        .arg(root.join("slurm/naaice-spec"))
+        .args([
+            "--inventory",
+            inventory.to_str().unwrap(),
+            "--licenses",
+            "naa:2",
+            "--job",
+            "7",
+        ])
+        .output()
+        .expect("run naaice-spec");
+    let _ = std::fs::remove_file(&inventory);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let spec = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        spec.contains("10.0.0.11:12345:1:1") && spec.contains("10.0.0.12:12345:1:1"),
+        "{spec}"
+    );
+}

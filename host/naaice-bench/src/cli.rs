@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use naaice::cli::ManExtras;
 use naaice::transport::{AnyTransport, ParseTransportError};
 use naaice::units::{parse_duration, parse_size};
 use naaice::waiting::WaitPolicy;
@@ -126,7 +127,38 @@ pub(crate) struct Args {
     /// Print the man page (roff) to standard output and exit.
     #[arg(long, hide = true)]
     pub man_page: bool,
+    /// Print the Markdown table of the options (docs/configuration.md) and exit.
+    #[arg(long, hide = true)]
+    pub options_reference: bool,
 }
+
+/// The man page's sections beyond the options.
+pub(crate) const MAN: ManExtras<'static> = ManExtras {
+    variables: &[],
+    exit_status: &[
+        ("0", "Every size was measured and the results written."),
+        (
+            "1",
+            "An error: the NAA could not be reached, an RPC failed, a file could not be written.",
+        ),
+        ("2", "Bad command line."),
+    ],
+    examples: &[
+        (
+            "naaice-bench --max-size 1MiB",
+            "Sweep sizes up to 1 MiB against a software NAA in this process, over the software transport on loopback.",
+        ),
+        (
+            "naaice-bench --naa 10.0.0.5:12345 --transport verbs --fncode 3 --compare fpga.csv",
+            "Measure an NAA over RDMA and put a reference CSV beside the results.",
+        ),
+        (
+            "naaice-bench --naa 127.0.0.1:12345 --naa-pid $(pidof naaice-swnaa)",
+            "Measure a separately started naaice-swnaa, with its CPU time per RPC.",
+        ),
+    ],
+    see_also: &["naaice(7)", "naaice-swnaa(1)", "naaice-info(1)"],
+};
 
 impl Args {
     /// Path of the low-level CSV.

@@ -24,6 +24,7 @@ use std::time::Instant;
 
 use clap::{CommandFactory, Parser};
 use indicatif::{ProgressBar, ProgressStyle};
+use naaice::cli::print_reference;
 use naaice::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle};
 use naaice::transport::AnyTransport;
 use naaice::transport::soft::{SoftConfig, SoftTransport};
@@ -284,15 +285,13 @@ fn run(args: &Args) -> Result<(), Error> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    if args.man_page {
-        let man = clap_mangen::Man::new(Args::command());
-        return match man.render(&mut std::io::stdout()) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("naaice-bench: {e}");
-                ExitCode::FAILURE
-            }
-        };
+    if let Some(code) = print_reference(
+        Args::command(),
+        args.man_page,
+        args.options_reference,
+        &cli::MAN,
+    ) {
+        return code;
     }
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,

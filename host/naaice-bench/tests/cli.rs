@@ -136,3 +136,30 @@ fn a_tiny_sweep_writes_every_file() {
         assert!(len > 1000, "{plot}: {len} bytes");
     }
 }
+
+/// docs/configuration.md's table of this binary's options is what the binary accepts, and the
+/// man page has the usual sections.
+#[test]
+fn the_configuration_reference_and_man_page_are_the_code() {
+    let run = |flag: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_naaice-bench"))
+            .arg(flag)
+            .output()
+            .expect("run naaice-bench");
+        assert!(out.status.success(), "{flag}");
+        String::from_utf8(out.stdout).expect("UTF-8")
+    };
+    let table = run("--options-reference");
+    assert!(table.contains("`--max-size` |  | `1GiB` | SIZE"), "{table}");
+    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md");
+    naaice::cli::check_section(&doc, "naaice-bench", &table).unwrap();
+    let page = run("--man-page");
+    for section in [
+        ".SH ENVIRONMENT",
+        ".SH \"EXIT STATUS\"",
+        ".SH EXAMPLES",
+        ".SH \"SEE ALSO\"",
+    ] {
+        assert!(page.contains(section), "{section} missing");
+    }
+}

@@ -9,6 +9,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use clap::{CommandFactory, Parser};
+use naaice::cli::{ManExtras, print_reference};
 use naaice::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig};
 use naaice::transport::{AnyTransport, DEFAULT_PORT, ParseTransportError, Served};
 use naaice::units::{parse_duration, parse_size};
@@ -95,7 +96,41 @@ struct Args {
     /// Print the man page (roff) to standard output and exit.
     #[arg(long, hide = true)]
     man_page: bool,
+    /// Print the Markdown table of the options (docs/configuration.md) and exit.
+    #[arg(long, hide = true)]
+    options_reference: bool,
 }
+
+/// The man page's sections beyond the options.
+const MAN: ManExtras<'static> = ManExtras {
+    variables: &[],
+    exit_status: &[
+        (
+            "0",
+            "Stopped by SIGINT or SIGTERM after disconnecting every client.",
+        ),
+        (
+            "1",
+            "Could not start: the address is in use or invalid, or the transport asked for is unavailable.",
+        ),
+        ("2", "Bad command line."),
+    ],
+    examples: &[
+        (
+            "naaice-swnaa",
+            "Serve on every address, port 12345, over the software transport and, where an RDMA device exists, verbs.",
+        ),
+        (
+            "naaice-swnaa --address 10.0.0.5 --transport verbs --wait poll",
+            "Serve only RDMA clients on one address, a core per connection spinning.",
+        ),
+        (
+            "naaice-swnaa --max-connections 64 --memory-budget 32GiB --idle-timeout 10m",
+            "A shared NAA service with limits.",
+        ),
+    ],
+    see_also: &["naaice(7)", "naaice-info(1)", "naaice-bench(1)"],
+};
 
 /// Parses a transport name; a build without verbs says how to get it.
 fn parse_transport(s: &str) -> Result<AnyTransport, String> {
@@ -190,14 +225,10 @@ fn banner(addr: SocketAddr, served: &[Served], wait: WaitPolicy) -> String {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    if args.man_page {
-        return match clap_mangen::Man::new(Args::command()).render(&mut std::io::stdout()) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("naaice-swnaa: {e}");
-                ExitCode::FAILURE
-            }
-        };
+    if let Some(code) =
+        print_reference(Args::command(), args.man_page, args.options_reference, &MAN)
+    {
+        return code;
     }
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,

@@ -203,3 +203,33 @@ fn durations_and_sizes_take_units() {
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("cannot listen on 192.0.2.1"), "{text}");
 }
+
+/// docs/configuration.md's table of this binary's options is what the binary accepts.
+#[test]
+fn the_configuration_reference_has_every_option() {
+    let out = swnaa(&["--options-reference"]);
+    assert!(out.status.success());
+    let table = String::from_utf8(out.stdout).expect("UTF-8");
+    assert!(
+        table.contains("`--transport`, `-t` | `NAAICE_TRANSPORT` | `auto`"),
+        "{table}"
+    );
+    let doc = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md");
+    naaice::cli::check_section(&doc, "naaice-swnaa", &table).unwrap();
+}
+
+#[test]
+fn the_man_page_has_the_usual_sections() {
+    let out = swnaa(&["--man-page"]);
+    assert!(out.status.success());
+    let page = String::from_utf8_lossy(&out.stdout);
+    for section in [
+        ".SH ENVIRONMENT",
+        ".SH \"EXIT STATUS\"",
+        ".SH EXAMPLES",
+        ".SH \"SEE ALSO\"",
+    ] {
+        assert!(page.contains(section), "{section} missing");
+    }
+    assert!(page.contains("NAAICE_TRANSPORT") && page.contains("NAAICE_LOG"));
+}
