@@ -24,7 +24,6 @@
 //! [`Connection`], [`Naa`] and the software NAA's workers are views over it.
 #![deny(unsafe_code)]
 
-#[cfg(feature = "cli")]
 pub mod cli;
 mod clock;
 pub mod connection;
