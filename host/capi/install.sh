@@ -1,36 +1,98 @@
 #!/bin/sh
-# Installs the C library and the programs of naaice-rs under PREFIX:
-#   PREFIX/include/naaice.h, PREFIX/include/naaice_ap2.h (which includes naaice.h),
-#     PREFIX/include/naaice_ap2_cpp.h (C++20 NAAHandler, header-only, includes naaice_ap2.h)
-#   PREFIX/lib/libnaaice_ap2.so.VERSION (SONAME libnaaice_ap2.so.MAJOR), the symlinks
+# Installs (or removes) the C library and the programs of naaice-rs:
+#   PREFIX/include/naaice.h, naaice_ap2.h (includes naaice.h), naaice_ap2_cpp.h (C++20
+#     NAAHandler, header-only, includes naaice_ap2.h)
+#   LIBDIR/libnaaice_ap2.so.VERSION (SONAME libnaaice_ap2.so.MAJOR), the symlinks
 #     libnaaice_ap2.so.MAJOR -> libnaaice_ap2.so.VERSION and libnaaice_ap2.so -> .so.MAJOR,
-#     PREFIX/lib/libnaaice_ap2.a
-#   PREFIX/lib/pkgconfig/naaice.pc
-#   PREFIX/lib/cmake/naaice/naaiceConfig.cmake, naaiceConfigVersion.cmake, naaiceTargets.cmake
+#     LIBDIR/libnaaice_ap2.a
+#   LIBDIR/pkgconfig/naaice.pc
+#   LIBDIR/cmake/naaice/naaiceConfig.cmake, naaiceConfigVersion.cmake, naaiceTargets.cmake
 #     (find_package(naaice): targets naaice::naaice, naaice::naaice_static, and the
 #     reference's names naaice::low_level, naaice::middleware, naaice::swnaa; relocatable)
-#   PREFIX/bin/naaice-swnaa (the software NAA server), PREFIX/bin/naaice-bench (the benchmark)
-#   PREFIX/share/man/man1/naaice-swnaa.1, naaice-bench.1
+#   PREFIX/bin/naaice-swnaa (the software NAA server), naaice-bench (the benchmark),
+#     naaice-info (set-up check and NAA probe), naaice-spec (NAA_SPEC for Slurm jobs)
+#   MANDIR/man1/naaice-swnaa.1, naaice-bench.1, naaice-info.1; MANDIR/man7/naaice.7
 # so that `cc app.c $(pkg-config --cflags --libs naaice)` works with
-# PKG_CONFIG_PATH=PREFIX/lib/pkgconfig, and CMake projects find the package with
+# PKG_CONFIG_PATH=LIBDIR/pkgconfig, and CMake projects find the package with
 # -DCMAKE_PREFIX_PATH=PREFIX (neither is needed for /usr or /usr/local).
 #
-# Usage: host/capi/install.sh PREFIX
+# Usage: host/capi/install.sh PREFIX               install
+#        host/capi/install.sh --uninstall PREFIX   remove what install put there
 #
-# Builds everything with `cargo build --profile dist` first (release code, stripped; the
-# profile is in the workspace's Cargo.toml), unless NAAICE_LIB_DIR names a folder that already
-# holds libnaaice_ap2.so and libnaaice_ap2.a (for example a debug build's target/debug); the
-# programs then come from NAAICE_BIN_DIR (default: NAAICE_LIB_DIR).
+# Environment:
+#   DESTDIR   staging root for packages: files go to DESTDIR/PREFIX/..., while the paths
+#             written into naaice.pc (and the programs' expectations) stay PREFIX/...
+#   LIBDIR    library folder (absolute; default PREFIX/lib), e.g. /usr/lib/x86_64-linux-gnu
+#   MANDIR    man page folder (absolute; default PREFIX/share/man)
+#   NAAICE_VERBS=no   leave the verbs transport out (default yes)
+#   NAAICE_LIB_DIR    a folder that already holds libnaaice_ap2.so and .a (for example a
+#                     debug build's target/debug): install that instead of building
+#   NAAICE_BIN_DIR    where the programs are then (default NAAICE_LIB_DIR)
+#
+# Without NAAICE_LIB_DIR it builds everything with `cargo build --profile dist` first
+# (release code, stripped; the profile is in the workspace's Cargo.toml).
 set -eu
 
+uninstall=no
+if [ "${1:-}" = --uninstall ]; then
+    uninstall=yes
+    shift
+fi
 if [ "$#" -ne 1 ] || [ -z "$1" ]; then
-    echo "usage: $0 PREFIX" >&2
+    echo "usage: $0 [--uninstall] PREFIX" >&2
     exit 2
 fi
 here=$(cd "$(dirname "$0")" && pwd)
 manifest="$here/Cargo.toml"
-mkdir -p "$1"
-prefix=$(cd "$1" && pwd)
+repo=$(cd "$here/../.." && pwd)
+case "$1" in
+    /*) prefix=$1 ;;
+    *) prefix="$PWD/$1" ;;
+esac
+prefix=${prefix%/}
+libdir=${LIBDIR:-$prefix/lib}
+mandir=${MANDIR:-$prefix/share/man}
+for dir in "$libdir" "$mandir"; do
+    case "$dir" in
+        /*) ;;
+        *) echo "install.sh: LIBDIR and MANDIR must be absolute paths" >&2; exit 2 ;;
+    esac
+done
+destdir=${DESTDIR:-}
+programs="naaice-swnaa naaice-bench naaice-info"
+
+pkgid=$(cargo pkgid --manifest-path "$manifest" -p naaice-capi)
+version=${pkgid##*[@#]}
+major=${version%%.*}
+minor=${version#*.}
+minor=${minor%%.*}
+
+# Every file install puts down (relative to DESTDIR), for --uninstall.
+installed_files() {
+    for header in naaice.h naaice_ap2.h naaice_ap2_cpp.h; do echo "$prefix/include/$header"; done
+    for lib in "libnaaice_ap2.so.$version" "libnaaice_ap2.so.$major" libnaaice_ap2.so \
+        libnaaice_ap2.a pkgconfig/naaice.pc cmake/naaice/naaiceConfig.cmake \
+        cmake/naaice/naaiceConfigVersion.cmake cmake/naaice/naaiceTargets.cmake; do
+        echo "$libdir/$lib"
+    done
+    for program in $programs naaice-spec; do echo "$prefix/bin/$program"; done
+    for program in $programs; do echo "$mandir/man1/$program.1"; done
+    echo "$mandir/man7/naaice.7"
+}
+
+if [ "$uninstall" = yes ]; then
+    removed=0
+    for file in $(installed_files); do
+        if [ -e "$destdir$file" ] || [ -L "$destdir$file" ]; then
+            rm -f "$destdir$file"
+            removed=$((removed + 1))
+        fi
+    done
+    # Folders of ours that are now empty (never PREFIX's own bin, lib, include, ...).
+    rmdir "$destdir$libdir/cmake/naaice" 2>/dev/null || true
+    echo "removed $removed files of naaice $version from $destdir$prefix"
+    exit 0
+fi
 
 # The verbs transport (used by NAAICE_TRANSPORT=auto, the run-time default, and =verbs) is built in:
 # rdma-core is loaded at run time (a machine without it gets a clear error from naa_create),
@@ -48,25 +110,24 @@ esac
 if [ -z "${NAAICE_LIB_DIR:-}" ]; then
     # shellcheck disable=SC2086
     cargo build --profile dist --locked -p naaice-capi -p naaice-swnaa -p naaice-bench \
-        $features --manifest-path "$manifest"
+        -p naaice-info $features --manifest-path "$manifest"
     target=$(cargo metadata --format-version 1 --no-deps --manifest-path "$manifest" |
         sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
     NAAICE_LIB_DIR="$target/dist"
 fi
 bin_dir=${NAAICE_BIN_DIR:-$NAAICE_LIB_DIR}
-for file in "$NAAICE_LIB_DIR/libnaaice_ap2.so" "$NAAICE_LIB_DIR/libnaaice_ap2.a" \
-    "$bin_dir/naaice-swnaa" "$bin_dir/naaice-bench"; do
+for file in "$NAAICE_LIB_DIR/libnaaice_ap2.so" "$NAAICE_LIB_DIR/libnaaice_ap2.a"; do
     if [ ! -f "$file" ]; then
-        echo "$0: $file not found (cargo build -p naaice-capi -p naaice-swnaa -p naaice-bench)" >&2
+        echo "$0: $file not found (cargo build -p naaice-capi)" >&2
         exit 1
     fi
 done
-
-pkgid=$(cargo pkgid --manifest-path "$manifest" -p naaice-capi)
-version=${pkgid##*[@#]}
-major=${version%%.*}
-minor=${version#*.}
-minor=${minor%%.*}
+for program in $programs; do
+    if [ ! -f "$bin_dir/$program" ]; then
+        echo "$0: $bin_dir/$program not found (cargo build -p $program)" >&2
+        exit 1
+    fi
+done
 # What a static link needs besides the library (rustc --print native-static-libs).
 # (With verbs, the library carries rdma-core's loader stubs: only -ldl, listed, is needed.)
 private_libs="-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
@@ -74,12 +135,13 @@ private_libs="-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
 # shellcheck disable=SC2086
 native_libs=$(printf '%s\n' $private_libs | sed 's/^-l//' | paste -sd ';' -)
 
-lib="$prefix/lib"
-man="$prefix/share/man/man1"
+inc="$destdir$prefix/include"
+lib="$destdir$libdir"
+bin="$destdir$prefix/bin"
 cmake_dir="$lib/cmake/naaice"
-install -d "$prefix/include" "$lib/pkgconfig" "$cmake_dir" "$prefix/bin" "$man"
+install -d "$inc" "$lib/pkgconfig" "$cmake_dir" "$bin" "$destdir$mandir/man1" "$destdir$mandir/man7"
 for header in naaice.h naaice_ap2.h naaice_ap2_cpp.h; do
-    install -m 644 "$here/include/$header" "$prefix/include/$header"
+    install -m 644 "$here/include/$header" "$inc/$header"
 done
 # The shared library under its full version, found through its SONAME (.so.MAJOR: the
 # dynamic loader) and the plain name (.so: the linker's -lnaaice_ap2).
@@ -91,17 +153,26 @@ install -m 644 "$NAAICE_LIB_DIR/libnaaice_ap2.a" "$lib/libnaaice_ap2.a"
 # The archive keeps the debug info of the standard library's objects whatever the profile
 # says: strip it (the symbols stay, static links need them).
 if command -v strip >/dev/null; then strip --strip-debug "$lib/libnaaice_ap2.a"; fi
-sed -e "s|@PREFIX@|$prefix|g" -e "s|@VERSION@|$version|g" -e "s|@PRIVATE_LIBS@|$private_libs|g" \
-    "$here/naaice.pc.in" >"$lib/pkgconfig/naaice.pc"
-# The CMake package; its files find the prefix from their own folder (no @PREFIX@).
+# naaice.pc names the final paths (PREFIX, LIBDIR), not the staging root.
+sed -e "s|@PREFIX@|$prefix|g" -e "s|@LIBDIR@|$libdir|g" -e "s|@VERSION@|$version|g" \
+    -e "s|@PRIVATE_LIBS@|$private_libs|g" "$here/naaice.pc.in" >"$lib/pkgconfig/naaice.pc"
+# The CMake package; its files find the prefix from their own folder (no @PREFIX@). With a
+# LIBDIR outside PREFIX/lib, they are told where the headers are.
 sizeof_void_p=$(($(getconf LONG_BIT) / 8))
+case "$libdir" in
+    "$prefix/lib") include_dir='${_naaice_prefix}/include' ;;
+    *) include_dir="$prefix/include" ;;
+esac
 for file in naaiceConfig naaiceConfigVersion naaiceTargets; do
     sed -e "s|@VERSION@|$version|g" -e "s|@MAJOR@|$major|g" -e "s|@MINOR@|$minor|g" \
         -e "s|@NATIVE_LIBS@|$native_libs|g" -e "s|@SIZEOF_VOID_P@|$sizeof_void_p|g" \
+        -e "s|@INCLUDE_DIR@|$include_dir|g" \
         "$here/cmake/$file.cmake.in" >"$cmake_dir/$file.cmake"
 done
-for program in naaice-swnaa naaice-bench; do
-    install -m 755 "$bin_dir/$program" "$prefix/bin/$program"
-    "$prefix/bin/$program" --man-page >"$man/$program.1"
+for program in $programs; do
+    install -m 755 "$bin_dir/$program" "$bin/$program"
+    "$bin_dir/$program" --man-page >"$destdir$mandir/man1/$program.1"
 done
-echo "installed naaice $version under $prefix"
+install -m 755 "$repo/slurm/naaice-spec" "$bin/naaice-spec"
+install -m 644 "$repo/docs/man/naaice.7" "$destdir$mandir/man7/naaice.7"
+echo "installed naaice $version under $destdir$prefix"
