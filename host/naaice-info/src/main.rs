@@ -1,0 +1,222 @@
+//! `naaice-info`: what this machine and job offer NAAICE, like `ibv_devinfo` and `ucx_info`
+//! for the NAAICE stack: the build, RDMA devices, the effective configuration, the rank and
+//! the NAAs of `NAA_SPEC`; with `--probe`, whether each NAA answers an RPC.
+
+mod config;
+mod man;
+mod probe;
+mod rdma;
+mod report;
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{CommandFactory, Parser};
+
+use crate::probe::{Outcome, Prober};
+use crate::report::{Build, Probe, Report};
+
+/// `--version`: the version and the transports of this build.
+const LONG_VERSION: &str = if cfg!(feature = "verbs") {
+    concat!(env!("CARGO_PKG_VERSION"), " (transports: soft, verbs)")
+} else {
+    concat!(env!("CARGO_PKG_VERSION"), " (transports: soft)")
+};
+
+/// What the program does (`--help` and the man page's DESCRIPTION).
+const DESCRIPTION: &str = "Reports what this machine and job offer the NAAICE stack: the \
+build (version, transports, target); RDMA (whether rdma-core's libraries load, each RDMA \
+device with its ports, GIDs and their network devices' addresses, and whether the verbs \
+transport can be used here, or why not); the effective configuration (every variable the \
+library reads, its value and whether it came from the environment or is the default, with \
+the library's own message for a value it does not accept); the rank and the variable it came \
+from; the NAA_SPEC entries and, for each function code and parameter count, the entry this \
+rank prefers and the failover order.\n\n\
+With --probe it connects to each entry as the library would (the entry's transport, else \
+NAAICE_TRANSPORT; under auto each transport is tried in turn and reported), runs the \
+memory-region setup (MRSP) with param_count regions of 64 zeroed bytes and one RPC with the \
+entry's function code, and reports per entry: ok, refused (nothing listens), overloaded (the \
+NAA's connection slots are all taken), rejected, timeout, wrong-transport (the transport asked \
+for cannot work on this machine, e.g. verbs without an RDMA device), unresolved or error, with \
+the times of connect, MRSP and RPC and the NAA's return code. A local: entry starts the \
+in-process NAA of local mode and probes it. The probe uses --timeout instead of \
+NAAICE_CONNECT_TIMEOUT and NAAICE_RPC_TIMEOUT, so that a dead NAA costs at most that.\n\n\
+--json prints the same facts as one JSON document.";
+
+/// The exit statuses (`--help` and the man page's EXIT STATUS).
+const EXIT_STATUS: &str = "0: the configuration is valid (and, with --probe, every probed \
+entry is ok). 1: a variable or the spec is invalid (an unset NAA_SPEC counts, unless --spec \
+is given), or a probed entry is not ok. 2: a command-line error.";
+
+/// Reports the NAAICE setup: build, RDMA devices, configuration, rank, NAAs; --probe checks
+/// each NAA.
+#[derive(Parser, Debug)]
+#[command(
+    version,
+    long_version = LONG_VERSION,
+    about,
+    long_about = format!("{DESCRIPTION}\n\nExit status: {EXIT_STATUS}"),
+)]
+struct Args {
+    /// Connect to each NAA_SPEC entry, run the MRSP and one RPC, and report how each went.
+    #[arg(long)]
+    probe: bool,
+    /// Time allowed per probed entry, connect, MRSP and RPC together (e.g. 3s, 500ms, 1.5).
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_duration)]
+    timeout: Duration,
+    /// Probe only entry N (counted from 1, as printed); implies --probe.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    entry: Option<u32>,
+    /// Use SPEC (NAA_SPEC syntax) instead of the NAA_SPEC variable.
+    #[arg(long, value_name = "SPEC")]
+    spec: Option<String>,
+    /// Print one JSON document (the same facts) instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Print the man page (roff) to standard output and exit.
+    #[arg(long, hide = true)]
+    man_page: bool,
+}
+
+/// Parses a duration: a number of seconds, or a number with `ms`, `s` or `m`.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (t, 1.0)
+    };
+    number
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .and_then(|v| Duration::try_from_secs_f64(v * scale).ok())
+        .ok_or_else(|| format!("{s:?} is not a duration (e.g. 3s, 500ms, 1.5, 1m)"))
+}
+
+/// Logs to stderr, filtered by `NAAICE_LOG` as in the C library (`warn` when unset or
+/// invalid).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("NAAICE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .init();
+}
+
+/// Looks at everything and probes what `args` ask for.
+fn gather(args: &Args) -> Report {
+    let g = config::gather(args.spec.as_deref());
+    let mut problems = g.problems;
+    let probe = (args.probe || args.entry.is_some()).then(|| {
+        let mut probe = Probe {
+            timeout_s: args.timeout.as_secs_f64(),
+            skipped: None,
+            entries: Vec::new(),
+        };
+        match &g.transport {
+            None => {
+                probe.skipped = Some("the transport configuration is invalid (see above)".into());
+            }
+            Some(_) if g.entries.is_empty() => {
+                probe.skipped = Some("no NAA_SPEC entries to probe".into());
+            }
+            Some(transport) => {
+                let prober = Prober {
+                    transport,
+                    transport_set: g.transport_set,
+                    local: g.local,
+                    timeout: args.timeout,
+                };
+                for (i, entry) in g.entries.iter().enumerate() {
+                    if args.entry.is_none_or(|n| n as usize == i + 1) {
+                        probe.entries.push(prober.probe(i + 1, entry));
+                    }
+                }
+            }
+        }
+        for r in probe.entries.iter().filter(|r| r.outcome != Outcome::Ok) {
+            problems.push(format!(
+                "entry #{} ({}): {}: {}",
+                r.index,
+                r.entry,
+                r.outcome,
+                r.error.as_deref().unwrap_or("")
+            ));
+        }
+        probe
+    });
+    let exit_status = u8::from(!problems.is_empty());
+    Report {
+        build: Build::current(),
+        rdma: rdma::Rdma::current(),
+        configuration: g.configuration,
+        rank: g.rank,
+        spec: g.spec,
+        probe,
+        problems,
+        exit_status,
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if args.man_page {
+        return man::print(Args::command().long_about(DESCRIPTION), EXIT_STATUS);
+    }
+    init_logging();
+    let report = gather(&args);
+    if let (Some(n), true) = (args.entry, report.spec.error.is_none()) {
+        let count = report.spec.entries.len();
+        if n as usize > count {
+            Args::command()
+                .error(
+                    clap::error::ErrorKind::InvalidValue,
+                    format!("--entry {n}: the spec has {count} entries"),
+                )
+                .exit();
+        }
+    }
+    if args.json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(json) => println!("{json}"),
+            Err(e) => {
+                eprintln!("naaice-info: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        print!("{}", report.human());
+    }
+    ExitCode::from(report.exit_status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("3s"), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration(" 1.5 "), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
+        for bad in ["", "0", "-1s", "abc", "inf"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Args::command().debug_assert();
+    }
+}
