@@ -114,6 +114,8 @@ pub struct ManExtras<'a> {
     /// Library variables the binary also reads (names from [`VARIABLES`]), besides the
     /// variables behind its options.
     pub variables: &'a [&'a str],
+    /// Whether it reads every variable of [`VARIABLES`] (then `variables` is not needed).
+    pub every_variable: bool,
     /// Exit statuses and what they mean.
     pub exit_status: &'a [(&'a str, &'a str)],
     /// Example command lines and what each does.
@@ -145,11 +147,16 @@ pub fn man_page(cmd: Command, extras: &ManExtras<'_>) -> std::io::Result<Vec<u8>
             ]);
         }
     }
+    let listed = VARIABLES
+        .iter()
+        .filter(|v| extras.every_variable || extras.variables.contains(&v.name));
     for name in extras.variables {
-        let v = VARIABLES
-            .iter()
-            .find(|v| v.name == *name)
-            .unwrap_or_else(|| panic!("{name} is not in naaice::environment::VARIABLES"));
+        assert!(
+            VARIABLES.iter().any(|v| v.name == *name),
+            "{name} is not in naaice::environment::VARIABLES"
+        );
+    }
+    for v in listed {
         roff.control("TP", []).text([bold(v.name)]);
         roff.text([roman(format!(
             "{} Default: {}.",
@@ -349,6 +356,7 @@ mod tests {
         );
         let extras = ManExtras {
             variables: &["NAAICE_LOG"],
+            every_variable: false,
             exit_status: &[("0", "Success.")],
             examples: &[("demo --port 1", "Listen on port 1.")],
             see_also: &["naaice(7)"],

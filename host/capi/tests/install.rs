@@ -79,6 +79,26 @@ fn install_then_build_with_pkg_config() {
             "{program}.1 documents no options"
         );
     }
+    // naaice-info's man page documents its environment and exit status.
+    let info = run_ok(
+        Command::new(prefix.join("bin/naaice-info")).arg("--version"),
+        LIMIT,
+    );
+    assert!(
+        info.stdout.starts_with(&format!("naaice-info {version}")),
+        "naaice-info --version: {}",
+        info.stdout
+    );
+    let page = std::fs::read_to_string(prefix.join("share/man/man1/naaice-info.1"))
+        .expect("naaice-info.1");
+    for section in [
+        ".TH naaice-info 1",
+        ".SH ENVIRONMENT",
+        ".SH \"EXIT STATUS\"",
+        "\\-\\-probe",
+    ] {
+        assert!(page.contains(section), "naaice-info.1 lacks {section}");
+    }
     let help = run_ok(
         Command::new(prefix.join("bin/naaice-bench")).arg("--help"),
         LIMIT,
@@ -185,4 +205,74 @@ fn install_then_build_with_pkg_config() {
     );
     terminate(&server);
     finish_server(server, lines).assert_clean("the installed software NAA");
+}
+
+/// A package build: `DESTDIR` stages the files while `naaice.pc` names the final paths,
+/// `LIBDIR` moves the libraries and the CMake package, and `--uninstall` removes every file
+/// install put down.
+#[test]
+fn staged_install_with_a_libdir_then_uninstall() {
+    let stage = out_dir("install-staged").join("stage");
+    let _ = std::fs::remove_dir_all(&stage);
+    let prefix = "/opt/naaice-test";
+    let libdir = "/opt/naaice-test/lib64";
+    let run_script = |args: &[&str]| {
+        run_ok(
+            Command::new("sh")
+                .arg(crate_dir().join("install.sh"))
+                .args(args)
+                .env("DESTDIR", &stage)
+                .env("LIBDIR", libdir)
+                .env("NAAICE_LIB_DIR", lib_dir())
+                .env("NAAICE_BIN_DIR", install::programs_dir()),
+            LIMIT,
+        )
+    };
+    let f = run_script(&[prefix]);
+    assert!(f.stdout.contains("installed naaice"), "{}", f.stdout);
+    let staged = |path: &str| stage.join(path.trim_start_matches('/'));
+    let version = env!("CARGO_PKG_VERSION");
+    for file in [
+        format!("{libdir}/libnaaice_ap2.so.{version}"),
+        format!("{libdir}/libnaaice_ap2.a"),
+        format!("{libdir}/cmake/naaice/naaiceTargets.cmake"),
+        format!("{prefix}/include/naaice_ap2_cpp.h"),
+        format!("{prefix}/bin/naaice-info"),
+        format!("{prefix}/bin/naaice-spec"),
+        format!("{prefix}/share/man/man1/naaice-info.1"),
+        format!("{prefix}/share/man/man7/naaice.7"),
+    ] {
+        assert!(staged(&file).is_file(), "{file} not staged");
+    }
+    assert!(
+        !Path::new(prefix).exists(),
+        "nothing may land outside DESTDIR"
+    );
+    let pc = std::fs::read_to_string(staged(&format!("{libdir}/pkgconfig/naaice.pc"))).unwrap();
+    assert!(
+        pc.contains(&format!("prefix={prefix}\n")) && pc.contains(&format!("libdir={libdir}\n")),
+        "{pc}"
+    );
+    assert!(!pc.contains(stage.to_str().unwrap()), "{pc}");
+    let targets = std::fs::read_to_string(staged(&format!(
+        "{libdir}/cmake/naaice/naaiceTargets.cmake"
+    )))
+    .unwrap();
+    assert!(targets.contains(&format!("{prefix}/include")), "{targets}");
+
+    let f = run_script(&["--uninstall", prefix]);
+    assert!(f.stdout.contains("removed"), "{}", f.stdout);
+    let mut left = Vec::new();
+    let mut dirs = vec![stage.clone()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().map(Result::unwrap) {
+            let path = entry.path();
+            if path.is_dir() && !path.is_symlink() {
+                dirs.push(path);
+            } else {
+                left.push(path);
+            }
+        }
+    }
+    assert!(left.is_empty(), "left after --uninstall: {left:?}");
 }

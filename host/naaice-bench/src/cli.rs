@@ -135,6 +135,7 @@ pub(crate) struct Args {
 /// The man page's sections beyond the options.
 pub(crate) const MAN: ManExtras<'static> = ManExtras {
     variables: &[],
+    every_variable: false,
     exit_status: &[
         ("0", "Every size was measured and the results written."),
         (

@@ -3,7 +3,6 @@
 //! the NAAs of `NAA_SPEC`; with `--probe`, whether each NAA answers an RPC.
 
 mod config;
-mod man;
 mod probe;
 mod rdma;
 mod report;
@@ -13,6 +12,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{CommandFactory, Parser};
+use naaice::cli::{ManExtras, print_reference};
 
 use crate::probe::{Outcome, Prober};
 use crate::report::{Build, Probe, Report};
@@ -49,6 +49,51 @@ const EXIT_STATUS: &str = "0: the configuration is valid (and, with --probe, eve
 entry is ok). 1: a variable or the spec is invalid (an unset NAA_SPEC counts, unless --spec \
 is given), or a probed entry is not ok. 2: a command-line error.";
 
+/// The man page's sections beyond the options.
+const MAN: ManExtras<'static> = ManExtras {
+    variables: &[],
+    every_variable: true,
+    exit_status: &[
+        (
+            "0",
+            "The configuration is valid and, with --probe, every probed entry is ok.",
+        ),
+        (
+            "1",
+            "A variable or the spec is invalid (an unset NAA_SPEC counts, unless --spec is given), or a probed entry is not ok.",
+        ),
+        ("2", "A command-line error."),
+    ],
+    examples: &[
+        (
+            "naaice-info",
+            "Show the build, the RDMA devices, the configuration, the rank and the NAAs of this shell's environment.",
+        ),
+        (
+            "NAA_SPEC=10.0.0.5:12345:1:1,10.0.0.6:12345:1:1 naaice-info --probe",
+            "Probe both NAAs: connect, memory-region setup and one RPC of function 1 each.",
+        ),
+        (
+            "naaice-info --spec 127.0.0.1:12345:3:0 --probe --timeout 500ms",
+            "Probe a software NAA on this machine (function 3 does nothing), whatever NAA_SPEC says, waiting at most half a second.",
+        ),
+        (
+            "srun -n 4 sh -c 'naaice-info --json > info.$SLURM_PROCID.json'",
+            "Record, for each rank of a Slurm job, the entry it prefers (spec.preferences in the JSON document).",
+        ),
+        (
+            "naaice-info --probe > probe.txt || exit 1",
+            "In a job script: stop before the application starts if the configuration is invalid or an NAA does not answer (probe.txt says why).",
+        ),
+    ],
+    see_also: &[
+        "naaice(7)",
+        "naaice-swnaa(1)",
+        "naaice-bench(1)",
+        "ibv_devinfo(1)",
+    ],
+};
+
 /// Reports the NAAICE setup: build, RDMA devices, configuration, rank, NAAs; --probe checks
 /// each NAA.
 #[derive(Parser, Debug)]
@@ -77,27 +122,20 @@ struct Args {
     /// Print the man page (roff) to standard output and exit.
     #[arg(long, hide = true)]
     man_page: bool,
+    /// Print the Markdown table of the options (docs/configuration.md) and exit.
+    #[arg(long, hide = true)]
+    options_reference: bool,
 }
 
-/// Parses a duration: a number of seconds, or a number with `ms`, `s` or `m`.
+/// Parses a duration above zero (`3s`, `500ms`; a bare number is seconds).
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (t, 1.0)
-    };
-    number
-        .trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite() && *v > 0.0)
-        .and_then(|v| Duration::try_from_secs_f64(v * scale).ok())
-        .ok_or_else(|| format!("{s:?} is not a duration (e.g. 3s, 500ms, 1.5, 1m)"))
+    naaice::units::parse_duration(s, Duration::from_secs(1)).and_then(|d| {
+        if d.is_zero() {
+            Err(format!("{s:?} is not a duration above zero"))
+        } else {
+            Ok(d)
+        }
+    })
 }
 
 /// Logs to stderr, filtered by `NAAICE_LOG` as in the C library (`warn` when unset or
@@ -170,8 +208,13 @@ fn gather(args: &Args) -> Report {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    if args.man_page {
-        return man::print(Args::command().long_about(DESCRIPTION), EXIT_STATUS);
+    if let Some(code) = print_reference(
+        Args::command().long_about(DESCRIPTION),
+        args.man_page,
+        args.options_reference,
+        &MAN,
+    ) {
+        return code;
     }
     init_logging();
     let report = gather(&args);
@@ -210,7 +253,7 @@ mod tests {
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration(" 1.5 "), Ok(Duration::from_millis(1500)));
         assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
-        for bad in ["", "0", "-1s", "abc", "inf"] {
+        for bad in ["", "0", "-1s", "abc", "inf", "0ms"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }

@@ -83,7 +83,7 @@ fn reports_the_configuration_and_the_entry_this_rank_prefers() {
         "rdma-core: ",
         "verbs transport: ",
         "NAAICE_TRANSPORT            soft  [environment]",
-        "NAAICE_RPC_TIMEOUT          3600  [default]",
+        "NAAICE_RPC_TIMEOUT          3600s  [default]",
         "rank: 1 of 2, local rank ? (from NAAICE_RANK)",
         "#2  127.0.0.1:7002  fn 1  params 1",
         "#3  127.0.0.1:7003  fn 3  params 0  transport soft",
@@ -352,4 +352,18 @@ fn help_and_man_page_document_exit_status_and_environment() {
     ] {
         assert!(page.contains(needle), "{needle} missing from the man page");
     }
+}
+
+/// docs/configuration.md's table of this binary's options is what the binary accepts.
+#[test]
+fn the_configuration_reference_has_every_option() {
+    let out = Command::new(env!("CARGO_BIN_EXE_naaice-info"))
+        .arg("--options-reference")
+        .output()
+        .expect("run naaice-info");
+    assert!(out.status.success());
+    let table = String::from_utf8(out.stdout).expect("UTF-8");
+    assert!(table.contains("`--probe`"), "{table}");
+    let doc = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md");
+    naaice::cli::check_section(&doc, "naaice-info", &table).unwrap();
 }

@@ -104,6 +104,7 @@ struct Args {
 /// The man page's sections beyond the options.
 const MAN: ManExtras<'static> = ManExtras {
     variables: &[],
+    every_variable: false,
     exit_status: &[
         (
             "0",

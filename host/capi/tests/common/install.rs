@@ -9,7 +9,7 @@ use super::{crate_dir, lib_dir, run_ok};
 
 const LIMIT: Duration = Duration::from_secs(300);
 
-/// Builds `naaice-swnaa` and `naaice-bench` in this test's profile and target folder (cargo
+/// Builds `naaice-swnaa`, `naaice-bench` and `naaice-info` in this test's profile and target folder (cargo
 /// holds no lock on it while tests run); returns the folder holding them.
 pub fn programs_dir() -> PathBuf {
     let lib = lib_dir();
@@ -27,7 +27,15 @@ pub fn programs_dir() -> PathBuf {
     run_ok(
         Command::new(env!("CARGO"))
             .args(["build", "--locked", "--profile", &profile])
-            .args(["-p", "naaice-swnaa", "-p", "naaice-bench", "--target-dir"])
+            .args([
+                "-p",
+                "naaice-swnaa",
+                "-p",
+                "naaice-bench",
+                "-p",
+                "naaice-info",
+            ])
+            .arg("--target-dir")
             .arg(target)
             .current_dir(crate_dir()),
         LIMIT,
