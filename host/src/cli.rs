@@ -296,6 +296,43 @@ pub fn check_section(path: &std::path::Path, name: &str, body: &str) -> Result<(
     ))
 }
 
+/// For a binary's tests: its `--options-reference` table is the section named after the
+/// binary in `docs/configuration.md` (`repo` is the repository's root), and its `--man-page`
+/// has the sections ENVIRONMENT, EXIT STATUS, EXAMPLES and SEE ALSO. Returns the table.
+pub fn check_binary_reference(
+    exe: &std::path::Path,
+    repo: &std::path::Path,
+) -> Result<String, String> {
+    let name = exe
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or("the binary has no name")?;
+    let output = |flag: &str| -> Result<String, String> {
+        let out = std::process::Command::new(exe)
+            .arg(flag)
+            .output()
+            .map_err(|e| format!("{name} {flag}: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("{name} {flag}: {}", out.status));
+        }
+        String::from_utf8(out.stdout).map_err(|e| format!("{name} {flag}: {e}"))
+    };
+    let table = output("--options-reference")?;
+    check_section(&repo.join("docs/configuration.md"), name, &table)?;
+    let page = output("--man-page")?;
+    for section in [
+        ".SH ENVIRONMENT",
+        ".SH \"EXIT STATUS\"",
+        ".SH EXAMPLES",
+        ".SH \"SEE ALSO\"",
+    ] {
+        if !page.contains(section) {
+            return Err(format!("the man page of {name} has no {section}"));
+        }
+    }
+    Ok(table)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use common::*;
 use naaice::core::{FunctionCode, ReturnCode};
-use naaice::swnaa::{KernelContext, KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle};
-use naaice::transport::soft::SoftTransport;
+use naaice::swnaa::{KernelContext, KernelRegistry, SoftNaaHandle};
 
 const LIMIT: Duration = Duration::from_secs(300);
 
@@ -204,14 +203,7 @@ fn software_naa() -> SoftNaaHandle {
     for n in 1..=32 {
         kernels.register(code(20 + n), add_one);
     }
-    let config = SoftNaaConfig {
-        max_connections: 8,
-        ..SoftNaaConfig::default()
-    };
-    let addr = "127.0.0.1:0".parse().expect("loopback address");
-    SoftNaa::bind(SoftTransport::default(), addr, config, kernels)
-        .and_then(SoftNaa::spawn)
-        .expect("start the software NAA")
+    kernels::serve(kernels)
 }
 
 /// Compiles a program that includes only the library's headers with implicit declarations

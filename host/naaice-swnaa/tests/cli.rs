@@ -13,6 +13,32 @@ fn swnaa(args: &[&str]) -> Output {
         .expect("run naaice-swnaa")
 }
 
+/// Starts the server on a free loopback port with its defaults (the transport and waiting
+/// variables removed) plus `extra`; returns it and its stderr lines.
+fn start(extra: &[&str]) -> (std::process::Child, mpsc::Receiver<String>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_naaice-swnaa"))
+        .args(["--address", "127.0.0.1", "--port", "0"])
+        .args(extra)
+        .env_remove("NAAICE_TRANSPORT")
+        .env_remove("NAAICE_WAIT")
+        .env_remove("NAAICE_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start naaice-swnaa");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx)
+}
+
 #[test]
 fn help_and_version_describe_the_server() {
     let help = swnaa(&["--help"]);
@@ -54,23 +80,7 @@ fn verbs_in_a_build_without_it_says_how_to_get_it() {
 
 #[test]
 fn logs_to_a_file_have_no_colour_codes() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_naaice-swnaa"))
-        .args(["--address", "127.0.0.1", "--port", "0", "--log", "info"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start naaice-swnaa");
-    let stderr = child.stderr.take().expect("piped stderr");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let (mut child, rx) = start(&["--log", "info"]);
     // The tracing event of the listener (INFO level), not the plain "listening on" line.
     let line = loop {
         match rx.recv_timeout(Duration::from_secs(60)) {
@@ -108,24 +118,7 @@ fn a_bad_eviction_grace_is_a_clear_error() {
 
 #[test]
 fn a_default_client_meets_a_default_server_and_the_banner_says_how() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_naaice-swnaa"))
-        .args(["--address", "127.0.0.1", "--port", "0"])
-        .env_remove("NAAICE_TRANSPORT")
-        .env_remove("NAAICE_WAIT")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start naaice-swnaa");
-    let stderr = child.stderr.take().expect("piped stderr");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let (mut child, rx) = start(&[]);
     let mut banner = Vec::new();
     while !banner
         .iter()
@@ -204,32 +197,15 @@ fn durations_and_sizes_take_units() {
     assert!(text.contains("cannot listen on 192.0.2.1"), "{text}");
 }
 
-/// docs/configuration.md's table of this binary's options is what the binary accepts.
+/// docs/configuration.md's table of this binary's options is what the binary accepts, and the
+/// man page has the usual sections.
 #[test]
-fn the_configuration_reference_has_every_option() {
-    let out = swnaa(&["--options-reference"]);
-    assert!(out.status.success());
-    let table = String::from_utf8(out.stdout).expect("UTF-8");
+fn the_configuration_reference_and_man_page_are_the_code() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_naaice-swnaa"));
+    let table = naaice::cli::check_binary_reference(exe, &repo).unwrap();
     assert!(
         table.contains("`--transport`, `-t` | `NAAICE_TRANSPORT` | `auto`"),
         "{table}"
     );
-    let doc = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md");
-    naaice::cli::check_section(&doc, "naaice-swnaa", &table).unwrap();
-}
-
-#[test]
-fn the_man_page_has_the_usual_sections() {
-    let out = swnaa(&["--man-page"]);
-    assert!(out.status.success());
-    let page = String::from_utf8_lossy(&out.stdout);
-    for section in [
-        ".SH ENVIRONMENT",
-        ".SH \"EXIT STATUS\"",
-        ".SH EXAMPLES",
-        ".SH \"SEE ALSO\"",
-    ] {
-        assert!(page.contains(section), "{section} missing");
-    }
-    assert!(page.contains("NAAICE_TRANSPORT") && page.contains("NAAICE_LOG"));
 }

@@ -162,22 +162,14 @@ impl AnyTransport {
         }
     }
 
-    /// Connects with the verbs transport (this one's configuration where it has one).
+    /// The verbs transport (this one's configuration where it has one).
     #[cfg(feature = "verbs")]
-    fn connect_verbs(
-        &self,
-        remote: SocketAddr,
-        local: Option<SocketAddr>,
-        deadline: Instant,
-    ) -> Result<AnyEndpoint> {
-        let verbs = match self {
+    fn verbs(&self) -> VerbsTransport {
+        match self {
             Self::Auto(a) => a.verbs.clone(),
             Self::Verbs(t) => t.clone(),
             Self::Soft(_) => VerbsTransport::default(),
-        };
-        verbs
-            .connect(remote, local, deadline)
-            .map(|ep| AnyEndpoint(Ep::Verbs(ep)))
+        }
     }
 
     /// Each transport a listener of this transport serves (see [`AnyListener::served`]).
@@ -294,7 +286,7 @@ impl Transport for AnyTransport {
             Self::Auto(t) => t.connect(remote, local, deadline),
             Self::Soft(t) => Ok(AnyEndpoint(Ep::Soft(t.connect(remote, local, deadline)?))),
             #[cfg(feature = "verbs")]
-            Self::Verbs(_) => self.connect_verbs(remote, local, deadline),
+            Self::Verbs(t) => t.connect(remote, local, deadline).map(AnyEndpoint::from),
         }
     }
 
@@ -313,7 +305,10 @@ impl Transport for AnyTransport {
                 self.soft().connect(remote, local, deadline)?,
             ))),
             #[cfg(feature = "verbs")]
-            Some(TransportKind::Verbs) => self.connect_verbs(remote, local, deadline),
+            Some(TransportKind::Verbs) => self
+                .verbs()
+                .connect(remote, local, deadline)
+                .map(AnyEndpoint::from),
             #[cfg(not(feature = "verbs"))]
             Some(TransportKind::Verbs) => Err(super::TransportError::Unavailable(
                 ParseTransportError::VerbsNotBuilt.to_string(),
@@ -509,41 +504,49 @@ mod tests {
         assert!(e.to_string().contains("cargo feature `verbs`"), "{e}");
     }
 
-    #[test]
-    fn an_rpc_through_the_runtime_transport() {
+    /// A software NAA on a free loopback port over `transport`, with the built-in kernels.
+    fn bound(transport: AnyTransport) -> crate::swnaa::SoftNaa<AnyTransport> {
         use crate::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig};
-        use crate::{Naa, NaaOptions, Param};
-        let transport: AnyTransport = "soft".parse().unwrap();
-        let naa = SoftNaa::bind(
-            transport.clone(),
-            "127.0.0.1:0".parse().unwrap(),
+        let addr = "127.0.0.1:0".parse().unwrap();
+        SoftNaa::bind(
+            transport,
+            addr,
             SoftNaaConfig::default(),
             KernelRegistry::builtin(),
         )
         .unwrap()
-        .spawn()
-        .unwrap();
-        let p = Param::from_vec(vec![1, 2, 3]);
-        let options = NaaOptions::at(naa.local_addr());
+    }
+
+    /// One RPC of built-in kernel `fncode` (adds `fncode` to every byte) on `data` in place.
+    fn rpc(
+        transport: &AnyTransport,
+        options: &crate::NaaOptions,
+        fncode: u32,
+        data: &[u8],
+    ) -> Vec<u8> {
+        use crate::{Naa, Param};
+        let p = Param::from_vec(data.to_vec());
         let mut h: Naa =
-            Naa::create_with(&transport, 1, vec![p.clone()], vec![p], &options).unwrap();
+            Naa::create_with(transport, fncode, vec![p.clone()], vec![p], options).unwrap();
         h.invoke().unwrap();
         assert!(h.wait().unwrap().naa_error.is_success());
-        assert_eq!(h.output(0).unwrap().to_vec(), [2, 3, 4]);
+        let out = h.output(0).unwrap().to_vec();
+        h.finalize();
+        out
+    }
+
+    #[test]
+    fn an_rpc_through_the_runtime_transport() {
+        let transport: AnyTransport = "soft".parse().unwrap();
+        let naa = bound(transport.clone()).spawn().unwrap();
+        let options = crate::NaaOptions::at(naa.local_addr());
+        assert_eq!(rpc(&transport, &options, 1, &[1, 2, 3]), [2, 3, 4]);
     }
 
     #[test]
     fn auto_clients_meet_an_auto_software_naa() {
-        use crate::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig};
-        use crate::{Naa, NaaOptions, Param};
         let transport = AnyTransport::default();
-        let naa = SoftNaa::bind(
-            transport.clone(),
-            "127.0.0.1:0".parse().unwrap(),
-            SoftNaaConfig::default(),
-            KernelRegistry::builtin(),
-        )
-        .unwrap();
+        let naa = bound(transport.clone());
         let served = naa.served();
         assert_eq!(served[0].kind, TransportKind::Soft);
         assert_eq!(served[0].addr, Ok(naa.local_addr()));
@@ -556,13 +559,8 @@ mod tests {
         let banner: Vec<String> = served.iter().map(ToString::to_string).collect();
         assert!(banner[0].contains("NAAICE_TRANSPORT=auto"), "{banner:?}");
         let naa = naa.spawn().unwrap();
-        let p = Param::from_vec(vec![1, 2, 3]);
-        let options = NaaOptions::at(naa.local_addr());
-        let mut h: Naa =
-            Naa::create_with(&transport, 2, vec![p.clone()], vec![p], &options).unwrap();
-        h.invoke().unwrap();
-        assert!(h.wait().unwrap().naa_error.is_success());
-        assert_eq!(h.output(0).unwrap().to_vec(), [3, 4, 5]);
+        let options = crate::NaaOptions::at(naa.local_addr());
+        assert_eq!(rpc(&transport, &options, 2, &[1, 2, 3]), [3, 4, 5]);
     }
 
     #[test]
@@ -586,17 +584,8 @@ mod tests {
     #[test]
     fn an_entry_names_its_transport() {
         use crate::spec::{Pool, parse};
-        use crate::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig};
         use crate::{Error, Naa, NaaOptions, Param};
-        let naa = SoftNaa::bind(
-            SoftTransport::default(),
-            "127.0.0.1:0".parse().unwrap(),
-            SoftNaaConfig::default(),
-            KernelRegistry::builtin(),
-        )
-        .unwrap()
-        .spawn()
-        .unwrap();
+        let naa = bound("soft".parse().unwrap()).spawn().unwrap();
         let port = naa.local_addr().port();
         let options = |spec: &str| NaaOptions {
             pool: Some(Pool::new(parse(spec).unwrap())),
@@ -604,28 +593,22 @@ mod tests {
             connect_timeout: std::time::Duration::from_secs(2),
             ..NaaOptions::default()
         };
-        let p = || Param::from_vec(vec![7]);
         // `soft` in the entry wins over a verbs-only program transport.
         #[cfg(feature = "verbs")]
         let program = AnyTransport::Verbs(VerbsTransport::default());
         #[cfg(not(feature = "verbs"))]
         let program = AnyTransport::default();
         let spec = format!("127.0.0.1:{port}:1:1:soft");
-        let q = p();
-        let mut h: Naa = Naa::create_with(&program, 1, vec![q.clone()], vec![q], &options(&spec))
-            .expect("the entry's soft transport");
-        h.invoke().unwrap();
-        assert!(h.wait().unwrap().naa_error.is_success());
-        assert_eq!(h.output(0).unwrap().to_vec(), [8]);
-        h.finalize();
+        assert_eq!(rpc(&program, &options(&spec), 1, &[7]), [8]);
         // A concrete transport cannot make another kind of connection: a clear error.
         if cfg!(feature = "verbs") {
             let spec = format!("127.0.0.1:{port}:1:1:verbs");
+            let p = Param::from_vec(vec![7]);
             let err = Naa::create_with(
                 &SoftTransport::default(),
                 1,
-                vec![p()],
-                vec![p()],
+                vec![p.clone()],
+                vec![p],
                 &options(&spec),
             )
             .unwrap_err();

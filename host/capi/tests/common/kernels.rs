@@ -106,6 +106,11 @@ pub fn software_naa() -> SoftNaaHandle {
     kernels.register(code(AXPY), axpy);
     kernels.register(code(SUM), sum);
     kernels.register(code(FAILS), always_fails);
+    serve(kernels)
+}
+
+/// A software NAA on a free loopback port (software transport, 8 connections) with `kernels`.
+pub fn serve(kernels: KernelRegistry) -> SoftNaaHandle {
     let config = SoftNaaConfig {
         max_connections: 8,
         ..SoftNaaConfig::default()
