@@ -326,3 +326,15 @@ fn set_functions_semantics_under_sanitizers() {
         f.stderr
     );
 }
+
+/// The tutorial's and README's C program (`docs/tutorial/hello.c`) under the sanitizers, in
+/// local mode.
+#[test]
+fn tutorial_hello_under_sanitizers() {
+    let bin = build_sanitized(&out_dir("c"), "hello", &["../../docs/tutorial/hello.c"]);
+    let f = run_ok(
+        sanitizer_env(&mut Command::new(bin)).env("NAA_SPEC", "local:1:1"),
+        LIMIT,
+    );
+    assert!(f.stdout.contains("0 wrong"), "{}", f.stdout);
+}
