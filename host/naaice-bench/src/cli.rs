@@ -38,7 +38,7 @@ with their ratios). Bandwidth is 2 x size / time (the RPC moves size bytes each 
 pub(crate) struct Args {
     /// The NAA to benchmark, as HOST:PORT (for example an FPGA, or a naaice-swnaa started
     /// elsewhere). Without it, naaice-bench starts its own software NAA in this process: on
-    /// loopback over the software transport, on --addr over verbs.
+    /// loopback over the software transport, on --address over verbs.
     #[arg(long, value_name = "HOST:PORT")]
     pub naa: Option<String>,
     /// Transport: `soft` (RC semantics over TCP, which naaice-swnaa always serves) or
