@@ -52,7 +52,7 @@ impl<E: Endpoint> Driver<E, Server> {
     pub(crate) fn allocate(&mut self, region: RegionId, size: u32, internal: bool) {
         let now = clock::now();
         let Some(buffer) = try_zeroed(size as usize) else {
-            tracing::warn!(size, "allocation failed");
+            tracing::warn!(size = %crate::units::size(u64::from(size)), "allocation failed");
             let _ = self.machine.assignment_failed(now, region);
             return;
         };

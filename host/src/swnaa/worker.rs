@@ -224,9 +224,9 @@ fn reserve<E: Endpoint>(
     let reservation = budget.reserve(total);
     if reservation.is_none() {
         tracing::warn!(
-            requested = total,
-            reserved = budget.used(),
-            budget = budget.limit(),
+            requested = %crate::units::size(total),
+            reserved = %crate::units::size(budget.used()),
+            budget = %crate::units::size(budget.limit()),
             "memory budget exhausted: refusing the MRSP request with 0x01 (not enough memory)"
         );
     }
