@@ -30,8 +30,8 @@ pub mod time;
 pub mod wire;
 
 pub use machine::{
-    Client, ClientAction, ClientConfig, Input, KernelSet, Machine, Phase, Placement, Post, Server,
-    ServerAction, ServerConfig,
+    Client, ClientAction, ClientConfig, Input, KernelSet, Machine, Phase, Placement, Post, RpcArgs,
+    Server, ServerAction, ServerConfig,
 };
 pub use region::{ClientRegions, RegionFlags, RegionId, ServerRegions};
 pub use time::Instant;

@@ -15,7 +15,9 @@ use naaice_core::machine::{
 use naaice_core::wire::imm::encode_request;
 use naaice_core::wire::mrsp::{self, AdvertRecord};
 use naaice_core::wire::{FunctionCode, ReturnCode};
-use naaice_core::{Client, ClientConfig, ClientRegions, Input, Instant, Server, ServerConfig};
+use naaice_core::{
+    Client, ClientConfig, ClientRegions, Input, Instant, RpcArgs, Server, ServerConfig,
+};
 
 /// §10.2 Advertisement+Request (three parameters: single-send input, in-place, output; one
 /// internal region), 100 bytes.
@@ -260,12 +262,15 @@ fn ready_client(now: Instant) -> (Client, WrId) {
 fn the_client_express_lane_runs_rpcs_as_the_general_path_does() {
     let mut now = Instant::ZERO;
     let (mut c, mut recv) = ready_client(now);
-    let timeout = Duration::from_secs(1);
+    let args = RpcArgs {
+        timeout: Duration::from_secs(1),
+        ..c.config().rpc_args()
+    };
     for rpc in 1..=3u32 {
         let mut g = c.clone();
-        g.start_rpc_with_timeout(now, timeout).expect("start RPC");
+        g.start_rpc(now, args).expect("start RPC");
         let general = drain(&mut g);
-        let spare = c.express_rpc(now, timeout).expect("start RPC");
+        let spare = c.express_rpc(now, args).expect("start RPC");
         let spare = spare.expect("the lane takes the start");
         let writes: Vec<_> = core::iter::from_fn(|| c.express_write()).collect();
         // The writes, then the next RPC's receive (this reply's was posted ahead).

@@ -16,7 +16,7 @@
 use core::time::Duration;
 
 use hex_literal::hex;
-use naaice_core::machine::{Error, KernelSet, Machine, Placement, RecvBuffer, WorkError};
+use naaice_core::machine::{Error, KernelSet, Machine, Placement, RecvBuffer, RpcArgs, WorkError};
 use naaice_core::testkit::AnyAction as Action;
 use naaice_core::testkit::pair::{
     Act, AllocMode, CLIENT_RKEY, CLIENT_VA, KernelMode, Pair, SERVER_RKEY, SERVER_VA, Side,
@@ -166,14 +166,14 @@ fn happy_path_vector_b_mrsp_and_three_rpcs() {
     assert_eq!((p.cnic.recvs.len(), p.snic.recvs.len()), (1, 2));
 
     let user = [0x11, 0x22, 0x33];
-    p.client.set_user_bytes(user).unwrap();
+    p.user = user;
     let imm = encode_request(fc(1), user);
     assert_eq!(imm, 0x3322_1181);
     let p0 = p.cnic.mem(0).to_vec();
     let p1 = p.cnic.mem(1).to_vec();
 
     // RPC 1: both inputs, the last WITH IMM; outputs p1 (in place) and p2 come back.
-    p.client.start_rpc(p.now).unwrap();
+    p.client.start_rpc(p.now, p.args()).unwrap();
     p.run();
     let client = p.take_actions(Side::Client);
     let server = p.take_actions(Side::Server);
@@ -257,7 +257,7 @@ fn happy_path_vector_b_mrsp_and_three_rpcs() {
 
     // RPC 3 with new user bytes.
     let user = [0xA0, 0xB0, 0xC0];
-    p.client.set_user_bytes(user).unwrap();
+    p.user = user;
     let imm = encode_request(fc(1), user);
     assert_eq!(imm, 0xC0B0_A081);
     let (client, server) = p.rpc();
@@ -1280,7 +1280,13 @@ fn client_rpc_timeout() {
     p.kernel_mode = KernelMode::Manual;
     p.mrsp();
     p.client
-        .start_rpc_with_timeout(p.now, Duration::from_millis(1500))
+        .start_rpc(
+            p.now,
+            RpcArgs {
+                timeout: Duration::from_millis(1500),
+                ..p.args()
+            },
+        )
         .unwrap();
     p.run();
     assert_eq!(p.client.poll_timeout(), Some(Instant::from_millis(1500)));
@@ -1506,7 +1512,7 @@ fn remote_access_error_on_the_client_write() {
     p.run();
     p.take(Side::Client);
     p.take(Side::Server);
-    p.client.start_rpc(p.now).unwrap();
+    p.client.start_rpc(p.now, p.args()).unwrap();
     p.run();
     let client = p.take_actions(Side::Client);
     let Action::Write(w) = client[1] else {
@@ -1555,7 +1561,7 @@ fn remote_access_error_on_the_server_write_back() {
     p.take(Side::Client);
     p.take(Side::Server);
     let p1 = p.cnic.mem(1).to_vec();
-    p.client.start_rpc(p.now).unwrap();
+    p.client.start_rpc(p.now, p.args()).unwrap();
     p.run();
     let server = p.take_actions(Side::Server);
     let Action::Write(w) = server[2] else {
@@ -1624,7 +1630,7 @@ fn failed_data_receive_sends_the_error_write_d07() {
 
     // RPC 2 posts its reply's receive itself, before its writes; that fails too.
     p.cnic.fail_data_recv = true;
-    p.client.start_rpc(p.now).unwrap();
+    p.client.start_rpc(p.now, p.args()).unwrap();
     p.run();
     let client = p.take_actions(Side::Client);
     let Action::PostRecv { wr_id, .. } = client[0] else {
@@ -1702,7 +1708,7 @@ fn commands_in_the_wrong_phase_change_nothing() {
     p.connect();
     // start_rpc before the MRSP.
     assert_eq!(
-        p.client.start_rpc(p.now),
+        p.client.start_rpc(p.now, p.args()),
         Err(Error::WrongPhase {
             phase: Phase::Connected
         })
@@ -1803,12 +1809,11 @@ fn commands_in_the_wrong_phase_change_nothing() {
         })
     );
     p.kernel_mode = KernelMode::Manual;
-    p.client.start_rpc(p.now).unwrap();
+    p.client.start_rpc(p.now, p.args()).unwrap();
     let busy = Error::WrongPhase {
         phase: Phase::DataSending,
     };
-    assert_eq!(p.client.start_rpc(p.now), Err(busy));
-    assert_eq!(p.client.set_user_bytes([1, 2, 3]), Err(busy));
+    assert_eq!(p.client.start_rpc(p.now, p.args()), Err(busy));
     assert_eq!(
         p.client.set_bytes_to_send(RegionId::new(1), Some(10)),
         Err(busy)
@@ -1857,7 +1862,7 @@ fn machines_keep_progress_result_and_terminal_error() {
     assert_eq!((p.client.last_result(), p.client.error()), (None, None));
 
     // An RPC: busy until the reply, then the result is kept until taken.
-    p.client.start_rpc(p.now).unwrap();
+    p.client.start_rpc(p.now, p.args()).unwrap();
     p.run();
     assert!(p.client.is_busy() && p.server.kernel_running());
     p.finish_kernel(ReturnCode::SUCCESS).unwrap();
@@ -1868,19 +1873,15 @@ fn machines_keep_progress_result_and_terminal_error() {
         (ReturnCode::SUCCESS, 256, 1)
     );
     assert!(!p.client.is_busy() && !p.server.kernel_running());
-    assert_eq!(p.client.take_result(), Some(result));
-    assert_eq!(
-        (p.client.take_result(), p.client.last_result()),
-        (None, None)
-    );
+    assert_eq!(p.client.last_result(), Some(result));
 
     // A kernel timeout orphans the kernel: still running, RPC answered; the late result is
     // only noted.
-    p.client.start_rpc(p.now).unwrap();
+    p.client.start_rpc(p.now, p.args()).unwrap();
     p.run();
     p.advance(Duration::from_secs(10));
     assert_eq!(
-        p.client.take_result().map(|r| r.status),
+        p.client.last_result().map(|r| r.status),
         Some(ReturnCode::KERNEL_TIMEOUT)
     );
     assert!(p.server.kernel_running() && p.server.error().is_none());
@@ -1888,7 +1889,7 @@ fn machines_keep_progress_result_and_terminal_error() {
     assert!(!p.server.kernel_running());
 
     // The connection breaks mid-RPC: the client keeps the terminal error, the server ends.
-    p.client.start_rpc(p.now).unwrap();
+    p.client.start_rpc(p.now, p.args()).unwrap();
     p.run();
     p.hang_up(Side::Client);
     p.client.handle_input(p.now, Input::Disconnected);
@@ -1946,7 +1947,7 @@ fn a_flushed_receive_posted_ahead_leaves_the_disconnect_to_say_so() {
     for flush_first in [false, true] {
         let mut p = vector_b(1);
         p.mrsp();
-        p.client.start_rpc(p.now).unwrap();
+        p.client.start_rpc(p.now, p.args()).unwrap();
         p.run();
         let spare = spare_of(&p.take_actions(Side::Client));
         assert!(!p.client.is_busy());
@@ -1974,7 +1975,7 @@ fn a_flushed_receive_posted_ahead_leaves_the_disconnect_to_say_so() {
 fn a_receive_posted_ahead_that_fails_otherwise_fails_the_connection() {
     let mut p = vector_b(1);
     p.mrsp();
-    p.client.start_rpc(p.now).unwrap();
+    p.client.start_rpc(p.now, p.args()).unwrap();
     p.run();
     let spare = spare_of(&p.take_actions(Side::Client));
     // A SEND into the data receive (no buffer) between RPCs: a peer's error, not a flush.
@@ -1996,7 +1997,7 @@ fn a_receive_posted_ahead_that_fails_otherwise_fails_the_connection() {
 fn a_stray_reply_between_rpcs_meets_the_receive_posted_ahead_and_fails() {
     let mut p = vector_b(1);
     p.mrsp();
-    p.client.start_rpc(p.now).unwrap();
+    p.client.start_rpc(p.now, p.args()).unwrap();
     p.run();
     let spare = spare_of(&p.take_actions(Side::Client));
     // The NAA writes WITH IMM with no RPC in flight: the receive posted ahead takes it.

@@ -25,7 +25,7 @@ use naaice_core::wire::mrsp::{
 };
 use naaice_core::{
     Client, ClientConfig, ClientRegions, FunctionCode, Input, Instant, Machine, Phase, RegionId,
-    ReturnCode, Server, ServerConfig,
+    ReturnCode, RpcArgs, Server, ServerConfig,
 };
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -797,7 +797,7 @@ fn vector_a_client_machine() -> TestResult {
     assert_eq!(c.remote_regions(), &a_adverts());
     let mut buf = [0u8; BUF_LEN];
     for rpc in 1..=2 {
-        c.start_rpc(T0)?;
+        c.start_rpc(T0, c.config().rpc_args())?;
         let actions = drain_client(&mut c, &mut buf);
         let recv = next;
         next = next_reply_recv(&actions);
@@ -875,7 +875,7 @@ fn client_machine_decodes_reply_immediates() -> TestResult {
     ] {
         let (mut c, recv) = client_mrsp(c_table()?, ClientConfig::new(fncode(3)), &C_AAR, &C_ADV);
         let mut buf = [0u8; BUF_LEN];
-        c.start_rpc(T0)?;
+        c.start_rpc(T0, c.config().rpc_args())?;
         let actions = drain_client(&mut c, &mut buf);
         next_reply_recv(&actions);
         let w = writes(&actions);
@@ -916,11 +916,14 @@ fn vector_b_client_machine() -> TestResult {
     let mut config = ClientConfig::new(fncode(2));
     config.rpc_timeout = Duration::from_secs(1);
     let (mut c, recv) = client_mrsp(b_table()?, config, &B_AAR, &B_ADV);
-    c.set_user_bytes([0x11, 0x22, 0x33])?;
+    let args = RpcArgs {
+        user: [0x11, 0x22, 0x33],
+        ..config.rpc_args()
+    };
     let mut buf = [0u8; BUF_LEN];
 
     // RPC 1: p0 (single-send) and p1 WITH IMM 33 22 11 82.
-    c.start_rpc(T0)?;
+    c.start_rpc(T0, args)?;
     let actions = drain_client(&mut c, &mut buf);
     let next = next_reply_recv(&actions);
     let w = writes(&actions);
@@ -953,7 +956,7 @@ fn vector_b_client_machine() -> TestResult {
     assert_eq!(r.bytes_received, 256);
 
     // RPC 2: p0 is dropped; only p1 WITH IMM.
-    c.start_rpc(T0)?;
+    c.start_rpc(T0, args)?;
     let actions = drain_client(&mut c, &mut buf);
     let w = writes(&actions);
     assert_eq!(w.len(), 1);
@@ -980,7 +983,7 @@ fn vector_b_client_machine() -> TestResult {
         },
     );
     let _ = drain_client(&mut c, &mut buf);
-    c.start_rpc(T0)?;
+    c.start_rpc(T0, args)?;
     let actions = drain_client(&mut c, &mut buf);
     let Some(&Action::PostRecv { wr_id: recv, .. }) = actions.first() else {
         panic!()

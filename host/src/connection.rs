@@ -22,12 +22,12 @@ use std::net::SocketAddr;
 use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
-use naaice_core::machine::{Machine, RpcResult};
+use naaice_core::machine::{Machine, RpcArgs, RpcResult};
 use naaice_core::region::InternalId;
 use naaice_core::{Client, ClientConfig, FunctionCode, Phase, RegionId};
 
 use crate::clock;
-use crate::driver::{ClientEvent, Driver};
+use crate::driver::{Calling, ClientEvent, Driver};
 use crate::error::{Error, Result};
 use crate::memory::Buffer;
 use crate::transport::{AnyEndpoint, Endpoint, Transport};
@@ -46,8 +46,11 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct Connection<E: Endpoint = AnyEndpoint> {
     driver: Driver<E, Client>,
     params: Vec<Buffer>,
-    /// The machine's last result was returned by [`Connection::poll`] or [`Connection::wait`].
-    reported: bool,
+    /// The user bytes of the RPCs started without their own ([`Connection::set_immediate`]).
+    user: [u8; 3],
+    /// The result of the RPC that finished, until [`Connection::poll`] or
+    /// [`Connection::wait`] returns it.
+    finished: Option<RpcResult>,
 }
 
 impl<E: Endpoint> std::fmt::Debug for Connection<E> {
@@ -98,7 +101,8 @@ impl<E: Endpoint> Connection<E> {
         Ok(Self {
             driver,
             params: Vec::new(),
-            reported: false,
+            user: [0; 3],
+            finished: None,
         })
     }
 
@@ -163,9 +167,19 @@ impl<E: Endpoint> Connection<E> {
         Ok(())
     }
 
-    /// The three user bytes of the RPC immediate (spec §3.2).
+    /// The three user bytes of the RPC immediate (spec §3.2) of the RPCs started from now on
+    /// without their own ([`Connection::init_transfer`], [`Connection::do_transfer`]); not
+    /// while an RPC is in flight.
     pub fn set_immediate(&mut self, user: [u8; 3]) -> Result<()> {
-        Ok(self.client_mut().set_user_bytes(user)?)
+        self.check_failed()?;
+        if self.client().is_busy() {
+            return Err(naaice_core::machine::Error::WrongPhase {
+                phase: self.phase(),
+            }
+            .into());
+        }
+        self.user = user;
+        Ok(())
     }
 
     /// Bytes a parameter sends per RPC (`None` = its full size, `Some(0)` = a zero-length
@@ -201,7 +215,8 @@ impl<E: Endpoint> Connection<E> {
         self.client().mrsp_done()
     }
 
-    /// Starts an RPC without waiting (deadline: the configured RPC timeout).
+    /// Starts an RPC without waiting (the configured function code and deadline, the user
+    /// bytes of [`Connection::set_immediate`]).
     pub fn init_transfer(&mut self) -> Result<()> {
         let timeout = self.client().config().rpc_timeout;
         self.init_transfer_with_timeout(timeout)
@@ -209,14 +224,12 @@ impl<E: Endpoint> Connection<E> {
 
     /// Starts an RPC with its own deadline.
     pub fn init_transfer_with_timeout(&mut self, timeout: Duration) -> Result<()> {
-        self.check_failed()?;
-        self.driver.start_rpc(timeout)?;
-        self.reported = false;
-        self.progress(false)
+        let fncode = self.client().config().fncode;
+        self.init_transfer_with(fncode, self.user, timeout)
     }
 
-    /// Starts an RPC with its own function code, user bytes (spec §3.2) and deadline; they
-    /// stay in effect for later RPCs until changed.
+    /// Starts an RPC with its own function code, user bytes (spec §3.2) and deadline, for
+    /// this RPC only.
     pub fn init_transfer_with(
         &mut self,
         fncode: FunctionCode,
@@ -224,17 +237,20 @@ impl<E: Endpoint> Connection<E> {
         timeout: Duration,
     ) -> Result<()> {
         self.check_failed()?;
-        self.client_mut().set_fncode(fncode)?;
-        self.client_mut().set_user_bytes(user)?;
-        self.init_transfer_with_timeout(timeout)
+        let args = RpcArgs {
+            fncode,
+            user,
+            timeout,
+        };
+        self.driver.start_rpc(args)?;
+        self.finished = None;
+        self.progress(false)
     }
 
     /// True from [`Connection::init_transfer`] until [`Connection::poll`] or
     /// [`Connection::wait`] returned the RPC's result (or an error).
     pub fn rpc_in_flight(&self) -> bool {
-        let client = self.client();
-        client.error().is_none()
-            && (client.is_busy() || (client.last_result().is_some() && !self.reported))
+        self.client().error().is_none() && (self.client().is_busy() || self.finished.is_some())
     }
 
     /// The result of the last finished RPC.
@@ -245,12 +261,7 @@ impl<E: Endpoint> Connection<E> {
     /// Makes progress without blocking. Returns the RPC result once the RPC in flight is done.
     pub fn poll(&mut self) -> Result<Option<RpcResult>> {
         self.progress(true)?;
-        if self.reported || self.client().is_busy() {
-            return Ok(None);
-        }
-        let result = self.client().last_result();
-        self.reported = result.is_some();
-        Ok(result)
+        Ok(self.finished.take())
     }
 
     /// Blocks until the RPC in flight finishes (or fails, or its deadline passes).
@@ -282,12 +293,13 @@ impl<E: Endpoint> Connection<E> {
     fn progress(&mut self, read: bool) -> Result<()> {
         self.check_failed()?;
         if read {
-            self.driver.pump_rpc()?;
+            self.driver.pump(&mut Calling)?;
         }
         while let Some(event) = self.driver.next_event() {
-            // The machine keeps the MRSP state, the result and the error.
+            // The machine keeps the MRSP state and the error.
             match event {
-                ClientEvent::MrspComplete | ClientEvent::RpcComplete => {}
+                ClientEvent::MrspComplete => {}
+                ClientEvent::RpcComplete(result) => self.finished = Some(result),
                 ClientEvent::Failed(e) => {
                     tracing::warn!(error = %e, "connection failed");
                     self.driver.disconnect();

@@ -139,28 +139,108 @@ pub enum ServerAction {
     Disconnect,
 }
 
-/// An action of either role: lets a generic driver execute the work requests itself and
-/// hand everything else to the role-specific code.
-pub trait MachineAction: Copy + core::fmt::Debug {
-    /// The work request to post, if this action is one.
-    fn post(&self) -> Option<Post>;
+/// An action sorted for its driver ([`MachineAction::sort`]): a work request to post, or an
+/// event for the owner of the connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step<E> {
+    /// Post a work request.
+    Post(Post),
+    /// Report this to the owner of the connection.
+    Event(E),
 }
 
-impl MachineAction for ClientAction {
+/// What the client machine reports to the owner of its connection (its actions other than
+/// work requests).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ClientEvent {
+    /// The MRSP finished; RPCs may start.
+    MrspComplete,
+    /// An RPC finished (whatever its return code).
+    RpcComplete(RpcResult),
+    /// The connection failed; tear it down.
+    Failed(Error),
+}
+
+/// What the server machine reports to the owner of its connection (its actions other than
+/// work requests).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ServerEvent {
+    /// Provide memory for a region (see [`ServerAction::Allocate`]).
+    Allocate {
+        /// The region.
+        region: RegionId,
+        /// Its size.
+        size: u32,
+        /// The client's requested NAA address.
+        requested_addr: u64,
+        /// NAA-only memory.
+        internal: bool,
+    },
+    /// Run a kernel, then call [`super::Server::kernel_finished`].
+    RunKernel(KernelCall),
+    /// The MRSP finished.
+    MrspComplete,
+    /// The connection failed; a [`ServerEvent::Disconnect`] follows.
+    Failed(Error),
+    /// Tear the connection down.
+    Disconnect,
+}
+
+/// An action of either role, sorted in one place into work requests (which one driver
+/// executes for both roles) and the role's events.
+pub trait MachineAction: Copy + core::fmt::Debug {
+    /// The role's events.
+    type Event;
+
+    /// Sorts the action.
+    fn sort(self) -> Step<Self::Event>;
+
+    /// The work request to post, if this action is one.
     fn post(&self) -> Option<Post> {
-        match *self {
-            Self::Post(p) => Some(p),
-            _ => None,
+        match self.sort() {
+            Step::Post(p) => Some(p),
+            Step::Event(_) => None,
         }
     }
 }
 
+impl MachineAction for ClientAction {
+    type Event = ClientEvent;
+
+    fn sort(self) -> Step<ClientEvent> {
+        Step::Event(match self {
+            Self::Post(p) => return Step::Post(p),
+            Self::MrspComplete => ClientEvent::MrspComplete,
+            Self::RpcComplete(r) => ClientEvent::RpcComplete(r),
+            Self::Failed(e) => ClientEvent::Failed(e),
+        })
+    }
+}
+
 impl MachineAction for ServerAction {
-    fn post(&self) -> Option<Post> {
-        match *self {
-            Self::Post(p) => Some(p),
-            _ => None,
-        }
+    type Event = ServerEvent;
+
+    fn sort(self) -> Step<ServerEvent> {
+        Step::Event(match self {
+            Self::Post(p) => return Step::Post(p),
+            Self::Allocate {
+                region,
+                size,
+                requested_addr,
+                internal,
+            } => ServerEvent::Allocate {
+                region,
+                size,
+                requested_addr,
+                internal,
+            },
+            Self::RunKernel(k) => ServerEvent::RunKernel(k),
+            Self::MrspComplete => ServerEvent::MrspComplete,
+            Self::Failed(e) => ServerEvent::Failed(e),
+            Self::Disconnect => ServerEvent::Disconnect,
+        })
     }
 }
 
@@ -169,9 +249,9 @@ pub trait Machine {
     /// The role's action type.
     type Action: MachineAction;
 
-    /// The next action, if any. `buf` must be the registered MRSP send buffer (at least
-    /// [`crate::config::MRSP_RECV_LEN`] bytes): a [`Post::Send`] has written its message
-    /// into `buf[..len]`.
+    /// The next action, if any. `buf` (at least [`crate::config::MRSP_RECV_LEN`] bytes) is
+    /// where a [`Post::Send`] has written its message, `buf[..len]`: the caller sends those
+    /// bytes, from this buffer if it is the registered send buffer, else copied there.
     #[must_use]
     fn poll_action(&mut self, buf: &mut [u8]) -> Option<Self::Action>;
 

@@ -23,8 +23,8 @@ pub use express::Express;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct ClientConfig {
-    /// Function code of the RPCs on this connection ([`Client::set_fncode`] changes it
-    /// between RPCs).
+    /// Function code of the RPCs on this connection unless an RPC names its own
+    /// ([`ClientConfig::rpc_args`]).
     pub fncode: FunctionCode,
     /// How long the MRSP may take.
     pub mrsp_timeout: Duration,
@@ -45,6 +45,29 @@ impl ClientConfig {
             max_records: MAX_REGIONS as u8,
         }
     }
+
+    /// The arguments of an RPC that names none of its own: this configuration's function
+    /// code and RPC timeout, user bytes 0.
+    pub const fn rpc_args(&self) -> RpcArgs {
+        RpcArgs {
+            fncode: self.fncode,
+            user: [0; 3],
+            timeout: self.rpc_timeout,
+        }
+    }
+}
+
+/// The arguments of one RPC ([`Client::start_rpc`]): what its immediate carries and its
+/// deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct RpcArgs {
+    /// The kernel to run (spec §3.2: any code the NAA serves).
+    pub fncode: FunctionCode,
+    /// The immediate's three user bytes (spec §3.2).
+    pub user: [u8; 3],
+    /// The RPC's deadline from its start (writes, kernel and reply).
+    pub timeout: Duration,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,10 +83,10 @@ enum Pending {
 /// Which writes the current RPC still has to hand out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Plan {
-    /// Input regions from `next` up to and including `last`.
-    Inputs { next: u8, last: u8 },
-    /// One zero-length WRITE WITH IMM to `target` (no input is sent; spec D-08).
-    Empty { target: u8 },
+    /// Input regions from `next` up to and including `last`; the last write carries `imm`.
+    Inputs { next: u8, last: u8, imm: u32 },
+    /// One zero-length WRITE WITH IMM `imm` to `target` (no input is sent; spec D-08).
+    Empty { target: u8, imm: u32 },
     /// The error write of spec §3.5: zero length, immediate 0, to region 0.
     ClientError,
 }
@@ -104,13 +127,15 @@ enum State {
 /// Typical use: fill [`Client::regions_mut`], feed [`Input::Established`], call
 /// [`Client::start_mrsp`], drain actions until [`ClientAction::MrspComplete`]; then per RPC
 /// [`Client::start_rpc`] and drain until [`ClientAction::RpcComplete`].
+///
+/// A steady RPC may instead take the express lane ([`Client::express_rpc`],
+/// [`Client::express_input`]): the same transitions, with what they queue drained inline.
 #[derive(Clone, Debug)]
 pub struct Client {
     config: ClientConfig,
     state: State,
     regions: ClientRegions,
     remote: Vec<AdvertRecord, MAX_REGIONS>,
-    user: [u8; 3],
     rpcs: u32,
     last: Option<RpcResult>,
     queue: Deque<Pending, QUEUE_LEN>,
@@ -129,7 +154,6 @@ impl Client {
             state: State::Init,
             regions,
             remote: Vec::new(),
-            user: [0; 3],
             rpcs: 0,
             last: None,
             queue: Deque::new(),
@@ -182,26 +206,6 @@ impl Client {
         self.last
     }
 
-    /// Takes the result of the last finished RPC (each result is returned once).
-    pub fn take_result(&mut self) -> Option<RpcResult> {
-        self.last.take()
-    }
-
-    /// Sets the three user bytes of the immediate (spec §3.2); not during an RPC.
-    pub fn set_user_bytes(&mut self, user: [u8; 3]) -> Result<(), Error> {
-        self.check_quiet()?;
-        self.user = user;
-        Ok(())
-    }
-
-    /// Sets the function code of the next RPCs (spec §3.2: any code the NAA serves); not
-    /// during an RPC.
-    pub fn set_fncode(&mut self, fncode: FunctionCode) -> Result<(), Error> {
-        self.check_quiet()?;
-        self.config.fncode = fncode;
-        Ok(())
-    }
-
     /// Sets the bytes a region sends per RPC (`None` = full size); not during an RPC. After
     /// the MRSP the length must also fit the NAA's region.
     pub fn set_bytes_to_send(&mut self, id: RegionId, len: Option<u32>) -> Result<(), Error> {
@@ -252,17 +256,13 @@ impl Client {
         Ok(())
     }
 
-    /// Starts an RPC with the configured timeout.
-    pub fn start_rpc(&mut self, now: Instant) -> Result<(), Error> {
-        self.start_rpc_with_timeout(now, self.config.rpc_timeout)
-    }
-
-    /// Starts an RPC (spec §3.1): posts the input writes, the last one WITH IMMEDIATE
+    /// Starts an RPC (spec §3.1) with `args` (for the configured ones:
+    /// [`ClientConfig::rpc_args`]): posts the input writes, the last one WITH IMMEDIATE
     /// carrying the function code, then the receive for the next RPC's reply. This RPC's
     /// reply receive was posted ahead (with the MRSP's end or the previous RPC); if that post
     /// failed, it is posted first, before the writes. Single-send inputs are skipped from the
     /// second RPC on; with no input to send, one zero-length WRITE WITH IMM goes out.
-    pub fn start_rpc_with_timeout(&mut self, now: Instant, timeout: Duration) -> Result<(), Error> {
+    pub fn start_rpc(&mut self, now: Instant, args: RpcArgs) -> Result<(), Error> {
         if self.state != State::Idle {
             return Err(self.wrong_phase());
         }
@@ -279,12 +279,14 @@ impl Client {
                 });
             }
         }
+        let imm = imm::encode_request(args.fncode, args.user);
         let params = self.regions.params();
         let sent = || params.iter().enumerate().filter(|(_, p)| p.is_sent());
         let plan = match (sent().next(), sent().next_back()) {
             (Some((first, _)), Some((last, _))) => Plan::Inputs {
                 next: first as u8,
                 last: last as u8,
+                imm,
             },
             _ => {
                 let target = params
@@ -293,6 +295,7 @@ impl Client {
                     .unwrap_or(0);
                 Plan::Empty {
                     target: target as u8,
+                    imm,
                 }
             }
         };
@@ -316,7 +319,7 @@ impl Client {
         self.state = State::Rpc {
             writes_left,
             reply: None,
-            deadline: now + timeout,
+            deadline: now + args.timeout,
         };
         Ok(())
     }
@@ -513,9 +516,8 @@ impl Client {
 
     fn next_write(&mut self) -> Option<Write> {
         let params = self.regions.params();
-        let imm = imm::encode_request(self.config.fncode, self.user);
         let (write, rest) = match self.plan? {
-            Plan::Inputs { next, last } => {
+            Plan::Inputs { next, last, imm } => {
                 let (i, p) = params
                     .iter()
                     .enumerate()
@@ -526,10 +528,11 @@ impl Client {
                 let rest = (!is_last).then_some(Plan::Inputs {
                     next: i as u8 + 1,
                     last,
+                    imm,
                 });
                 (w, rest)
             }
-            Plan::Empty { target } => (self.write_to(usize::from(target), 0, Some(imm)), None),
+            Plan::Empty { target, imm } => (self.write_to(usize::from(target), 0, Some(imm)), None),
             Plan::ClientError => {
                 let mut w = self.write_to(0, 0, Some(CLIENT_ERROR_VALUE));
                 w.wr_id = WrId::new(WrKind::ErrorWrite, 0);

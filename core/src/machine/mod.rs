@@ -8,11 +8,12 @@
 //!   allocation or a finished kernel ([`Server`]);
 //! * **outputs**: [`Machine::poll_action`] until it returns `None`, executing every action in
 //!   order: [`ClientAction`] or [`ServerAction`]. Both carry the work requests to post as
-//!   [`Post`] (shared by the roles, so one driver executes them: [`MachineAction::post`]); the
-//!   other variants are the role's own. A [`Post::Send`] has written its message into the
-//!   `buf` given to `poll_action`, which must be the registered send buffer (at least
-//!   [`crate::config::MRSP_RECV_LEN`] bytes). Consecutive [`Post::Write`]s form one RPC's
-//!   write list and may be posted as one linked list.
+//!   [`Post`] (shared by the roles, so one driver executes them); the other variants are the
+//!   role's events ([`ClientEvent`], [`ServerEvent`]); [`MachineAction::sort`] is the one
+//!   place that tells them apart. A [`Post::Send`] has written its message into the `buf`
+//!   given to `poll_action` (at least [`crate::config::MRSP_RECV_LEN`] bytes; the caller
+//!   sends those bytes from its registered send buffer). Consecutive [`Post::Write`]s form
+//!   one RPC's write list and may be posted as one linked list.
 //!
 //! **State.** Each machine keeps its protocol state as a private enum whose variants carry
 //! their data (deadline, counters, the refusal code …), so impossible combinations cannot be
@@ -22,13 +23,14 @@
 //! RPC is in flight ([`Client::is_busy`]) and the last RPC's result ([`Client::last_result`],
 //! [`Client::take_result`]).
 //!
-//! **Express lanes.** A steady RPC can also take a short path that skips the action queue:
+//! **Express lanes.** A steady RPC can also skip the action queue's round trip:
 //! [`Server::express_call`], [`Server::express_answer`] and [`Server::express_write_done`] on
-//! the NAA, [`Client::express_rpc`] and [`Client::express_input`] on the host. Each applies
-//! only where the general path would change the same state and hand out the same actions
-//! (nothing else queued, no deadline passed, no RPC waiting); elsewhere it changes nothing and
-//! the caller feeds the input as usual. The testkit checks every lane against the general path
-//! at each step of the property tests and fuzz runs where it applies.
+//! the NAA, [`Client::express_rpc`] and [`Client::express_input`] on the host. A lane is a
+//! guard (nothing else queued, no deadline passed, no RPC waiting) in front of the general
+//! transition, followed by an inline drain of what that transition queued: there is one
+//! transition per event, whichever way it is reached. Where the guard refuses, nothing
+//! changed and the caller feeds the input as usual. The testkit still checks every lane
+//! against the general path at each step of the property tests and fuzz runs.
 //!
 //! The machines never read a clock, never allocate and never panic; every peer value is
 //! validated and a violation ends in a `Failed` action (and [`Phase::Error`], with the error
@@ -39,10 +41,10 @@ mod client;
 mod server;
 
 pub use action::{
-    ClientAction, KernelCall, Machine, MachineAction, Post, RecvBuffer, RpcResult, ServerAction,
-    Write,
+    ClientAction, ClientEvent, KernelCall, Machine, MachineAction, Post, RecvBuffer, RpcResult,
+    ServerAction, ServerEvent, Step, Write,
 };
-pub use client::{Client, ClientConfig, Express};
+pub use client::{Client, ClientConfig, Express, RpcArgs};
 pub use server::{ExpressAnswer, KernelSet, Placement, Server, ServerConfig};
 
 use crate::region::RegionError;

@@ -5,11 +5,10 @@
 //! `Client::express_rpc`).
 
 use core::fmt::Debug;
-use core::time::Duration;
 use std::format;
 use std::vec::Vec;
 
-use super::ops::{Harness, Op, return_code};
+use super::ops::{Harness, Op, return_code, rpc_args};
 use crate::machine::{ClientAction, Express, Input, Machine, Post, RecvBuffer, ServerAction, WrId};
 use crate::{Client, Server};
 
@@ -97,11 +96,8 @@ pub fn client_shadow(
     let mut client = c.clone();
     let now = h.now;
     let input = match *op {
-        Op::StartRpc(timeout) => {
-            let timeout = timeout.map_or(c.config().rpc_timeout, |us| {
-                Duration::from_micros(u64::from(us))
-            });
-            let spare = client.express_rpc(now, timeout).ok()??;
+        Op::StartRpc(args) => {
+            let spare = client.express_rpc(now, rpc_args(c, args)).ok()??;
             let mut actions: Vec<_> = core::iter::from_fn(|| client.express_write())
                 .map(|w| ClientAction::Post(Post::Write(w)))
                 .collect();
@@ -140,6 +136,10 @@ pub fn client_shadow(
         Express::NotTaken => return None,
         Express::Taken => Vec::new(),
         Express::Finished(result) => Vec::from([ClientAction::RpcComplete(result)]),
+        Express::Queued => {
+            let mut buf = [0u8; crate::config::MRSP_RECV_LEN];
+            core::iter::from_fn(|| client.poll_action(&mut buf)).collect()
+        }
     };
     Some(Shadow {
         machine: client,

@@ -10,13 +10,13 @@ use arbitrary::Arbitrary;
 
 use crate::config::MRSP_RECV_LEN;
 use crate::machine::{
-    ClientAction, ClientConfig, Input, Machine, MachineAction, Post, RecvBuffer, ServerAction,
-    ServerConfig, WorkError, WrId,
+    ClientAction, ClientConfig, Input, Machine, MachineAction, Post, RecvBuffer, RpcArgs,
+    ServerAction, ServerConfig, WorkError, WrId,
 };
 use crate::region::{ClientRegions, RegionId};
 use crate::time::Instant;
-use crate::wire::ReturnCode;
 use crate::wire::mrsp::{self, AdvertRecord, Repr};
+use crate::wire::{FunctionCode, ReturnCode};
 use crate::{Client, Server};
 
 /// Most actions one drain may produce before the machine is considered stuck.
@@ -77,10 +77,9 @@ pub enum Op {
     FireTimeout,
     /// Client: `start_mrsp`.
     StartMrsp,
-    /// Client: `start_rpc` (or with this timeout in microseconds).
-    StartRpc(Option<u32>),
-    /// Client: `set_user_bytes`.
-    SetUserBytes([u8; 3]),
+    /// Client: `start_rpc` with the configured arguments, or with this timeout in
+    /// microseconds, user bytes and function code (`code % 127 + 1`).
+    StartRpc(Option<(u32, [u8; 3], u8)>),
     /// Client: `set_bytes_to_send`.
     SetBytesToSend(u8, Option<u32>),
     /// Server: `region_assigned` (region, or the next unassigned one).
@@ -335,6 +334,18 @@ impl<A: MachineAction> Harness<A> {
     }
 }
 
+/// The arguments of [`Op::StartRpc`] on `c`.
+pub fn rpc_args(c: &Client, args: Option<(u32, [u8; 3], u8)>) -> RpcArgs {
+    match args {
+        None => c.config().rpc_args(),
+        Some((us, user, code)) => RpcArgs {
+            fncode: FunctionCode::new(code % 127 + 1).unwrap_or(c.config().fncode),
+            user,
+            timeout: Duration::from_micros(u64::from(us)),
+        },
+    }
+}
+
 /// The client's parameter sizes (for [`Payload::MatchingAdvert`]).
 fn param_sizes(c: &Client) -> Vec<u32> {
     c.regions().params().iter().map(|p| p.size).collect()
@@ -352,14 +363,8 @@ pub fn step_client(c: &mut Client, h: &mut Harness<ClientAction>, op: &Op) {
             Op::StartMrsp => {
                 let _ = c.start_mrsp(now);
             }
-            Op::StartRpc(None) => {
-                let _ = c.start_rpc(now);
-            }
-            Op::StartRpc(Some(us)) => {
-                let _ = c.start_rpc_with_timeout(now, Duration::from_micros(u64::from(us)));
-            }
-            Op::SetUserBytes(u) => {
-                let _ = c.set_user_bytes(u);
+            Op::StartRpc(args) => {
+                let _ = c.start_rpc(now, rpc_args(c, args));
             }
             Op::SetBytesToSend(r, l) => {
                 let _ = c.set_bytes_to_send(RegionId::new(r), l);

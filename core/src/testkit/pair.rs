@@ -27,8 +27,8 @@ use std::vec::Vec;
 use super::AnyAction;
 use crate::config::MRSP_RECV_LEN;
 use crate::machine::{
-    Error, Input, KernelCall, Machine, MachineAction, Placement, Post, RecvBuffer, ServerAction,
-    WorkError, WrId,
+    Error, Input, KernelCall, Machine, MachineAction, Placement, Post, RecvBuffer, RpcArgs,
+    ServerAction, WorkError, WrId,
 };
 use crate::{
     Client, ClientConfig, ClientRegions, Instant, Phase, RegionId, ReturnCode, Server, ServerConfig,
@@ -299,6 +299,8 @@ pub struct Pair {
     pub server_min_recvs: Option<usize>,
     /// Receives the server had posted when it posted each final write-back (WITH IMM).
     pub recvs_at_reply: Vec<usize>,
+    /// The user bytes of the RPCs [`Pair::rpc`] starts (and [`Pair::args`] gives).
+    pub user: [u8; 3],
     events: VecDeque<(Side, Ev)>,
     link_down: bool,
     next_server_addr: u64,
@@ -364,6 +366,7 @@ impl Pair {
             kernels: VecDeque::new(),
             server_min_recvs: None,
             recvs_at_reply: Vec::new(),
+            user: [0; 3],
             events: VecDeque::new(),
             link_down: false,
             next_server_addr: SERVER_VA,
@@ -417,9 +420,19 @@ impl Pair {
         self.take(Side::Server);
     }
 
-    /// Starts an RPC and runs until nothing moves; returns both sides' actions.
+    /// The arguments of the next RPC: the client's configured ones with [`Pair::user`].
+    pub fn args(&self) -> RpcArgs {
+        RpcArgs {
+            user: self.user,
+            ..self.client.config().rpc_args()
+        }
+    }
+
+    /// Starts an RPC with [`Pair::args`] and runs until nothing moves; returns both sides'
+    /// actions.
     pub fn rpc(&mut self) -> (Vec<Act>, Vec<Act>) {
-        self.client.start_rpc(self.now).expect("start_rpc");
+        let args = self.args();
+        self.client.start_rpc(self.now, args).expect("start_rpc");
         self.run();
         (self.take(Side::Client), self.take(Side::Server))
     }

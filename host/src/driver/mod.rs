@@ -6,33 +6,34 @@
 //! Owners run [`Driver::next_event`] and [`Driver::pump`] until nothing is left to do (the
 //! software NAA's worker through [`Driver::poll_serving`], which also runs its kernels), then
 //! [`Driver::wait`]; commands (start an MRSP, start an RPC, a kernel finished, …) are methods
-//! of the role-specific views in `client` and `server`. A steady RPC takes the machines'
-//! express lanes (`express`): the NAA serves a call from its completion to its posted answer,
-//! the client posts an RPC at its start and takes its completions, without the action queue.
+//! of the role-specific views in `client` and `server`. The one pump takes a [`Lane`]: a
+//! steady RPC takes the machines' express lanes (`lane`): the NAA serves a call from its
+//! completion to its posted answer, the client posts an RPC at its start and takes its
+//! completions, without the action queue.
 
 mod client;
-mod express;
+mod lane;
 mod readiness;
 mod regions;
 mod role;
 mod server;
 mod work;
 
+pub(crate) use lane::{Calling, Lane, Serving, Took};
 pub(crate) use regions::MessageBuffers;
-pub(crate) use role::{ClientEvent, Role, ServerEvent};
+pub(crate) use role::{ClientEvent, Event, Role, ServerEvent};
 pub(crate) use server::accept;
 
 use std::time::Instant;
 
 use naaice_core::config::MRSP_RECV_LEN;
-use naaice_core::machine::{Input, Post};
+use naaice_core::machine::{Input, MachineAction, Post, Step};
 
 use crate::clock;
 use crate::transport::{
     Completion, ConnectionEvent, Endpoint, Result, SendWr, TransportError, WcOpcode, WcStatus,
 };
 use regions::RegionMemory;
-use role::Step;
 
 /// How long [`Driver::wait`] sleeps at most when nothing has a deadline.
 const IDLE_WAIT: std::time::Duration = std::time::Duration::from_secs(3600);
@@ -52,6 +53,8 @@ pub(crate) struct Driver<E: Endpoint, M: Role> {
     completions: Vec<Completion>,
     /// The write list the machine's express lane posts on every RPC (built once).
     express: Vec<SendWr>,
+    /// An event a lane took from the machine, returned first by [`Driver::next_event`].
+    held: Option<Event<M>>,
     connected: bool,
 }
 
@@ -76,6 +79,7 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
             writes: Vec::with_capacity(naaice_core::config::MAX_REGIONS),
             completions: vec![blank; COMPLETION_BATCH],
             express: Vec::new(),
+            held: None,
             connected: true,
         }
     }
@@ -103,14 +107,17 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
 
     /// Executes the machine's transport work until it reports an event (returned) or has
     /// nothing left to do (`None`). Reads nothing from the transport.
-    pub(crate) fn next_event(&mut self) -> Option<M::Event> {
+    pub(crate) fn next_event(&mut self) -> Option<Event<M>> {
+        if let Some(event) = self.held.take() {
+            return Some(event);
+        }
         loop {
             let Some(action) = self.machine.poll_action(&mut self.scratch) else {
                 self.flush_writes();
                 return None;
             };
             // Writes are collected and posted as one list before the next other step.
-            match M::step(action) {
+            match action.sort() {
                 Step::Post(Post::Write(w)) => self.queue_write(w),
                 Step::Post(Post::Recv { wr_id, buffer }) => {
                     self.flush_writes();
@@ -129,50 +136,59 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
     }
 
     /// Feeds every ready connection event and completion to the machine, then its expired
-    /// deadlines. Never blocks.
+    /// deadlines; each completion is offered to `lane` first, until the first one it leaves.
+    /// Never blocks. False when the lane says that the owner is stopping.
     ///
     /// Order: completions that precede the first flushed one, then the connection events,
     /// then the rest. The completions of a connection that fails carry the cause first (the
     /// NAK's status or `RetryExceeded` on the failed request, as on a real RC queue pair),
     /// then the flushes; the machine must see that cause before the disconnect it led to,
     /// while a connection that simply ended is reported as the disconnect, not as flushes.
+    /// When the lane took every completion (at least one), the connection events wait for the
+    /// next pump: the RPC went on, and whatever ended the connection also flushes a request.
     ///
-    /// The clock is read once per call, after the first completions were taken: everything
-    /// fed in one pump happens at that instant (a time read is a real share of a small RPC's
-    /// instructions).
-    pub(crate) fn pump(&mut self) -> Result<()> {
-        let mut events_fed = false;
+    /// The clock is read at most once per call, when first needed: everything fed in one pump
+    /// happens at that instant (a time read is a real share of a small RPC's instructions),
+    /// except what follows a kernel the lane ran.
+    pub(crate) fn pump(&mut self, lane: &mut impl Lane<E, M>) -> Result<bool> {
         let mut now = None;
+        let mut general = false;
+        let mut taken = false;
+        let mut events_fed = false;
         loop {
             let n = self.ep.poll(&mut self.completions)?;
-            let now = *now.get_or_insert_with(clock::now);
-            self.feed_batch(0..n, now, &mut events_fed);
-            if n < self.completions.len() {
+            for i in 0..n {
+                let wc = self.completions[i];
+                if !general {
+                    match lane.offer(self, &wc, i + 1 == n, &mut now) {
+                        Took::Yes => {
+                            taken = true;
+                            continue;
+                        }
+                        Took::Stop => return Ok(false),
+                        Took::No => general = true,
+                    }
+                }
+                let at = *now.get_or_insert_with(clock::now);
+                if wc.status == WcStatus::WrFlush && !events_fed {
+                    self.feed_events(at);
+                    events_fed = true;
+                }
+                self.feed_completion(wc, at);
+            }
+            let again = lane.again() && !general;
+            if n < self.completions.len() && !again {
                 break;
             }
         }
-        let now = now.unwrap_or_else(clock::now);
-        self.feed_events(now);
-        self.machine.handle_timeout(now);
-        Ok(())
-    }
-
-    /// Feeds the polled completions `range` (see [`Driver::pump`] for the order), as happened
-    /// at `now`; `events_fed` says whether the connection events were fed already.
-    fn feed_batch(
-        &mut self,
-        range: std::ops::Range<usize>,
-        now: naaice_core::Instant,
-        events_fed: &mut bool,
-    ) {
-        for i in range {
-            let wc = self.completions[i];
-            if wc.status == WcStatus::WrFlush && !*events_fed {
-                self.feed_events(now);
-                *events_fed = true;
-            }
-            self.feed_completion(wc, now);
+        if general || !taken {
+            let now = *now.get_or_insert_with(clock::now);
+            self.feed_events(now);
+            self.machine.handle_timeout(now);
+        } else if self.machine.poll_timeout().is_some() {
+            self.machine.handle_timeout(now.unwrap_or_else(clock::now));
         }
+        Ok(true)
     }
 
     /// Feeds the ready connection events.

@@ -137,6 +137,7 @@ fn run<E: Endpoint>(
                 region,
                 size,
                 internal,
+                ..
             }) => {
                 if memory.is_none() {
                     *memory = reserve(driver, &conn.budget);
@@ -153,14 +154,9 @@ fn run<E: Endpoint>(
                     kernels.regions = driver.kernel_regions();
                 }
             }
-            // `poll_serving` runs kernels itself and does not return this event; served the
-            // same way all the same.
-            Some(ServerEvent::RunKernel(call)) => {
-                let (rc, done) = kernels.run(call, clock::now());
-                if !stopping() {
-                    driver.kernel_done(rc, done);
-                }
-            }
+            // `poll_serving` runs the kernels through the closure above: it never returns
+            // `RunKernel`.
+            Some(ServerEvent::RunKernel(_)) => {}
             Some(ServerEvent::MrspComplete) => {
                 tracing::debug!(regions = kernels.regions.len(), "MRSP done");
             }

@@ -1,17 +1,18 @@
-//! The client's express lane: an RPC's posts handed out at its start, and its completions
-//! taken, without the action queue.
+//! The client's express lane: a guard in front of the general transitions, and an inline
+//! drain of what they queued.
 //!
-//! As the server's lane (`Server::express_call`), each method applies only where the general
-//! path ([`Client::start_rpc_with_timeout`] or [`Machine::handle_input`], then
-//! [`Machine::poll_action`] until `None`) would change exactly the same state and hand out
-//! exactly what the method returns; anywhere else the caller takes the general path.
+//! Each method checks that the RPC is in its steady state (nothing queued, the kind of event
+//! the lane serves), runs the general transition itself ([`Client::start_rpc`], the write
+//! completion or reply handler of [`Machine::handle_input`]) and takes from the queue what
+//! that queued, where the general path's [`Machine::poll_action`] would have handed it out.
+//! The lane changes state only through the general transitions, so both paths agree by
+//! construction; where the guard refuses, nothing changed and the caller takes the general
+//! path.
 //!
 //! [`Machine::handle_input`]: crate::machine::Machine::handle_input
 //! [`Machine::poll_action`]: crate::machine::Machine::poll_action
 
-use core::time::Duration;
-
-use super::{Client, Pending, State};
+use super::{Client, Pending, RpcArgs, State};
 use crate::machine::{Input, RecvBuffer, RpcResult, WrId, WrKind, Write};
 use crate::time::Instant;
 
@@ -28,21 +29,24 @@ pub enum Express {
     /// Taken, and the RPC finished with this result (the general path's
     /// [`crate::machine::ClientAction::RpcComplete`]).
     Finished(RpcResult),
+    /// Taken, and the transition queued actions the lane does not serve (the RPC failed):
+    /// drain [`Machine::poll_action`](crate::machine::Machine::poll_action) as usual.
+    Queued,
 }
 
 impl Client {
-    /// Starts an RPC as [`Client::start_rpc_with_timeout`] does. When nothing else was queued
-    /// and its reply's receive was posted ahead, its posts are handed out at once instead of
-    /// through the queue: `Some(spare)`, post the writes of [`Client::express_write`] until
-    /// `None`, as one list, then the receive `spare` (no buffer) for the next RPC. `None`:
-    /// drain [`crate::machine::Machine::poll_action`] as usual.
+    /// Starts an RPC as [`Client::start_rpc`] does. When nothing else was queued and its
+    /// reply's receive was posted ahead, its posts are handed out at once instead of through
+    /// the queue: `Some(spare)`, post the writes of [`Client::express_write`] until `None`, as
+    /// one list, then the receive `spare` (no buffer) for the next RPC. `None`: drain
+    /// [`crate::machine::Machine::poll_action`] as usual.
     pub fn express_rpc(
         &mut self,
         now: Instant,
-        timeout: Duration,
+        args: RpcArgs,
     ) -> Result<Option<WrId>, crate::machine::Error> {
         let clear = self.queue.is_empty();
-        self.start_rpc_with_timeout(now, timeout)?;
+        self.start_rpc(now, args)?;
         if !clear || self.queue.len() != 2 {
             return Ok(None);
         }
@@ -61,51 +65,26 @@ impl Client {
     }
 
     /// A completion of the RPC in flight (`input`: one of our writes completed, or the
-    /// NAA's final write arrived), taken without the queue where the general path would
-    /// queue nothing but the RPC's end.
+    /// NAA's final write arrived), through the general handler while nothing is queued, with
+    /// the RPC's end taken from the queue.
     pub fn express_input(&mut self, input: Input<'_>) -> Express {
-        if !self.queue.is_empty() {
+        if !self.queue.is_empty() || !matches!(self.state, State::Rpc { .. }) {
             return Express::NotTaken;
         }
-        let rpc = self.rpcs;
-        let State::Rpc {
-            writes_left,
-            reply,
-            deadline,
-        } = self.state
-        else {
-            return Express::NotTaken;
-        };
-        let (writes_left, reply) = match input {
-            Input::WriteCompleted(id) if writes_left > 0 && id.kind() == Some(WrKind::Write) => {
-                (writes_left - 1, reply)
+        match input {
+            Input::WriteCompleted(id) if id.kind() == Some(WrKind::Write) => {
+                self.on_write_completed(id);
             }
-            Input::WriteImmReceived { wr_id, imm, len }
-                if reply.is_none() && wr_id.kind() == Some(WrKind::DataRecv) =>
-            {
-                let result = RpcResult {
-                    status: crate::wire::ReturnCode::from_imm(imm),
-                    bytes_received: len,
-                    rpc,
-                };
-                (writes_left, Some(result))
-            }
+            Input::WriteImmReceived { wr_id, imm, len } => self.on_reply(wr_id, imm, len),
             _ => return Express::NotTaken,
-        };
-        match (writes_left, reply) {
-            (0, Some(result)) => {
-                self.state = State::Idle;
-                self.last = Some(result);
+        }
+        match self.queue.front() {
+            None => Express::Taken,
+            Some(&Pending::RpcComplete(result)) if self.queue.len() == 1 => {
+                self.queue.clear();
                 Express::Finished(result)
             }
-            _ => {
-                self.state = State::Rpc {
-                    writes_left,
-                    reply,
-                    deadline,
-                };
-                Express::Taken
-            }
+            Some(_) => Express::Queued,
         }
     }
 }

@@ -1,15 +1,18 @@
-//! The server's express lane: the steady state of an RPC (its call, its answer, the answer's
-//! completion) without the action queue.
+//! The server's express lane: a guard in front of the general transitions of a steady RPC
+//! (its call, its answer, the answer's completion), and an inline drain of what they queued.
 //!
-//! Each method applies only where the general path ([`Machine::handle_input`],
-//! [`Server::kernel_finished`], then [`Machine::poll_action`] until `None`) would change
-//! exactly the same state and hand out exactly what the method returns: nothing queued
-//! before, no RPC waiting, no orphan kernel, no deadline passed. Anywhere else it changes
-//! nothing and returns `None` or `false`, and the caller takes the general path. Under
-//! emulation a small RPC pays mostly for how much distinct code it runs, so the lane keeps
-//! that short; on hardware it saves the queue's round trips.
+//! Each method checks that the connection is in the steady state the lane serves (nothing
+//! queued, no RPC waiting, no orphan kernel), runs the general transition
+//! ([`Machine::handle_input`]'s call and write-completion handlers,
+//! [`Server::kernel_finished`]) and takes from the queue what that queued, which the general
+//! path's [`Machine::poll_action`] would have handed out. The lane changes state only
+//! through the general transitions, so both paths agree by construction; where the guard
+//! refuses, nothing changed and the caller takes the general path.
+//!
+//! [`Machine::handle_input`]: crate::machine::Machine::handle_input
+//! [`Machine::poll_action`]: crate::machine::Machine::poll_action
 
-use super::{Server, State};
+use super::{Pending, Server, State};
 use crate::machine::{KernelCall, Machine, WrId, WrKind, Write, expired};
 use crate::time::Instant;
 use crate::wire::{Request, ReturnCode};
@@ -35,33 +38,34 @@ impl Server {
     }
 
     /// A call (a WRITE WITH IMMEDIATE received, work request `wr_id`) of a known kernel on
-    /// an idle connection: counts the RPC and returns the kernel to run, as the general path
-    /// would hand out [`super::ServerAction::RunKernel`]. `None`: nothing changed.
+    /// an idle connection: the general call handler counts the RPC, and the kernel to run
+    /// is returned instead of handed out as [`super::ServerAction::RunKernel`]. `None`:
+    /// nothing changed.
     pub fn express_call(&mut self, now: Instant, wr_id: WrId, imm: u32) -> Option<KernelCall> {
         if self.state != State::Idle || !self.express_clear() {
             return None;
         }
-        if wr_id.kind() != Some(WrKind::DataRecv) {
-            return None;
-        }
-        let Request::Call { fncode, user } = Request::decode(imm) else {
+        let Request::Call { fncode, .. } = Request::decode(imm) else {
             return None;
         };
-        if !self.config.kernels.contains(fncode) {
+        if wr_id.kind() != Some(WrKind::DataRecv) || !self.config.kernels.contains(fncode) {
             return None;
         }
-        self.rpcs = self.rpcs.saturating_add(1);
-        self.enter(State::Calculating, Some(now + self.config.kernel_timeout));
-        Some(KernelCall {
-            fncode,
-            user,
-            rpc: self.rpcs,
-        })
+        self.on_call(now, wr_id, imm);
+        // After the guard the call handler queued exactly the kernel to run.
+        match self.queue.front() {
+            Some(&Pending::RunKernel(call)) => {
+                self.queue.clear();
+                Some(call)
+            }
+            _ => None,
+        }
     }
 
     /// The kernel of the current RPC returned `status` at `now`, within its deadline: the
-    /// answer, as [`Server::kernel_finished`] followed by the general path's posts would
-    /// give it. `None`: nothing changed (a deadline passed, or something else is pending).
+    /// general [`Server::kernel_finished`], with the answer it queued returned instead of
+    /// handed out (its writes are those of [`Server::answer_writes`]). `None`: nothing
+    /// changed (a deadline passed, or something else is pending).
     pub fn express_answer(&mut self, now: Instant, status: ReturnCode) -> Option<ExpressAnswer> {
         if self.state != State::Calculating
             || !self.express_clear()
@@ -69,20 +73,18 @@ impl Server {
         {
             return None;
         }
-        let imm = status.to_imm();
-        let (_, writes) = self.answer_plan(imm, true);
-        self.recvs = self.recvs.wrapping_add(1);
+        self.write_back(now, status, true);
+        // After the guard the write-back queued exactly its writes (the plan) and the
+        // receive that replaces the call's: handed out here.
+        let State::WritingBack { writes_left } = self.state else {
+            return None;
+        };
+        self.queue.clear();
         self.plan = None;
-        self.enter(
-            State::WritingBack {
-                writes_left: writes,
-            },
-            Some(now + self.config.completion_timeout),
-        );
         Some(ExpressAnswer {
             recv: WrId::new(WrKind::DataRecv, self.recvs),
-            imm,
-            writes,
+            imm: status.to_imm(),
+            writes: writes_left,
         })
     }
 
@@ -99,20 +101,16 @@ impl Server {
         })
     }
 
-    /// One of the answer's writes completed (`wr_id`): counted, and the connection is idle
-    /// again after the last. False: nothing changed.
+    /// One of the answer's writes completed (`wr_id`): the general write-completion handler
+    /// counts it (the connection is idle again after the last). False: nothing changed.
     pub fn express_write_done(&mut self, now: Instant, wr_id: WrId) -> bool {
-        let State::WritingBack { writes_left } = self.state else {
-            return false;
-        };
-        if !self.express_clear() || wr_id.kind() != Some(WrKind::Write) {
+        if !matches!(self.state, State::WritingBack { writes_left } if writes_left > 0)
+            || !self.express_clear()
+            || wr_id.kind() != Some(WrKind::Write)
+        {
             return false;
         }
-        match writes_left {
-            0 => return false,
-            1 => self.enter(State::Idle, self.config.idle_timeout.map(|t| now + t)),
-            n => self.state = State::WritingBack { writes_left: n - 1 },
-        }
+        self.on_write_completed(now, wr_id);
         true
     }
 }
