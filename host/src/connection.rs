@@ -293,7 +293,8 @@ impl<E: Endpoint> Connection<E> {
     fn progress(&mut self, read: bool) -> Result<()> {
         self.check_failed()?;
         if read {
-            self.driver.pump(&mut Calling)?;
+            let finished = &mut self.finished;
+            self.driver.pump(&mut Calling { finished })?;
         }
         while let Some(event) = self.driver.next_event() {
             // The machine keeps the MRSP state and the error.

@@ -263,6 +263,14 @@ impl Client {
     /// failed, it is posted first, before the writes. Single-send inputs are skipped from the
     /// second RPC on; with no input to send, one zero-length WRITE WITH IMM goes out.
     pub fn start_rpc(&mut self, now: Instant, args: RpcArgs) -> Result<(), Error> {
+        let ahead = self.begin_rpc(now, args)?;
+        self.queue_rpc_posts(ahead);
+        Ok(())
+    }
+
+    /// The transition of an RPC's start: checks, plan, counter and state. True if the
+    /// reply's receive was posted ahead (taken).
+    fn begin_rpc(&mut self, now: Instant, args: RpcArgs) -> Result<bool, Error> {
         if self.state != State::Idle {
             return Err(self.wrong_phase());
         }
@@ -306,9 +314,19 @@ impl Client {
         self.rpcs = self.rpcs.saturating_add(1);
         self.plan = Some(plan);
         self.last = None;
-        // The reply's receive: the one posted ahead, else posted now, before the writes
-        // (a failure to post it then makes the writes the error write, spec §3.5).
-        if self.spare.take().is_none() {
+        self.state = State::Rpc {
+            writes_left,
+            reply: None,
+            deadline: now + args.timeout,
+        };
+        Ok(self.spare.take().is_some())
+    }
+
+    /// Queues an RPC's posts: the reply's receive unless it was posted `ahead` (a failure to
+    /// post it now makes the writes the error write, spec §3.5), the writes, then the
+    /// receive for the next RPC's reply.
+    fn queue_rpc_posts(&mut self, ahead: bool) {
+        if !ahead {
             self.push(Pending::Recv(
                 WrId::new(WrKind::DataRecv, self.rpcs),
                 RecvBuffer::Empty,
@@ -316,12 +334,6 @@ impl Client {
         }
         self.push(Pending::Writes);
         self.post_spare();
-        self.state = State::Rpc {
-            writes_left,
-            reply: None,
-            deadline: now + args.timeout,
-        };
-        Ok(())
     }
 
     fn on_send_completed(&mut self, id: WrId) {
@@ -411,24 +423,37 @@ impl Client {
     /// reply's receive is posted before the writes of its RPC. No SEND comes after the MRSP,
     /// so a receive without buffer is all the client ever needs from then on.
     fn post_spare(&mut self) {
-        let id = WrId::new(WrKind::DataRecv, self.rpcs.wrapping_add(1));
-        self.spare = Some(id);
+        let id = self.next_spare();
         self.push(Pending::Recv(id, RecvBuffer::Empty));
     }
 
-    fn on_write_completed(&mut self, id: WrId) {
+    /// The receive for the next RPC's reply, noted as posted ahead.
+    fn next_spare(&mut self) -> WrId {
+        let id = WrId::new(WrKind::DataRecv, self.rpcs.wrapping_add(1));
+        self.spare = Some(id);
+        id
+    }
+
+    /// One of our writes completed: counted. The RPC's result if that finished it (not
+    /// queued: [`Client::rpc_step`] or the express lane hands it out).
+    fn on_write_completed(&mut self, id: WrId) -> Option<RpcResult> {
         if !matches!(id.kind(), Some(WrKind::Write | WrKind::ErrorWrite)) {
-            return self.fail(Error::UnknownWorkRequest(id));
+            self.fail(Error::UnknownWorkRequest(id));
+            return None;
         }
         match &mut self.state {
             State::Rpc { writes_left, .. } if *writes_left > 0 => *writes_left -= 1,
-            _ => return self.unexpected(),
+            _ => {
+                self.unexpected();
+                return None;
+            }
         }
-        self.finish_rpc_if_done();
+        self.finish_rpc_if_done()
     }
 
     /// The NAA's final WRITE WITH IMM. It may overtake our own write completions (D-20).
-    fn on_reply(&mut self, id: WrId, imm: u32, len: u32) {
+    /// The RPC's result if that finished it.
+    fn on_reply(&mut self, id: WrId, imm: u32, len: u32) -> Option<RpcResult> {
         let rpc = self.rpcs;
         match &mut self.state {
             State::Rpc {
@@ -441,20 +466,31 @@ impl Client {
                     rpc,
                 });
             }
-            _ => return self.unexpected(),
+            _ => {
+                self.unexpected();
+                return None;
+            }
         }
-        self.finish_rpc_if_done();
+        self.finish_rpc_if_done()
     }
 
-    fn finish_rpc_if_done(&mut self) {
-        if let State::Rpc {
+    fn finish_rpc_if_done(&mut self) -> Option<RpcResult> {
+        let State::Rpc {
             writes_left: 0,
             reply: Some(result),
             ..
         } = self.state
-        {
-            self.state = State::Idle;
-            self.last = Some(result);
+        else {
+            return None;
+        };
+        self.state = State::Idle;
+        self.last = Some(result);
+        Some(result)
+    }
+
+    /// Queues the end of an RPC that `result` says finished (the general path).
+    fn rpc_step(&mut self, result: Option<RpcResult>) {
+        if let Some(result) = result {
             self.push(Pending::RpcComplete(result));
         }
     }
@@ -615,9 +651,15 @@ impl Machine for Client {
                 }
             }
             Input::SendCompleted(id) => self.on_send_completed(id),
-            Input::WriteCompleted(id) => self.on_write_completed(id),
+            Input::WriteCompleted(id) => {
+                let finished = self.on_write_completed(id);
+                self.rpc_step(finished);
+            }
             Input::Received { wr_id, data } => self.on_received(wr_id, data),
-            Input::WriteImmReceived { wr_id, imm, len } => self.on_reply(wr_id, imm, len),
+            Input::WriteImmReceived { wr_id, imm, len } => {
+                let finished = self.on_reply(wr_id, imm, len);
+                self.rpc_step(finished);
+            }
             // The receive posted ahead is flushed when the connection ends between RPCs: the
             // disconnect says so (or the next RPC's posts fail), not the flush.
             Input::WorkFailed {

@@ -438,16 +438,25 @@ impl Server {
         let Request::Call { fncode, user } = request else {
             return self.fail(Error::ClientSignalledError);
         };
-        self.rpcs = self.rpcs.saturating_add(1);
         if self.config.kernels.contains(fncode) {
-            self.enter(State::Calculating, Some(now + self.config.kernel_timeout));
-            self.push(Pending::RunKernel(KernelCall {
-                fncode,
-                user,
-                rpc: self.rpcs,
-            }));
+            let call = self.call_kernel(now, fncode, user);
+            self.push(Pending::RunKernel(call));
         } else {
+            self.rpcs = self.rpcs.saturating_add(1);
             self.write_back(now, ReturnCode::SOCKET_UNAVAIL, false);
+        }
+    }
+
+    /// The transition of a call of a known kernel: counts the RPC and runs the kernel's
+    /// deadline; returns the kernel to run (queued by the general path, returned by the
+    /// express lane).
+    fn call_kernel(&mut self, now: Instant, fncode: u8, user: [u8; 3]) -> KernelCall {
+        self.rpcs = self.rpcs.saturating_add(1);
+        self.enter(State::Calculating, Some(now + self.config.kernel_timeout));
+        KernelCall {
+            fncode,
+            user,
+            rpc: self.rpcs,
         }
     }
 
@@ -472,14 +481,22 @@ impl Server {
     /// the spare posted with the first RPC's receive serves its next call until then, so the
     /// receive's post (about a microsecond under emulation) is off the answer's path.
     fn write_back(&mut self, now: Instant, status: ReturnCode, with_data: bool) {
+        let recv = self.answer(now, status, with_data);
+        self.push(Pending::Writes);
+        self.push(Pending::Recv(recv, RecvBuffer::Empty));
+    }
+
+    /// The transition of an answer: the write-back's plan, its deadline, and the receive
+    /// that replaces the call's (returned; queued after the writes by the general path).
+    fn answer(&mut self, now: Instant, status: ReturnCode, with_data: bool) -> WrId {
         let (plan, writes_left) = self.answer_plan(status.to_imm(), with_data);
         self.plan = Some(plan);
-        self.push(Pending::Writes);
-        self.post_data_recv();
+        self.recvs = self.recvs.wrapping_add(1);
         self.enter(
             State::WritingBack { writes_left },
             Some(now + self.config.completion_timeout),
         );
+        WrId::new(WrKind::DataRecv, self.recvs)
     }
 
     /// The write-back of an answer with immediate `imm`, and how many writes it takes: the

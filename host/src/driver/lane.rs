@@ -6,7 +6,7 @@
 //! ([`Serving`]), on the client an RPC's completions are taken ([`Calling`]), both without
 //! the machine's action queue.
 
-use naaice_core::machine::{ClientEvent, Express, Input, KernelCall, RecvBuffer, RpcArgs, WrId};
+use naaice_core::machine::{Express, Input, KernelCall, RecvBuffer, RpcArgs, RpcResult, WrId};
 use naaice_core::{Client, ReturnCode, Server};
 
 use super::{Driver, Role};
@@ -68,6 +68,7 @@ impl<E: Endpoint, K> Lane<E, Server> for Serving<'_, K>
 where
     K: FnMut(KernelCall, naaice_core::Instant) -> Option<(ReturnCode, naaice_core::Instant)>,
 {
+    #[inline]
     fn offer(
         &mut self,
         driver: &mut Driver<E, Server>,
@@ -106,11 +107,14 @@ where
     }
 }
 
-/// The client's lane: the completions of the RPC in flight; its end becomes the driver's
-/// next event.
-pub(crate) struct Calling;
+/// The client's lane: the completions of the RPC in flight; its result goes straight to the
+/// owner of the connection (`finished`).
+pub(crate) struct Calling<'r> {
+    pub(crate) finished: &'r mut Option<RpcResult>,
+}
 
-impl<E: Endpoint> Lane<E, Client> for Calling {
+impl<E: Endpoint> Lane<E, Client> for Calling<'_> {
+    #[inline]
     fn offer(
         &mut self,
         driver: &mut Driver<E, Client>,
@@ -125,7 +129,7 @@ impl<E: Endpoint> Lane<E, Client> for Calling {
             Express::NotTaken => Took::No,
             Express::Taken | Express::Queued => Took::Yes,
             Express::Finished(result) => {
-                driver.held = Some(ClientEvent::RpcComplete(result));
+                *self.finished = Some(result);
                 Took::Yes
             }
         }

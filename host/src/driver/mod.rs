@@ -53,8 +53,6 @@ pub(crate) struct Driver<E: Endpoint, M: Role> {
     completions: Vec<Completion>,
     /// The write list the machine's express lane posts on every RPC (built once).
     express: Vec<SendWr>,
-    /// An event a lane took from the machine, returned first by [`Driver::next_event`].
-    held: Option<Event<M>>,
     connected: bool,
 }
 
@@ -79,7 +77,6 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
             writes: Vec::with_capacity(naaice_core::config::MAX_REGIONS),
             completions: vec![blank; COMPLETION_BATCH],
             express: Vec::new(),
-            held: None,
             connected: true,
         }
     }
@@ -108,9 +105,6 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
     /// Executes the machine's transport work until it reports an event (returned) or has
     /// nothing left to do (`None`). Reads nothing from the transport.
     pub(crate) fn next_event(&mut self) -> Option<Event<M>> {
-        if let Some(event) = self.held.take() {
-            return Some(event);
-        }
         loop {
             let Some(action) = self.machine.poll_action(&mut self.scratch) else {
                 self.flush_writes();

@@ -1,19 +1,18 @@
-//! The client's express lane: a guard in front of the general transitions, and an inline
-//! drain of what they queued.
+//! The client's express lane: a guard in front of the general transitions of an RPC.
 //!
 //! Each method checks that the RPC is in its steady state (nothing queued, the kind of event
-//! the lane serves), runs the general transition itself ([`Client::start_rpc`], the write
-//! completion or reply handler of [`Machine::handle_input`]) and takes from the queue what
-//! that queued, where the general path's [`Machine::poll_action`] would have handed it out.
-//! The lane changes state only through the general transitions, so both paths agree by
-//! construction; where the guard refuses, nothing changed and the caller takes the general
-//! path.
+//! the lane serves), runs the transition the general path runs there (the start of
+//! [`Client::start_rpc`], the write-completion or reply handler of
+//! [`Machine::handle_input`]) and returns what the general path would queue for
+//! [`Machine::poll_action`] to hand out. The lane changes state only through those
+//! transitions, so both paths agree by construction; where the guard refuses, nothing
+//! changed and the caller takes the general path.
 //!
 //! [`Machine::handle_input`]: crate::machine::Machine::handle_input
 //! [`Machine::poll_action`]: crate::machine::Machine::poll_action
 
-use super::{Client, Pending, RpcArgs, State};
-use crate::machine::{Input, RecvBuffer, RpcResult, WrId, WrKind, Write};
+use super::{Client, RpcArgs, State};
+use crate::machine::{Input, RpcResult, WrId, WrKind, Write};
 use crate::time::Instant;
 
 /// What the express lane did with a completion.
@@ -45,18 +44,15 @@ impl Client {
         now: Instant,
         args: RpcArgs,
     ) -> Result<Option<WrId>, crate::machine::Error> {
-        let clear = self.queue.is_empty();
-        self.start_rpc(now, args)?;
-        if !clear || self.queue.len() != 2 {
+        if !self.queue.is_empty() {
+            self.start_rpc(now, args)?;
             return Ok(None);
         }
-        match (self.queue.front(), self.queue.back()) {
-            (Some(Pending::Writes), Some(&Pending::Recv(spare, RecvBuffer::Empty))) => {
-                self.queue.clear();
-                Ok(Some(spare))
-            }
-            _ => Ok(None),
+        if !self.begin_rpc(now, args)? {
+            self.queue_rpc_posts(false);
+            return Ok(None);
         }
+        Ok(Some(self.next_spare()))
     }
 
     /// The next write of an RPC started by [`Client::express_rpc`].
@@ -65,26 +61,23 @@ impl Client {
     }
 
     /// A completion of the RPC in flight (`input`: one of our writes completed, or the
-    /// NAA's final write arrived), through the general handler while nothing is queued, with
-    /// the RPC's end taken from the queue.
+    /// NAA's final write arrived), through the general handler while nothing is queued; the
+    /// RPC's end, which the general path would queue, is returned.
     pub fn express_input(&mut self, input: Input<'_>) -> Express {
         if !self.queue.is_empty() || !matches!(self.state, State::Rpc { .. }) {
             return Express::NotTaken;
         }
-        match input {
+        let finished = match input {
             Input::WriteCompleted(id) if id.kind() == Some(WrKind::Write) => {
-                self.on_write_completed(id);
+                self.on_write_completed(id)
             }
             Input::WriteImmReceived { wr_id, imm, len } => self.on_reply(wr_id, imm, len),
             _ => return Express::NotTaken,
-        }
-        match self.queue.front() {
-            None => Express::Taken,
-            Some(&Pending::RpcComplete(result)) if self.queue.len() == 1 => {
-                self.queue.clear();
-                Express::Finished(result)
-            }
-            Some(_) => Express::Queued,
+        };
+        match (finished, self.queue.is_empty()) {
+            (Some(result), _) => Express::Finished(result),
+            (None, true) => Express::Taken,
+            (None, false) => Express::Queued,
         }
     }
 }

@@ -1,18 +1,18 @@
 //! The server's express lane: a guard in front of the general transitions of a steady RPC
-//! (its call, its answer, the answer's completion), and an inline drain of what they queued.
+//! (its call, its answer, the answer's completion).
 //!
 //! Each method checks that the connection is in the steady state the lane serves (nothing
-//! queued, no RPC waiting, no orphan kernel), runs the general transition
-//! ([`Machine::handle_input`]'s call and write-completion handlers,
-//! [`Server::kernel_finished`]) and takes from the queue what that queued, which the general
-//! path's [`Machine::poll_action`] would have handed out. The lane changes state only
-//! through the general transitions, so both paths agree by construction; where the guard
-//! refuses, nothing changed and the caller takes the general path.
+//! queued, no RPC waiting, no orphan kernel), runs the transition the general path runs
+//! there ([`Machine::handle_input`]'s call and write-completion handlers, the answer of
+//! [`Server::kernel_finished`]) and returns what the general path would queue for
+//! [`Machine::poll_action`] to hand out. The lane changes state only through those
+//! transitions, so both paths agree by construction; where the guard refuses, nothing
+//! changed and the caller takes the general path.
 //!
 //! [`Machine::handle_input`]: crate::machine::Machine::handle_input
 //! [`Machine::poll_action`]: crate::machine::Machine::poll_action
 
-use super::{Pending, Server, State};
+use super::{Server, State};
 use crate::machine::{KernelCall, Machine, WrId, WrKind, Write, expired};
 use crate::time::Instant;
 use crate::wire::{Request, ReturnCode};
@@ -38,34 +38,26 @@ impl Server {
     }
 
     /// A call (a WRITE WITH IMMEDIATE received, work request `wr_id`) of a known kernel on
-    /// an idle connection: the general call handler counts the RPC, and the kernel to run
-    /// is returned instead of handed out as [`super::ServerAction::RunKernel`]. `None`:
+    /// an idle connection: the general path's call transition counts the RPC, and the kernel
+    /// to run is returned instead of queued as [`super::ServerAction::RunKernel`]. `None`:
     /// nothing changed.
     pub fn express_call(&mut self, now: Instant, wr_id: WrId, imm: u32) -> Option<KernelCall> {
         if self.state != State::Idle || !self.express_clear() {
             return None;
         }
-        let Request::Call { fncode, .. } = Request::decode(imm) else {
+        let Request::Call { fncode, user } = Request::decode(imm) else {
             return None;
         };
         if wr_id.kind() != Some(WrKind::DataRecv) || !self.config.kernels.contains(fncode) {
             return None;
         }
-        self.on_call(now, wr_id, imm);
-        // After the guard the call handler queued exactly the kernel to run.
-        match self.queue.front() {
-            Some(&Pending::RunKernel(call)) => {
-                self.queue.clear();
-                Some(call)
-            }
-            _ => None,
-        }
+        Some(self.call_kernel(now, fncode, user))
     }
 
     /// The kernel of the current RPC returned `status` at `now`, within its deadline: the
-    /// general [`Server::kernel_finished`], with the answer it queued returned instead of
-    /// handed out (its writes are those of [`Server::answer_writes`]). `None`: nothing
-    /// changed (a deadline passed, or something else is pending).
+    /// answer transition of [`Server::kernel_finished`], with what the general path would
+    /// queue returned instead (its writes are those of [`Server::answer_writes`]). `None`:
+    /// nothing changed (a deadline passed, or something else is pending).
     pub fn express_answer(&mut self, now: Instant, status: ReturnCode) -> Option<ExpressAnswer> {
         if self.state != State::Calculating
             || !self.express_clear()
@@ -73,16 +65,14 @@ impl Server {
         {
             return None;
         }
-        self.write_back(now, status, true);
-        // After the guard the write-back queued exactly its writes (the plan) and the
-        // receive that replaces the call's: handed out here.
+        let recv = self.answer(now, status, true);
+        // The writes are those of `answer_writes`, which the caller posts itself.
+        self.plan = None;
         let State::WritingBack { writes_left } = self.state else {
             return None;
         };
-        self.queue.clear();
-        self.plan = None;
         Some(ExpressAnswer {
-            recv: WrId::new(WrKind::DataRecv, self.recvs),
+            recv,
             imm: status.to_imm(),
             writes: writes_left,
         })
@@ -102,7 +92,8 @@ impl Server {
     }
 
     /// One of the answer's writes completed (`wr_id`): the general write-completion handler
-    /// counts it (the connection is idle again after the last). False: nothing changed.
+    /// counts it (the connection is idle again after the last; it queues nothing here).
+    /// False: nothing changed.
     pub fn express_write_done(&mut self, now: Instant, wr_id: WrId) -> bool {
         if !matches!(self.state, State::WritingBack { writes_left } if writes_left > 0)
             || !self.express_clear()
