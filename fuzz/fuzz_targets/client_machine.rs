@@ -9,7 +9,8 @@ use core::time::Duration;
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use naaice_core::testkit::ops::{Op, run_client, table_from};
+use naaice_core::testkit::ops::{Op, table_from};
+use naaice_core::testkit::run::run_client;
 use naaice_core::{ClientConfig, FunctionCode};
 
 #[derive(Arbitrary, Debug)]

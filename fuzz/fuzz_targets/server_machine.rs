@@ -10,7 +10,8 @@ use core::time::Duration;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use naaice_core::machine::{KernelSet, Placement};
-use naaice_core::testkit::ops::{Op, run_server};
+use naaice_core::testkit::ops::Op;
+use naaice_core::testkit::run::run_server;
 use naaice_core::{FunctionCode, ServerConfig};
 
 #[derive(Arbitrary, Debug)]

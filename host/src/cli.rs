@@ -13,7 +13,7 @@ use clap::Command;
 #[cfg(feature = "cli")]
 use roff::{Roff, bold, italic, roman};
 
-use crate::environment::VARIABLES;
+use crate::discovery::environment::VARIABLES;
 
 /// [`VARIABLES`] as a Markdown table: variable, default, meaning.
 pub fn variables_markdown() -> String {

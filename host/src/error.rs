@@ -32,7 +32,7 @@ pub enum Error {
     InvalidArgument(String),
     /// `NAA_SPEC` / `NAA_LOCAL_IP` are missing or malformed, or no NAA matches.
     #[error("NAA selection: {0}")]
-    Spec(#[from] crate::spec::SpecError),
+    Spec(#[from] crate::discovery::spec::SpecError),
     /// The connection is closed.
     #[error("connection closed")]
     Closed,

@@ -19,31 +19,35 @@
 //! * [`memory`]: buffers that a transport may read and write like a NIC does, safely.
 //!
 //! The protocol itself (MRSP, immediates, state machines) is `naaice-core`, re-exported as
-//! [`core`]. Each connection, client or server, is run by one driver (the private `driver`
-//! module): it owns the endpoint, the core machine, the message buffers and the region memory;
-//! [`Connection`], [`Naa`] and the software NAA's workers are views over it.
+//! [`core`]. The crate is layered, each layer using only those below it:
+//!
+//! * base: [`memory`], [`units`], errors, clocks;
+//! * [`transport`]: the queue-pair seam and its transports;
+//! * the driver (private `driver` module): runs one connection, client or server: it owns the
+//!   endpoint, the core machine, the message buffers and the region memory;
+//! * [`discovery`]: where the NAAs are ([`spec`]), which one a handle uses ([`select`]), the
+//!   environment variables ([`environment`]);
+//! * [`swnaa`]: the software NAA (and [`local`] mode's in-process one);
+//! * [`client`]: the APIs, AP1 ([`Connection`]) and AP2 ([`Naa`] and its sets and futures).
 #![deny(unsafe_code)]
 
 pub mod cli;
+pub mod client;
 mod clock;
-pub mod connection;
+pub mod discovery;
 mod driver;
-pub mod environment;
 mod error;
-pub mod local;
 #[allow(unsafe_code)]
 pub mod memory;
-pub mod naa;
-pub mod naa_set;
-mod readiness;
-pub mod rpc_future;
-pub mod select;
-pub mod spec;
 pub mod swnaa;
 mod throttle;
 pub mod transport;
 pub mod units;
-pub mod waiting;
+
+pub use client::{connection, naa, naa_set, rpc_future};
+pub use discovery::{environment, select, spec};
+pub use swnaa::local;
+pub use transport::waiting;
 
 pub use connection::Connection;
 pub use error::{Error, Result};

@@ -15,7 +15,10 @@
 //! NIC writer is active", bits 29..0 = number of active NIC readers. Contention between
 //! application threads is resolved by a mutex, so only the application side ever blocks on it.
 //!
-//! This module is the only place of the crate with `unsafe` code.
+//! The crate denies `unsafe` code except in the modules that need it: this one (NIC-style
+//! access to buffers), the verbs transport's FFI (`transport::verbs`) and the software
+//! transport's socket options and `splice` (`transport::soft`); each block says why it is
+//! sound.
 
 use std::fmt;
 use std::ops::{Deref, DerefMut};

@@ -7,6 +7,7 @@ pub mod fpga_client;
 pub mod join;
 pub mod raw_client;
 pub mod rendezvous;
+pub mod site;
 pub mod soc;
 pub mod suite;
 

@@ -13,7 +13,7 @@ use naaice::{Naa, NaaOptions, Param};
 use naaice_core::ReturnCode;
 
 use crate::code;
-use crate::suite::Site;
+use crate::site::Site;
 
 /// Function code of the first fleet NAA's kernel; NAA `i` serves `FIRST_CODE + i`.
 pub const FIRST_CODE: u8 = 40;

@@ -2,74 +2,17 @@
 //! software transport, `tests/verbs_rpc.rs` over verbs): each takes a [`Site`] (a transport
 //! and the address to serve on), so the same checks run on both.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use naaice::core::machine::Error as ProtocolError;
-use naaice::core::{ClientConfig, MrspErrorCode, Phase};
-use naaice::swnaa::{KERNEL_FAILED, SoftNaa, SoftNaaConfig, SoftNaaHandle};
-use naaice::transport::soft::SoftTransport;
-use naaice::transport::{AnyTransport, TransportError};
+use naaice::core::{MrspErrorCode, Phase};
+use naaice::swnaa::{KERNEL_FAILED, SoftNaaConfig};
+use naaice::transport::TransportError;
 use naaice::{Buffer, Connection, Error, Naa, NaaOptions, Param};
 use naaice_core::ReturnCode;
 
-use crate::{APP_ERROR, PANIC, PROBE, SLEEP, UNTIL_TIMEOUT, code, test_kernels};
-
-/// Where a suite runs: a transport, and the local address the software NAA listens on.
-#[derive(Clone, Debug)]
-pub struct Site {
-    /// The transport of the NAA and its clients.
-    pub transport: AnyTransport,
-    /// The NAA's address (port chosen by the system).
-    pub ip: IpAddr,
-}
-
-impl Site {
-    /// The software transport on 127.0.0.1.
-    pub fn soft() -> Self {
-        Self {
-            transport: SoftTransport::default().into(),
-            ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
-        }
-    }
-
-    /// A software NAA with the test kernels, running in the background.
-    pub fn start_naa(&self, config: SoftNaaConfig) -> SoftNaaHandle {
-        SoftNaa::bind(
-            self.transport.clone(),
-            SocketAddr::new(self.ip, 0),
-            config,
-            test_kernels(),
-        )
-        .expect("bind the software NAA")
-        .spawn()
-        .expect("spawn the software NAA")
-    }
-
-    /// Connects (AP1) to `naa` for `fncode`.
-    pub fn try_connect(&self, naa: &SoftNaaHandle, fncode: u8) -> naaice::Result<Connection> {
-        let config = ClientConfig::new(code(fncode));
-        Connection::connect(&self.transport, naa.local_addr(), None, config)
-    }
-
-    /// Connects (AP1) to `naa` for `fncode`, or panics.
-    pub fn connect(&self, naa: &SoftNaaHandle, fncode: u8) -> Connection {
-        self.try_connect(naa, fncode).expect("connect")
-    }
-
-    /// An AP2 handle on `naa` for `fncode` with one in-place parameter of `len` bytes.
-    pub fn in_place(&self, naa: &SoftNaaHandle, fncode: u32, len: usize) -> Naa {
-        let p = Param::from_vec(pattern(len, 9));
-        Naa::create_with(
-            &self.transport,
-            fncode,
-            vec![p.clone()],
-            vec![p],
-            &NaaOptions::at(naa.local_addr()),
-        )
-        .expect("create an NAA handle")
-    }
-}
+pub use crate::site::{Site, pattern};
+use crate::{APP_ERROR, PANIC, PROBE, SLEEP, UNTIL_TIMEOUT};
 
 /// A configuration for tests that open one connection after another: the NAA frees a
 /// connection slot only once it has seen the client's disconnect, which may take a moment
@@ -109,13 +52,6 @@ macro_rules! suite_tests {
             }
         )+
     };
-}
-
-/// Deterministic test bytes: `len` bytes that differ per `seed`.
-pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
 }
 
 /// `data` with `n` added to every byte (what kernels 1 and 2 compute).

@@ -8,7 +8,8 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use naaice::environment::Rank;
-use naaice::spec::{self, Pool};
+use naaice::select::Pool;
+use naaice::spec;
 use naaice::swnaa::SoftNaaConfig;
 use naaice::transport::soft::{SoftEndpoint, SoftTransport};
 use naaice::{Naa, NaaOptions, Param};

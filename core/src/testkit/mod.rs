@@ -12,6 +12,7 @@
 pub mod express;
 pub mod ops;
 pub mod pair;
+pub mod run;
 
 use crate::machine::{
     ClientAction, Error, KernelCall, Post, RecvBuffer, RpcResult, ServerAction, WrId, Write,

@@ -9,9 +9,11 @@
 //! * `emit` writes into a caller buffer and returns an error if it is shorter than
 //!   `buffer_len()` or a field does not fit its wire width.
 
+mod flags;
 pub mod imm;
 pub mod mrsp;
 
+pub use flags::RegionFlags;
 pub use imm::{FunctionCode, Request, ReturnClass, ReturnCode};
 pub use mrsp::{
     AdvertRecord, MrspErrorCode, MsgType, Packet as MrspPacket, Repr as MrspRepr, RequestRecord,
@@ -34,7 +36,7 @@ pub enum Error {
     ReservedType,
     /// An Error message carries a code other than 0x01–0x03.
     InvalidErrorCode(u8),
-    /// More records than this implementation supports ([`crate::config::MAX_REGIONS`]).
+    /// More records than this implementation supports ([`mrsp::MAX_RECORDS`]).
     TooManyRecords(u8),
     /// A record's flag byte has unknown bits or an invalid combination.
     InvalidFlags {
@@ -64,7 +66,7 @@ impl core::fmt::Display for Error {
             Self::TooManyRecords(n) => write!(
                 f,
                 "{n} MRSP records exceed the limit of {}",
-                crate::config::MAX_REGIONS
+                mrsp::MAX_RECORDS
             ),
             Self::InvalidFlags { index, flags } => {
                 write!(f, "record {index}: invalid region flags {flags:#04x}")

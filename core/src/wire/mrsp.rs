@@ -12,9 +12,18 @@ use heapless::Vec;
 use zerocopy::byteorder::network_endian::{U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
+use super::RegionFlags;
 use super::{Error, Result};
-use crate::config::{MAX_REGIONS, NAA_ADDR_LIMIT};
-use crate::region::RegionFlags;
+
+/// Most records an MRSP message carries: the FPGA's limit of 32 regions per connection.
+pub const MAX_RECORDS: usize = 32;
+
+/// Largest requested NAA address plus one: the field is 56 bits wide (spec §2.3).
+pub const ADDR_LIMIT: u64 = 1 << 56;
+
+/// Length of the longest MRSP message: an Advertisement+Request with [`MAX_RECORDS`]
+/// records (4 + 32 · 24 = 772 bytes), so also the receive buffer that holds every message.
+pub const MAX_MESSAGE_LEN: usize = HEADER_LEN + MAX_RECORDS * REQUEST_RECORD_LEN;
 
 /// Length of the common header (type, count, two padding bytes).
 pub const HEADER_LEN: usize = 4;
@@ -176,7 +185,7 @@ impl RequestRecord {
         })?;
         let rec = Self {
             flags,
-            requested_addr: word & (NAA_ADDR_LIMIT - 1),
+            requested_addr: word & (ADDR_LIMIT - 1),
             addr: raw.published_addr.get(),
             rkey: raw.published_rkey.get(),
             size: raw.published_size.get(),
@@ -188,7 +197,7 @@ impl RequestRecord {
     }
 
     fn to_raw(self) -> Result<RawRequestRecord> {
-        if self.requested_addr >= NAA_ADDR_LIMIT {
+        if self.requested_addr >= ADDR_LIMIT {
             return Err(Error::AddressTooLarge);
         }
         Ok(RawRequestRecord {
@@ -229,7 +238,7 @@ pub struct Packet<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Wraps a buffer after checking that it holds a complete message of a valid type, with a
-    /// valid error code or at most [`MAX_REGIONS`] records. Trailing bytes are allowed
+    /// valid error code or at most [`MAX_RECORDS`] records. Trailing bytes are allowed
     /// (peers may pad); [`Packet::total_len`] tells the message's own length.
     pub fn new_checked(buffer: T) -> Result<Self> {
         let bytes = buffer.as_ref();
@@ -240,7 +249,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         let ty = MsgType::from_byte(header.msg_type)?;
         if ty == MsgType::Error {
             MrspErrorCode::from_byte(header.count)?;
-        } else if usize::from(header.count) > MAX_REGIONS {
+        } else if usize::from(header.count) > MAX_RECORDS {
             return Err(Error::TooManyRecords(header.count));
         }
         let packet = Self { buffer };
@@ -323,9 +332,9 @@ pub enum Repr {
     /// Type 0x00.
     Error(MrspErrorCode),
     /// Type 0x01: parameter records first, internal records last (spec §2.3).
-    AdvertiseRequest(Vec<RequestRecord, MAX_REGIONS>),
+    AdvertiseRequest(Vec<RequestRecord, MAX_RECORDS>),
     /// Type 0x02: one record per non-internal request record, in order.
-    Advertise(Vec<AdvertRecord, MAX_REGIONS>),
+    Advertise(Vec<AdvertRecord, MAX_RECORDS>),
 }
 
 #[cfg(feature = "defmt")]
@@ -419,7 +428,7 @@ pub fn emit_error(buf: &mut [u8], code: MrspErrorCode) -> Result<usize> {
 /// Writes an Advertisement+Request from a sequence of records; returns its length.
 ///
 /// Used by the client machine to emit straight from its region table without building a
-/// [`Repr`]. Fails if there are more than [`MAX_REGIONS`] records.
+/// [`Repr`]. Fails if there are more than [`MAX_RECORDS`] records.
 pub fn emit_advertise_request(
     buf: &mut [u8],
     records: impl ExactSizeIterator<Item = RequestRecord>,
@@ -461,7 +470,7 @@ pub fn emit_advertise(
 fn emit_header(buf: &mut [u8], ty: MsgType, count: usize, record_len: usize) -> Result<usize> {
     let count_byte = u8::try_from(count)
         .ok()
-        .filter(|&c| usize::from(c) <= MAX_REGIONS)
+        .filter(|&c| usize::from(c) <= MAX_RECORDS)
         .ok_or(Error::TooManyRecords(
             u8::try_from(count).unwrap_or(u8::MAX),
         ))?;

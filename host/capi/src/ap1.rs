@@ -34,6 +34,7 @@
 
 mod arguments;
 mod session;
+pub mod types;
 
 use std::ffi::{c_char, c_int, c_uint};
 use std::sync::{Mutex, MutexGuard};
@@ -41,7 +42,7 @@ use std::sync::{Mutex, MutexGuard};
 use naaice::core::Phase;
 use naaice::transport::{AnyEndpoint, AnyTransport};
 
-use crate::ap1_types::{MAX_MRS, naaice_communication_context, naaice_communication_state};
+use crate::ap1::types::{MAX_MRS, naaice_communication_context, naaice_communication_state};
 use crate::boundary::{FAILURE, SUCCESS, fail, guard};
 use crate::error::Failure;
 use crate::handles::{Handles, as_ptr, id_of};

@@ -12,6 +12,9 @@
 //! (`naa_test` never waits for another thread's call; it reports "not finished" instead).
 //! Different handles are independent.
 
+pub mod call;
+pub mod set;
+
 use std::ffi::c_int;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -69,25 +72,7 @@ pub(crate) fn live_handles() -> usize {
 
 /// `state` value for a numeric phase.
 fn state_of(value: u8) -> naaice_communication_state {
-    const PHASES: [Phase; 12] = [
-        Phase::Init,
-        Phase::Ready,
-        Phase::Connected,
-        Phase::Disconnected,
-        Phase::MrspSending,
-        Phase::MrspReceiving,
-        Phase::MrspDone,
-        Phase::DataSending,
-        Phase::Calculating,
-        Phase::DataReceiving,
-        Phase::Finished,
-        Phase::Error,
-    ];
-    PHASES
-        .into_iter()
-        .find(|p| p.value() == value)
-        .unwrap_or(Phase::Error)
-        .into()
+    Phase::from_value(value).unwrap_or(Phase::Error).into()
 }
 
 /// Reads the parameter array `ptr[0..n]`.

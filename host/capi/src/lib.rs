@@ -5,7 +5,7 @@
 //! the reference's, `naaice_ap2.h` includes `naaice.h`).
 //!
 //! * **Low-level API (AP1), a drop-in replacement for the C reference's `naaice.h`**
-//!   (spec section 7; [`ap1`], types in [`ap1_types`]): `naaice_init_communication_context`,
+//!   (spec section 7; [`ap1`], types in [`ap1::types`]): `naaice_init_communication_context`,
 //!   `naaice_setup_connection`, the region setters, `naaice_do_mrsp`,
 //!   `naaice_do_data_transfer`, the polling functions and `naaice_disconnect_and_cleanup`
 //!   over [`naaice::Connection`], with the reference's signatures and 0 / -1 convention. The
@@ -20,7 +20,7 @@
 //!   (0 on success, -1 on failure). A C program written against the reference compiles against
 //!   the header and runs unchanged. The differences, all fixes of spec section 9 defects, are listed
 //!   per function in [`ap2`].
-//! * **Extensions (not in the reference)**, MPI-like ([`ap2_set`]): `naa_waitany`,
+//! * **Extensions (not in the reference)**, MPI-like ([`ap2::set`]): `naa_waitany`,
 //!   `naa_waitall`, `naa_testany`, `naa_testall` progress many handles together in one
 //!   thread.
 //! * **Software NAA with C kernels** ([`swnaa`]): `naa_swnaa_*` runs the software NAA (the
@@ -28,7 +28,7 @@
 //!   code.
 //! * **naaice-rs extensions (not in the reference)**, at the end of `naaice_ap2.h`: per-call
 //!   function code, user bytes and deadline, the full return code and cancellation
-//!   ([`ap2_call`]: `naa_invoke_with`, `naa_invoke_timeout`, `naa_get_return_code`,
+//!   ([`ap2::call`]: `naa_invoke_with`, `naa_invoke_timeout`, `naa_get_return_code`,
 //!   `naa_cancel`); local (lookaside) mode ([`local`]: `NAA_SPEC=local:FN_CODE:PARAM_COUNT`,
 //!   `naa_local_register_kernel`).
 //!
@@ -52,10 +52,7 @@
 #![allow(non_camel_case_types)]
 
 pub mod ap1;
-pub mod ap1_types;
 pub mod ap2;
-pub mod ap2_call;
-pub mod ap2_set;
 mod boundary;
 pub mod error;
 mod handles;

@@ -7,7 +7,7 @@
 
 use std::ffi::{c_uint, c_void};
 
-pub use crate::ap1_types::{naaice_communication_context, naaice_communication_state};
+pub use crate::ap1::types::{naaice_communication_context, naaice_communication_state};
 
 /// Function code type of the reference (`naa_function_code_t`, a 32-bit unsigned integer).
 pub type naa_function_code_t = c_uint;

@@ -38,7 +38,7 @@ fn committed_naaice_h_matches_the_code() {
         "cbindgen-naaice.toml",
         &[
             "src/version.rs",
-            "src/ap1_types.rs",
+            "src/ap1/types.rs",
             "src/ap1.rs",
             "src/error.rs",
         ],
@@ -55,9 +55,9 @@ fn committed_naaice_ap2_h_matches_the_code() {
             "src/ap2.rs",
             "src/swnaa.rs",
             // naaice-rs extensions (not in the reference), at the end of the header.
-            "src/ap2_call.rs",
+            "src/ap2/call.rs",
             "src/local.rs",
-            "src/ap2_set.rs",
+            "src/ap2/set.rs",
         ],
     );
 }

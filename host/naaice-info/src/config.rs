@@ -7,7 +7,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use naaice::environment::{self, Rank, VARIABLES};
-use naaice::spec::{self, NaaEntry, Pool, SpecError};
+use naaice::select::Pool;
+use naaice::spec::{self, NaaEntry, SpecError};
 use naaice::transport::{AnyTransport, TransportChoice, TransportKind};
 use serde::Serialize;
 

@@ -13,7 +13,7 @@
 
 mod client;
 mod lane;
-mod readiness;
+mod ready_fd;
 mod regions;
 mod role;
 mod server;

@@ -68,6 +68,7 @@
 
 mod budget;
 mod kernel;
+pub mod local;
 mod slots;
 mod worker;
 
@@ -247,7 +248,7 @@ where
                 }
             }
             let activity = Arc::new(Activity::default());
-            let connection = worker::Connection {
+            let connection = worker::WorkerContext {
                 config: server_config,
                 kernels: Arc::clone(&self.kernels),
                 budget: Arc::clone(&budget),

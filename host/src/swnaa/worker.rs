@@ -27,7 +27,7 @@ use crate::transport::{Endpoint, Incoming};
 const SHUTDOWN_POLL: Duration = Duration::from_millis(100);
 
 /// What a worker needs besides its connection request.
-pub(crate) struct Connection {
+pub(crate) struct WorkerContext {
     /// The protocol machine's settings.
     pub(crate) config: ServerConfig,
     /// The kernels by function code.
@@ -40,17 +40,17 @@ pub(crate) struct Connection {
 
 /// Serves one connection request to the end. Never panics on peer input; returns when the
 /// client disconnects, the connection fails, it is evicted, or `shutdown` is set.
-pub(crate) fn serve<I: Incoming>(incoming: I, conn: &Connection, shutdown: &AtomicBool) {
+pub(crate) fn serve<I: Incoming>(incoming: I, ctx: &WorkerContext, shutdown: &AtomicBool) {
     let peer = incoming.peer_addr();
     // Declared before the driver: given back only after the region memory is freed.
     let mut memory: Option<Reservation> = None;
-    let server = Server::new(conn.config, clock::now());
+    let server = Server::new(ctx.config, clock::now());
     let Some(mut driver) = driver::accept(incoming, server) else {
         return;
     };
     tracing::info!(?peer, "client connected");
     let usage = Usage::start();
-    run(&mut driver, conn, &mut memory, shutdown);
+    run(&mut driver, ctx, &mut memory, shutdown);
     driver.disconnect();
     let rpcs = driver.machine().rpc_count();
     let (elapsed, cpu) = usage.since();
@@ -100,12 +100,12 @@ fn thread_cpu() -> Duration {
 
 fn run<E: Endpoint>(
     driver: &mut Driver<E, Server>,
-    conn: &Connection,
+    ctx: &WorkerContext,
     memory: &mut Option<Reservation>,
     shutdown: &AtomicBool,
 ) {
     let mut kernels = Kernels {
-        registry: &conn.kernels,
+        registry: &ctx.kernels,
         regions: Arc::new([]),
         timeout: driver.machine().config().kernel_timeout,
     };
@@ -117,13 +117,13 @@ fn run<E: Endpoint>(
         // mark is set once the answer is posted, off the RPC's path.
         let mut kernel_end = None;
         let served = driver.poll_serving(&mut |call, taken| {
-            conn.activity.set_idle(None);
+            ctx.activity.set_idle(None);
             let done = kernels.run(call, taken);
             kernel_end = Some(done.1);
             (!stopping()).then_some(done)
         });
         if let Some(end) = kernel_end {
-            conn.activity.set_idle(Some(clock::from_core(end)));
+            ctx.activity.set_idle(Some(clock::from_core(end)));
         }
         let event = match served {
             Ok(event) => event,
@@ -138,22 +138,7 @@ fn run<E: Endpoint>(
                 size,
                 internal,
                 ..
-            }) => {
-                if memory.is_none() {
-                    *memory = reserve(driver, &conn.budget);
-                }
-                if memory.is_some() {
-                    driver.allocate(region, size, internal);
-                } else {
-                    driver.refuse_allocation(region);
-                }
-                // The last region is placed and the Advertisement not yet posted: prepare
-                // the kernels' view of the regions now, so that none of it runs between the
-                // Advertisement and the first RPC (which the client sends at once).
-                if memory.is_some() && driver.machine().phase() == Phase::MrspSending {
-                    kernels.regions = driver.kernel_regions();
-                }
-            }
+            }) => allocate(driver, ctx, memory, &mut kernels, (region, size, internal)),
             // `poll_serving` runs the kernels through the closure above: it never returns
             // `RunKernel`.
             Some(ServerEvent::RunKernel(_)) => {}
@@ -171,35 +156,68 @@ fn run<E: Endpoint>(
             Some(ServerEvent::Failed(e)) => tracing::warn!(error = %e, "connection failed"),
             Some(ServerEvent::Disconnect) => return,
             None => {
-                let phase = driver.machine().phase();
-                if matches!(phase, Phase::Error | Phase::Finished) || stopping() {
+                if !idle(driver, ctx, stopping()) {
                     return;
-                }
-                let between_rpcs = matches!(phase, Phase::MrspDone | Phase::DataReceiving);
-                // Evicted: leaves only with nothing pending, so an RPC that arrived first is
-                // served.
-                if between_rpcs && conn.activity.evicted() {
-                    tracing::info!("evicted: idle the longest while a new client needed the slot");
-                    return;
-                }
-                let now = Instant::now();
-                match driver.wait(Some(now + SHUTDOWN_POLL)) {
-                    // Nothing came: idle since `now`, unless an RPC's end marked it already.
-                    // Only the end of the MRSP is marked here, after the wait: the client
-                    // sends its first RPC as soon as the Advertisement arrives, and the wait
-                    // comes first.
-                    Ok(false) => {
-                        if between_rpcs && conn.activity.idle_since().is_none() {
-                            conn.activity.set_idle(Some(now));
-                        }
-                    }
-                    Ok(true) => {}
-                    Err(e) => {
-                        tracing::warn!(error = %e, "transport wait failed");
-                        return;
-                    }
                 }
             }
+        }
+    }
+}
+
+/// Answers an allocation request of the MRSP: memory within the NAA's budget (the whole
+/// request is reserved at its first region), or a refusal.
+fn allocate<E: Endpoint>(
+    driver: &mut Driver<E, Server>,
+    ctx: &WorkerContext,
+    memory: &mut Option<Reservation>,
+    kernels: &mut Kernels<'_>,
+    (region, size, internal): (naaice_core::RegionId, u32, bool),
+) {
+    if memory.is_none() {
+        *memory = reserve(driver, &ctx.budget);
+    }
+    if memory.is_some() {
+        driver.allocate(region, size, internal);
+    } else {
+        driver.refuse_allocation(region);
+    }
+    // The last region is placed and the Advertisement not yet posted: prepare the kernels'
+    // view of the regions now, so that none of it runs between the Advertisement and the
+    // first RPC (which the client sends at once).
+    if memory.is_some() && driver.machine().phase() == Phase::MrspSending {
+        kernels.regions = driver.kernel_regions();
+    }
+}
+
+/// Nothing to do: waits for the transport (at most [`SHUTDOWN_POLL`]). False when the
+/// worker must end: the connection is over, the NAA is `stopping`, the slot was evicted, or
+/// the transport failed.
+fn idle<E: Endpoint>(driver: &mut Driver<E, Server>, ctx: &WorkerContext, stopping: bool) -> bool {
+    let phase = driver.machine().phase();
+    if matches!(phase, Phase::Error | Phase::Finished) || stopping {
+        return false;
+    }
+    let between_rpcs = matches!(phase, Phase::MrspDone | Phase::DataReceiving);
+    // Evicted: leaves only with nothing pending, so an RPC that arrived first is served.
+    if between_rpcs && ctx.activity.evicted() {
+        tracing::info!("evicted: idle the longest while a new client needed the slot");
+        return false;
+    }
+    let now = Instant::now();
+    match driver.wait(Some(now + SHUTDOWN_POLL)) {
+        // Nothing came: idle since `now`, unless an RPC's end marked it already. Only the end
+        // of the MRSP is marked here, after the wait: the client sends its first RPC as soon
+        // as the Advertisement arrives, and the wait comes first.
+        Ok(false) => {
+            if between_rpcs && ctx.activity.idle_since().is_none() {
+                ctx.activity.set_idle(Some(now));
+            }
+            true
+        }
+        Ok(true) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, "transport wait failed");
+            false
         }
     }
 }

@@ -17,7 +17,7 @@ use super::{
     Result, SendWr, Sge, Transport, TransportChoice, TransportKind,
 };
 use crate::memory::Buffer;
-use crate::waiting::WaitPolicy;
+use crate::transport::waiting::WaitPolicy;
 
 /// Runs `$body` with `$x` bound to whichever transport's value `$value` holds.
 macro_rules! dispatch {
@@ -32,7 +32,7 @@ macro_rules! dispatch {
 
 /// A transport chosen at run time. Parse one from its name (`"auto"`, `"soft"`, `"verbs"`)
 /// with [`str::parse`], read `NAAICE_TRANSPORT` with
-/// [`transport_from_env`](crate::environment::transport_from_env), or wrap a configured one
+/// [`transport_from_env`](crate::discovery::environment::transport_from_env), or wrap a configured one
 /// with `From`. The default is `auto` ([`super::auto`]).
 #[derive(Clone, Debug)]
 pub enum AnyTransport {
@@ -583,13 +583,14 @@ mod tests {
 
     #[test]
     fn an_entry_names_its_transport() {
-        use crate::spec::{Pool, parse};
+        use crate::discovery::select::Pool;
+        use crate::discovery::spec::parse;
         use crate::{Error, Naa, NaaOptions, Param};
         let naa = bound("soft".parse().unwrap()).spawn().unwrap();
         let port = naa.local_addr().port();
         let options = |spec: &str| NaaOptions {
             pool: Some(Pool::new(parse(spec).unwrap())),
-            rank: Some(crate::environment::Rank::SINGLE),
+            rank: Some(crate::discovery::environment::Rank::SINGLE),
             connect_timeout: std::time::Duration::from_secs(2),
             ..NaaOptions::default()
         };

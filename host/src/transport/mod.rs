@@ -29,6 +29,7 @@ pub mod soft;
 #[cfg(feature = "verbs")]
 #[allow(unsafe_code)]
 pub mod verbs;
+pub mod waiting;
 
 use std::net::SocketAddr;
 use std::os::fd::BorrowedFd;
@@ -333,7 +334,7 @@ pub trait Transport: Send + Sync {
     /// Listens on `addr` (port 0 picks a free port).
     fn listen(&self, addr: SocketAddr) -> Result<Self::Listener>;
     /// Connects to the in-process NAA of local mode at `remote` (a software NAA on the
-    /// loopback interface, [`crate::local`]). The default connects like
+    /// loopback interface, [`crate::swnaa::local`]). The default connects like
     /// [`Transport::connect`]; a transport that cannot reach it reports
     /// [`TransportError::Unavailable`].
     fn connect_local(&self, remote: SocketAddr, deadline: Instant) -> Result<Self::Endpoint> {

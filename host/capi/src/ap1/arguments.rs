@@ -10,7 +10,7 @@ use naaice::core::FunctionCode;
 use naaice::naa::NaaOptions;
 
 use super::session::{Flags, Setup};
-use crate::ap1_types::MAX_MRS;
+use crate::ap1::types::MAX_MRS;
 use crate::error::Failure;
 
 /// Reads `n` elements at `ptr` (none if `n` is 0).

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::engine::Settings;
+#[cfg(feature = "fault-injection")]
 use super::fault::FaultPlan;
 
 /// Settings of the software transport.
@@ -28,7 +29,9 @@ pub struct SoftConfig {
     pub max_send_wr: usize,
     /// Most outstanding receives. Default 1025.
     pub max_recv_wr: usize,
-    /// Faults to inject, for tests of deadlines and error paths. Default: none.
+    /// Faults to inject, for tests of deadlines and error paths (cargo feature
+    /// `fault-injection`). Default: none.
+    #[cfg(feature = "fault-injection")]
     pub faults: FaultPlan,
 }
 
@@ -41,6 +44,7 @@ impl Default for SoftConfig {
             ack_delay: Duration::from_micros(200),
             max_send_wr: 1025,
             max_recv_wr: 1025,
+            #[cfg(feature = "fault-injection")]
             faults: FaultPlan::default(),
         }
     }
@@ -65,6 +69,7 @@ impl SoftConfig {
             ack_delay: self.ack_delay,
             max_send_wr: self.max_send_wr,
             max_recv_wr: self.max_recv_wr,
+            #[cfg(feature = "fault-injection")]
             faults: self.faults.clone(),
         }
     }

@@ -9,10 +9,10 @@ use std::time::Instant;
 
 use super::config::SoftConfig;
 use super::engine::Engine;
+use super::eventfd::ReadyBell;
 use super::frame::{Frame, MAX_REASON};
 use super::nic;
 use super::queue_pair::{POST_BUDGET, ReadSlot, Shared};
-use super::readiness::ReadyBell;
 use super::receive::receive_inline;
 use super::socket::Socket;
 use crate::memory::Buffer;

@@ -22,7 +22,7 @@
 //!   (larger ones one per direction). The NIC thread does the rest: the remainder of
 //!   larger frames, what arrives while no application thread waits, a message waiting for a
 //!   receive, timers, and teardown. The wire format is unchanged by this division of work.
-//! * `readiness`: for a thread that waits on many endpoints (or an async reactor) instead of
+//! * `eventfd`: for a thread that waits on many endpoints (or an async reactor) instead of
 //!   in `wait`, an eventfd rung when a completion or event is ready; arming it hands the
 //!   reader to the NIC thread at once.
 //!
@@ -36,6 +36,8 @@
 mod config;
 mod endpoint;
 mod engine;
+mod eventfd;
+#[cfg(feature = "fault-injection")]
 mod fault;
 mod frame;
 mod listener;
@@ -44,7 +46,6 @@ mod lowat;
 mod nic;
 mod queue_pair;
 mod reader;
-mod readiness;
 mod receive;
 mod regions;
 #[allow(unsafe_code)]
@@ -59,6 +60,7 @@ use std::time::Instant;
 
 pub use config::SoftConfig;
 pub use endpoint::{SoftEndpoint, SoftRegion};
+#[cfg(feature = "fault-injection")]
 pub use fault::{Direction, Fault, FaultAction, FaultPlan, FrameKind};
 pub use listener::{MAX_PENDING_HANDSHAKES, STALLED_HANDSHAKE, SoftIncoming, SoftListener};
 

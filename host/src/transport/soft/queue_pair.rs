@@ -26,9 +26,10 @@ use std::time::{Duration, Instant};
 
 use super::config::SoftConfig;
 use super::engine::Engine;
+use super::eventfd::ReadyBell;
+#[cfg(feature = "fault-injection")]
 use super::fault::FaultAction;
 use super::reader::Reader;
-use super::readiness::ReadyBell;
 use super::socket::Socket;
 use super::writer::{Writer, Wrote};
 
@@ -89,6 +90,7 @@ pub(crate) struct Core {
     /// Set while the NIC thread sleeps.
     pub(crate) nic_sleep: Option<Sleep>,
     /// An injected fault dropped a received frame: all further input is discarded unseen.
+    #[cfg(feature = "fault-injection")]
     pub(crate) deaf: bool,
 }
 
@@ -191,6 +193,7 @@ impl Shared {
                 writer: Some(Box::new(Writer::new(now))),
                 app_waiters: 0,
                 nic_sleep: None,
+                #[cfg(feature = "fault-injection")]
                 deaf: false,
             }),
             app_cv: Condvar::new(),
@@ -230,6 +233,25 @@ impl Shared {
         }
     }
 
+    /// Carries out the fault the engine asked for before the frame it handed out last is
+    /// written (tests only: the cargo feature `fault-injection`).
+    #[cfg(feature = "fault-injection")]
+    fn io_fault<'a>(&'a self, mut st: Guard<'a>, now: Instant) -> (Guard<'a>, Instant) {
+        match st.rc.take_io_fault() {
+            Some(FaultAction::Delay(d)) => {
+                drop(st);
+                std::thread::sleep(d);
+                (self.lock(), Instant::now())
+            }
+            Some(FaultAction::Reset) => {
+                self.socket.abort();
+                st.rc.handle_peer_gone();
+                (st, now)
+            }
+            Some(FaultAction::Drop) | None => (st, now),
+        }
+    }
+
     /// Writes what can go out without blocking, as long as the writer is free, until this call
     /// has written `budget` bytes (it finishes the write that crosses it); returns with the
     /// writer put back (or held by another thread). Frames of every size may be started: a
@@ -244,18 +266,9 @@ impl Shared {
                 return st;
             };
             w.refill(&mut st.rc, now, usize::MAX);
-            match st.rc.take_io_fault() {
-                Some(FaultAction::Delay(d)) => {
-                    drop(st);
-                    std::thread::sleep(d);
-                    st = self.lock();
-                    now = Instant::now();
-                }
-                Some(FaultAction::Reset) => {
-                    self.socket.abort();
-                    st.rc.handle_peer_gone();
-                }
-                Some(FaultAction::Drop) | None => {}
+            #[cfg(feature = "fault-injection")]
+            {
+                (st, now) = self.io_fault(st, now);
             }
             if !w.has_work() {
                 st.writer = Some(w);
@@ -304,8 +317,8 @@ mod tests {
 
     use super::*;
     use crate::memory::Buffer;
+    use crate::transport::soft::eventfd::ReadyBell;
     use crate::transport::soft::frame::{Frame, HDR_LEN};
-    use crate::transport::soft::readiness::ReadyBell;
     use crate::transport::{RemoteAddr, SendOp, SendWr, Sge};
 
     /// An established queue pair with one registered `len`-byte region (its key), and the

@@ -152,6 +152,7 @@ impl Reader {
     }
 
     /// Discards what is buffered (input ignored after an injected fault).
+    #[cfg(feature = "fault-injection")]
     pub(crate) fn discard(&mut self) {
         self.start = self.end;
     }

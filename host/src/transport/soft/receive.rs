@@ -8,14 +8,16 @@
 //! payload, it returns with the reader still placing: its next call continues, or the NIC
 //! thread after the hand-over time.
 
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use super::engine::Inbound;
+#[cfg(feature = "fault-injection")]
 use super::fault::{Direction, FaultAction};
 use super::frame::{Frame, HDR_LEN};
 use super::queue_pair::{CHUNK, Guard, POST_BUDGET, ReadSlot, Shared};
 use super::reader::{RX_BUF, Reader, SMALL_READ, Step};
-use super::socket::Interest;
+use super::socket::{Interest, Socket};
 
 /// Longest single sleep of an application thread in the socket (it re-checks the connection
 /// after each).
@@ -53,157 +55,265 @@ pub(crate) enum Stop {
 /// Receives what has arrived, without blocking, until [`Stop`].
 pub(crate) fn drive<'a>(
     shared: &'a Shared,
-    mut st: Guard<'a>,
+    st: Guard<'a>,
     r: &mut Reader,
     mode: Mode,
 ) -> (Guard<'a>, Stop) {
-    let mut produced = false;
-    // One reading of the clock per call: it never blocks, so the time stays accurate enough.
-    let mut now = Instant::now();
-    let mut app_steps = 0;
+    let mut rx = Receiver {
+        shared,
+        r,
+        mode,
+        // One reading of the clock per call: it never blocks, so the time stays accurate.
+        now: Instant::now(),
+        produced: false,
+        app_steps: 0,
+    };
+    let mut st = st;
     let stop = loop {
-        if st.rc.is_closed() {
-            break Stop::Closed;
-        }
-        if st.deaf {
-            // An injected fault dropped the input from some frame on: read on, unseen (the
-            // end of the connection is still noticed).
-            r.discard();
-            drop(st);
-            let step = r.fill(&shared.socket);
-            st = shared.lock();
-            match step {
-                Step::WouldBlock => break dry(&mut st),
-                Step::Gone => {
-                    st.rc.handle_peer_gone();
-                    break Stop::Closed;
-                }
-                _ => continue,
-            }
-        }
-        if r.is_placing() {
-            drop(st);
-            let step = r.place(&shared.socket, CHUNK);
-            st = shared.lock();
-            match step {
-                Step::Placed => {
-                    st.rc.handle_placed(now);
-                    produced = true;
-                }
-                Step::Progress => {
-                    st.rc.handle_activity(now);
-                    app_steps += 1;
-                    match mode {
-                        Mode::Nic if r.is_placing() && r.buffered() == 0 => break Stop::Busy,
-                        // The caller's completion goes first (before the rest of a payload
-                        // larger than the receive buffer; a smaller one is finished while
-                        // its bytes are there, as if it had been read into the buffer whole),
-                        // and one call places at most `APP_PLACE_STEPS` chunks (a
-                        // non-blocking poll stays short); the placement continues with the
-                        // next call (or the NIC thread's, see `ReadSlot::AppIdle`).
-                        Mode::App
-                            if (st.rc.has_ready() && !r.placing_within(RX_BUF))
-                                || app_steps >= APP_PLACE_STEPS =>
-                        {
-                            break Stop::Idle;
-                        }
-                        _ => {}
-                    }
-                }
-                Step::WouldBlock => break dry(&mut st),
-                Step::Inaccessible => {
-                    st.rc.handle_place_failed();
-                    produced = true;
-                }
-                Step::Gone => {
-                    st.rc.handle_peer_gone();
-                    break Stop::Closed;
-                }
-            }
-            continue;
-        }
-        if st.rc.is_stalled() {
-            match st.rc.resume() {
-                Some(inbound) => {
-                    if let Some(stop) = follow(inbound, r, &mut produced) {
-                        break stop;
-                    }
-                    continue;
-                }
-                None if st.rc.send_failed() => break dry(&mut st),
-                None if mode == Mode::App => break Stop::HandBack,
-                None => break Stop::Stalled,
-            }
-        }
-        match r.peek() {
-            Some(Err(why)) => {
-                st.rc.handle_violation(why);
-                break Stop::Closed;
-            }
-            Some(Ok(frame)) => {
-                let (payload, needs_recv) = match frame {
-                    Frame::Send { len, .. } | Frame::WriteImm { len, .. } => (len as usize, true),
-                    Frame::Write { len, .. } => (len as usize, false),
-                    _ => (0, false),
-                };
-                if mode == Mode::App && needs_recv && !st.rc.has_recv() {
-                    break Stop::HandBack;
-                }
-                // A small payload is handled once it is in the receive buffer in full; a
-                // larger one is placed from the socket straight away, by either mode.
-                if mode == Mode::Nic || payload > SMALL_READ || r.buffered() >= HDR_LEN + payload {
-                    match shared.config.faults.check(Direction::Received, &frame) {
-                        None => {}
-                        Some(FaultAction::Drop) => {
-                            st.deaf = true;
-                            continue;
-                        }
-                        Some(FaultAction::Delay(d)) => {
-                            drop(st);
-                            std::thread::sleep(d);
-                            st = shared.lock();
-                            now = Instant::now();
-                            if st.rc.is_closed() {
-                                break Stop::Closed;
-                            }
-                        }
-                        Some(FaultAction::Reset) => {
-                            shared.socket.abort();
-                            st.rc.handle_peer_gone();
-                            break Stop::Closed;
-                        }
-                    }
-                    r.next_frame();
-                    let inbound = st.rc.handle_frame(now, frame);
-                    if let Some(stop) = follow(inbound, r, &mut produced) {
-                        break stop;
-                    }
-                    continue;
-                }
-            }
-            None => {}
-        }
-        if mode == Mode::App && st.rc.has_ready() {
-            // What the caller waits for may be ready: no further read (it would mostly find
-            // nothing).
-            break Stop::Idle;
-        }
-        drop(st);
-        let step = r.fill(&shared.socket);
-        st = shared.lock();
-        match step {
-            Step::Progress => st.rc.handle_activity(now),
-            Step::WouldBlock => break dry(&mut st),
-            _ => {
-                st.rc.handle_peer_gone();
-                break Stop::Closed;
-            }
+        let (g, flow) = rx.step(st);
+        st = g;
+        if let ControlFlow::Break(stop) = flow {
+            break stop;
         }
     };
-    if produced || st.rc.is_closed() {
+    if rx.produced || st.rc.is_closed() {
         shared.wake_app(&st);
     }
     (st, stop)
+}
+
+/// The state of one [`drive`] call. Each step takes the queue pair's lock and gives it back
+/// (released around socket I/O, so that the application's posts and polls go on meanwhile),
+/// with whether receiving goes on.
+struct Receiver<'a, 'r> {
+    shared: &'a Shared,
+    r: &'r mut Reader,
+    mode: Mode,
+    now: Instant,
+    /// A completion or event was produced (the application is woken at the end).
+    produced: bool,
+    /// Placement steps of an application thread in this call.
+    app_steps: usize,
+}
+
+/// A step's outcome: the lock, and whether receiving goes on.
+type Flow<'a> = (Guard<'a>, ControlFlow<Stop>);
+
+impl<'a> Receiver<'a, '_> {
+    /// The next step: the connection's end, a payload being placed, a message waiting for
+    /// its receive, the next frame, or more input.
+    fn step(&mut self, st: Guard<'a>) -> Flow<'a> {
+        if st.rc.is_closed() {
+            return (st, ControlFlow::Break(Stop::Closed));
+        }
+        #[cfg(feature = "fault-injection")]
+        if st.deaf {
+            return self.discard(st);
+        }
+        if self.r.is_placing() {
+            return self.place(st);
+        }
+        if st.rc.is_stalled() {
+            return self.resume(st);
+        }
+        let st = match self.frame(st) {
+            Ok(flow) => return flow,
+            Err(st) => st,
+        };
+        if self.mode == Mode::App && st.rc.has_ready() {
+            // What the caller waits for may be ready: no further read (it would mostly find
+            // nothing).
+            return (st, ControlFlow::Break(Stop::Idle));
+        }
+        self.fill(st)
+    }
+
+    /// Runs `io` on the reader and socket with the lock released.
+    fn unlocked<T>(
+        &mut self,
+        st: Guard<'a>,
+        io: impl FnOnce(&mut Reader, &Socket) -> T,
+    ) -> (Guard<'a>, T) {
+        drop(st);
+        let out = io(self.r, &self.shared.socket);
+        (self.shared.lock(), out)
+    }
+
+    /// Places the next chunk of the payload being placed.
+    fn place(&mut self, st: Guard<'a>) -> Flow<'a> {
+        let (mut st, step) = self.unlocked(st, |r, socket| r.place(socket, CHUNK));
+        let flow = match step {
+            Step::Placed => {
+                st.rc.handle_placed(self.now);
+                self.produced = true;
+                ControlFlow::Continue(())
+            }
+            Step::Progress => {
+                st.rc.handle_activity(self.now);
+                self.app_steps += 1;
+                self.after_chunk(&st)
+            }
+            Step::WouldBlock => ControlFlow::Break(dry(&mut st)),
+            Step::Inaccessible => {
+                st.rc.handle_place_failed();
+                self.produced = true;
+                ControlFlow::Continue(())
+            }
+            Step::Gone => {
+                st.rc.handle_peer_gone();
+                ControlFlow::Break(Stop::Closed)
+            }
+        };
+        (st, flow)
+    }
+
+    /// Whether placing goes on after a chunk that did not finish the payload. The NIC thread
+    /// returns (to transmit) once the socket is drained. An application thread lets its
+    /// completion go first (before the rest of a payload larger than the receive buffer; a
+    /// smaller one is finished while its bytes are there, as if it had been read into the
+    /// buffer whole), and places at most `APP_PLACE_STEPS` chunks per call (a non-blocking
+    /// poll stays short); the placement continues with the next call (or the NIC thread's,
+    /// see `ReadSlot::AppIdle`).
+    fn after_chunk(&self, st: &Guard<'a>) -> ControlFlow<Stop> {
+        let stop = match self.mode {
+            Mode::Nic => self.r.is_placing() && self.r.buffered() == 0,
+            Mode::App => {
+                (st.rc.has_ready() && !self.r.placing_within(RX_BUF))
+                    || self.app_steps >= APP_PLACE_STEPS
+            }
+        };
+        match (stop, self.mode) {
+            (true, Mode::Nic) => ControlFlow::Break(Stop::Busy),
+            (true, Mode::App) => ControlFlow::Break(Stop::Idle),
+            (false, _) => ControlFlow::Continue(()),
+        }
+    }
+
+    /// A message waits for a receive: delivered if one is posted now.
+    fn resume(&mut self, mut st: Guard<'a>) -> Flow<'a> {
+        let flow = match st.rc.resume() {
+            Some(inbound) => self.follow(inbound),
+            None if st.rc.send_failed() => ControlFlow::Break(dry(&mut st)),
+            None if self.mode == Mode::App => ControlFlow::Break(Stop::HandBack),
+            None => ControlFlow::Break(Stop::Stalled),
+        };
+        (st, flow)
+    }
+
+    /// Handles the next frame if it is in the buffer and this thread takes it; `Err` (the
+    /// lock back) if there is none to take now.
+    fn frame(&mut self, mut st: Guard<'a>) -> Result<Flow<'a>, Guard<'a>> {
+        let frame = match self.r.peek() {
+            None => return Err(st),
+            Some(Err(why)) => {
+                st.rc.handle_violation(why);
+                return Ok((st, ControlFlow::Break(Stop::Closed)));
+            }
+            Some(Ok(frame)) => frame,
+        };
+        let (payload, needs_recv) = match frame {
+            Frame::Send { len, .. } | Frame::WriteImm { len, .. } => (len as usize, true),
+            Frame::Write { len, .. } => (len as usize, false),
+            _ => (0, false),
+        };
+        if self.mode == Mode::App && needs_recv && !st.rc.has_recv() {
+            return Ok((st, ControlFlow::Break(Stop::HandBack)));
+        }
+        // A small payload is handled once it is in the receive buffer in full; a larger one
+        // is placed from the socket straight away, by either mode.
+        let whole = self.r.buffered() >= HDR_LEN + payload;
+        if self.mode == Mode::App && payload <= SMALL_READ && !whole {
+            return Err(st);
+        }
+        #[cfg(feature = "fault-injection")]
+        let mut st = match self.inject(st, &frame) {
+            Ok(st) => st,
+            Err(flow) => return Ok(flow),
+        };
+        self.r.next_frame();
+        let inbound = st.rc.handle_frame(self.now, frame);
+        let flow = self.follow(inbound);
+        Ok((st, flow))
+    }
+
+    /// Reads more input into the buffer.
+    fn fill(&mut self, st: Guard<'a>) -> Flow<'a> {
+        let (mut st, step) = self.unlocked(st, |r, socket| r.fill(socket));
+        let flow = match step {
+            Step::Progress => {
+                st.rc.handle_activity(self.now);
+                ControlFlow::Continue(())
+            }
+            Step::WouldBlock => ControlFlow::Break(dry(&mut st)),
+            _ => {
+                st.rc.handle_peer_gone();
+                ControlFlow::Break(Stop::Closed)
+            }
+        };
+        (st, flow)
+    }
+
+    /// Carries out the engine's answer to a frame.
+    fn follow(&mut self, inbound: Inbound) -> ControlFlow<Stop> {
+        match inbound {
+            Inbound::Done => {
+                self.produced = true;
+                ControlFlow::Continue(())
+            }
+            Inbound::Place(local) => {
+                self.r.start_placement(local);
+                ControlFlow::Continue(())
+            }
+            // Taken up by the stalled-message check of the next step.
+            Inbound::Stalled => ControlFlow::Continue(()),
+            Inbound::Closed => ControlFlow::Break(Stop::Closed),
+        }
+    }
+}
+
+/// Fault injection on received frames (tests only: the cargo feature `fault-injection`).
+#[cfg(feature = "fault-injection")]
+impl<'a> Receiver<'a, '_> {
+    /// An injected fault dropped the input from some frame on: read on, unseen (the end of
+    /// the connection is still noticed).
+    fn discard(&mut self, st: Guard<'a>) -> Flow<'a> {
+        self.r.discard();
+        let (mut st, step) = self.unlocked(st, |r, socket| r.fill(socket));
+        let flow = match step {
+            Step::WouldBlock => ControlFlow::Break(dry(&mut st)),
+            Step::Gone => {
+                st.rc.handle_peer_gone();
+                ControlFlow::Break(Stop::Closed)
+            }
+            _ => ControlFlow::Continue(()),
+        };
+        (st, flow)
+    }
+
+    /// Applies the fault plan to a received frame before it is handled: `Err` with the step's
+    /// outcome when the fault takes the frame (dropped, or the connection reset).
+    fn inject(&mut self, mut st: Guard<'a>, frame: &Frame) -> Result<Guard<'a>, Flow<'a>> {
+        match self.shared.config.faults.check(Direction::Received, frame) {
+            None => Ok(st),
+            Some(FaultAction::Drop) => {
+                st.deaf = true;
+                Err((st, ControlFlow::Continue(())))
+            }
+            Some(FaultAction::Delay(d)) => {
+                let (st, ()) = self.unlocked(st, |_, _| std::thread::sleep(d));
+                self.now = Instant::now();
+                if st.rc.is_closed() {
+                    return Err((st, ControlFlow::Break(Stop::Closed)));
+                }
+                Ok(st)
+            }
+            Some(FaultAction::Reset) => {
+                self.shared.socket.abort();
+                st.rc.handle_peer_gone();
+                Err((st, ControlFlow::Break(Stop::Closed)))
+            }
+        }
+    }
 }
 
 /// The input has run dry: idle, unless a write failed (then the peer is gone: everything it
@@ -214,23 +324,6 @@ fn dry(st: &mut Guard<'_>) -> Stop {
         Stop::Closed
     } else {
         Stop::Idle
-    }
-}
-
-/// Carries out the engine's answer to a frame; `Some` if receiving must stop.
-fn follow(inbound: Inbound, r: &mut Reader, produced: &mut bool) -> Option<Stop> {
-    match inbound {
-        Inbound::Done => {
-            *produced = true;
-            None
-        }
-        Inbound::Place(local) => {
-            r.start_placement(local);
-            None
-        }
-        // Taken up by the stalled-message check of the next round.
-        Inbound::Stalled => None,
-        Inbound::Closed => Some(Stop::Closed),
     }
 }
 

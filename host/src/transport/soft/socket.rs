@@ -164,6 +164,7 @@ impl Socket {
 
     /// Aborts the connection: the peer gets an RST, and every later transfer on this socket
     /// fails (fault injection). The descriptor stays open until the socket is dropped.
+    #[cfg(feature = "fault-injection")]
     pub(crate) fn abort(&self) {
         // connect(AF_UNSPEC) disconnects a TCP socket with a reset, without closing it under
         // the threads that use it.

@@ -6,7 +6,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rdma_mummy_sys::{
+use super::sys::{
     rdma_ack_cm_event, rdma_cm_event, rdma_cm_event_type, rdma_cm_id, rdma_create_event_channel,
     rdma_create_id, rdma_destroy_event_channel, rdma_destroy_id, rdma_event_channel,
     rdma_get_cm_event, rdma_migrate_id, rdma_port_space,

@@ -4,7 +4,7 @@ use std::os::fd::RawFd;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use rdma_mummy_sys::{
+use super::sys::{
     ibv_ack_cq_events, ibv_comp_channel, ibv_cq, ibv_create_comp_channel, ibv_create_cq,
     ibv_destroy_comp_channel, ibv_destroy_cq, ibv_get_cq_event, ibv_wc,
 };

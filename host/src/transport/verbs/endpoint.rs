@@ -6,7 +6,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rdma_mummy_sys::{
+use super::sys::{
     ibv_recv_wr, ibv_send_flags, ibv_send_wr, ibv_sge, ibv_wc, ibv_wc_flags, ibv_wc_opcode,
     ibv_wc_status, ibv_wr_opcode, rdma_cm_event_type, rdma_disconnect, rdma_get_peer_addr,
 };
@@ -20,11 +20,11 @@ use super::pd::ProtectionDomain;
 use super::qp::QueuePair;
 use super::{RECV_WR, SEND_WR, VerbsConfig, sockaddr};
 use crate::memory::Buffer;
+use crate::transport::waiting::{WaitEnd, Waiter};
 use crate::transport::{
     Completion, ConnectionEvent, Endpoint, Result, SendOp, SendWr, Sge, TransportError, WcOpcode,
     WcStatus,
 };
-use crate::waiting::{WaitEnd, Waiter};
 
 /// Completions fetched from the CQ per `ibv_poll_cq`.
 const POLL_BATCH: usize = 32;
@@ -333,6 +333,111 @@ fn completion(wc: &ibv_wc) -> Completion {
     }
 }
 
+impl VerbsEndpoint {
+    /// Posts `wrs` as one linked list, built in `list` with its SGEs in `sges` (the
+    /// endpoint's reusable vectors, empty on entry).
+    fn post_list(
+        &mut self,
+        wrs: &[SendWr],
+        sges: &mut Vec<ibv_sge>,
+        list: &mut Vec<ibv_send_wr>,
+    ) -> Result<()> {
+        // First every SGE (so the vector never reallocates after pointers are taken).
+        for wr in wrs {
+            let sge = match &wr.local {
+                Some(s) => self.sge(s)?,
+                None => ibv_sge {
+                    addr: 0,
+                    length: 0,
+                    lkey: 0,
+                },
+            };
+            sges.push(sge);
+        }
+        let max_inline = self.qp.max_inline();
+        for (i, wr) in wrs.iter().enumerate() {
+            let sge = wr.local.is_some().then(|| std::ptr::from_mut(&mut sges[i]));
+            let last = i + 1 == wrs.len();
+            list.push(self.send_request(wr, i, last, sge, max_inline));
+        }
+        for i in 1..list.len() {
+            let next = std::ptr::from_mut(&mut list[i]);
+            list[i - 1].next = next;
+        }
+        let mut bad = std::ptr::null_mut();
+        // SAFETY: `list` is a null-terminated chain (the last `next` stays null) of valid
+        // requests whose SGEs point into `sges`, both alive for this call (the provider copies
+        // requests while posting). Every SGE was checked against a live registration; the
+        // regions keep the memory registered until completion.
+        let posted = unsafe { self.qp.post_send(list.as_mut_ptr(), &mut bad) };
+        // The requests before a refused one were posted: account for them.
+        let count = match &posted {
+            Ok(()) => wrs.len(),
+            Err(_) if bad.is_null() => 0,
+            Err(_) => {
+                let offset = (bad as usize).wrapping_sub(list.as_ptr() as usize);
+                (offset / size_of::<ibv_send_wr>()).min(wrs.len())
+            }
+        };
+        for wr in &wrs[..count] {
+            let opcode = match wr.op {
+                SendOp::Send => WcOpcode::Send,
+                SendOp::Write(_) | SendOp::WriteWithImm(..) => WcOpcode::RdmaWrite,
+            };
+            self.outstanding.sent(wr.wr_id, opcode);
+        }
+        posted
+    }
+
+    /// The verbs request of `wr`, the `i`-th of its list (only the `last` is signaled, see
+    /// `Outstanding`), with its SGE (`None`: no data).
+    fn send_request(
+        &self,
+        wr: &SendWr,
+        i: usize,
+        last: bool,
+        sge: Option<*mut ibv_sge>,
+        max_inline: u32,
+    ) -> ibv_send_wr {
+        let (opcode, remote, imm) = match wr.op {
+            SendOp::Send => (ibv_wr_opcode::IBV_WR_SEND, None, None),
+            SendOp::Write(r) => (ibv_wr_opcode::IBV_WR_RDMA_WRITE, Some(r), None),
+            SendOp::WriteWithImm(r, imm) => (
+                ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM,
+                Some(r),
+                Some(imm),
+            ),
+        };
+        let mut flags = 0;
+        if last {
+            flags |= ibv_send_flags::IBV_SEND_SIGNALED.0;
+        }
+        if wr.solicited {
+            flags |= ibv_send_flags::IBV_SEND_SOLICITED.0;
+        }
+        let len = wr.local.map_or(0, |s| s.len);
+        if len > 0 && len <= max_inline {
+            flags |= ibv_send_flags::IBV_SEND_INLINE.0;
+        }
+        // SAFETY: `ibv_send_wr` is plain old data (integers, raw pointers, unions of them);
+        // all-zero is a valid value.
+        let mut w: ibv_send_wr = unsafe { std::mem::zeroed() };
+        w.wr_id = self.outstanding.send_tag(i);
+        w.sg_list = sge.unwrap_or(std::ptr::null_mut());
+        w.num_sge = i32::from(sge.is_some());
+        w.opcode = opcode;
+        w.send_flags = flags;
+        if let Some(imm) = imm {
+            w.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
+        }
+        if let Some(r) = remote {
+            w.wr.rdma.remote_addr = r.addr;
+            w.wr.rdma.rkey = r.rkey;
+        }
+        w
+    }
+}
+
 impl Endpoint for VerbsEndpoint {
     type Region = VerbsRegion;
 
@@ -378,91 +483,7 @@ impl Endpoint for VerbsEndpoint {
         let mut list = std::mem::take(&mut self.send_wrs);
         sges.clear();
         list.clear();
-        let result = (|| {
-            // First every SGE (so the vector never reallocates after pointers are taken).
-            for wr in wrs {
-                let sge = match &wr.local {
-                    Some(s) => self.sge(s)?,
-                    None => ibv_sge {
-                        addr: 0,
-                        length: 0,
-                        lkey: 0,
-                    },
-                };
-                sges.push(sge);
-            }
-            let max_inline = self.qp.max_inline();
-            for (i, wr) in wrs.iter().enumerate() {
-                let (opcode, remote, imm) = match wr.op {
-                    SendOp::Send => (ibv_wr_opcode::IBV_WR_SEND, None, None),
-                    SendOp::Write(r) => (ibv_wr_opcode::IBV_WR_RDMA_WRITE, Some(r), None),
-                    SendOp::WriteWithImm(r, imm) => (
-                        ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM,
-                        Some(r),
-                        Some(imm),
-                    ),
-                };
-                // Only the last request of the list is signaled (see `Outstanding`).
-                let mut flags = 0;
-                if i + 1 == wrs.len() {
-                    flags |= ibv_send_flags::IBV_SEND_SIGNALED.0;
-                }
-                if wr.solicited {
-                    flags |= ibv_send_flags::IBV_SEND_SOLICITED.0;
-                }
-                let len = wr.local.map_or(0, |s| s.len);
-                if len > 0 && len <= max_inline {
-                    flags |= ibv_send_flags::IBV_SEND_INLINE.0;
-                }
-                // SAFETY: `ibv_send_wr` is plain old data (integers, raw pointers, unions of
-                // them); all-zero is a valid value.
-                let mut w: ibv_send_wr = unsafe { std::mem::zeroed() };
-                w.wr_id = self.outstanding.send_tag(i);
-                w.sg_list = if wr.local.is_some() {
-                    std::ptr::from_mut(&mut sges[i])
-                } else {
-                    std::ptr::null_mut()
-                };
-                w.num_sge = i32::from(wr.local.is_some());
-                w.opcode = opcode;
-                w.send_flags = flags;
-                if let Some(imm) = imm {
-                    w.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
-                }
-                if let Some(r) = remote {
-                    w.wr.rdma.remote_addr = r.addr;
-                    w.wr.rdma.rkey = r.rkey;
-                }
-                list.push(w);
-            }
-            for i in 1..list.len() {
-                let next = std::ptr::from_mut(&mut list[i]);
-                list[i - 1].next = next;
-            }
-            let mut bad = std::ptr::null_mut();
-            // SAFETY: `list` is a null-terminated chain (the last `next` stays null) of valid
-            // requests whose SGEs point into `sges`, both alive for this call (the provider
-            // copies requests while posting). Every SGE was checked against a live
-            // registration; the regions keep the memory registered until completion.
-            let posted = unsafe { self.qp.post_send(list.as_mut_ptr(), &mut bad) };
-            // The requests before a refused one were posted: account for them.
-            let count = match &posted {
-                Ok(()) => wrs.len(),
-                Err(_) if bad.is_null() => 0,
-                Err(_) => {
-                    let offset = (bad as usize).wrapping_sub(list.as_ptr() as usize);
-                    (offset / size_of::<ibv_send_wr>()).min(wrs.len())
-                }
-            };
-            for wr in &wrs[..count] {
-                let opcode = match wr.op {
-                    SendOp::Send => WcOpcode::Send,
-                    SendOp::Write(_) | SendOp::WriteWithImm(..) => WcOpcode::RdmaWrite,
-                };
-                self.outstanding.sent(wr.wr_id, opcode);
-            }
-            posted
-        })();
+        let result = self.post_list(wrs, &mut sges, &mut list);
         self.send_sges = sges;
         self.send_wrs = list;
         result
@@ -509,7 +530,7 @@ impl Endpoint for VerbsEndpoint {
         if self.state == State::Closed {
             return Err(TransportError::NotConnected);
         }
-        // Spin for the policy's budget (see `crate::waiting`). After `PURE_SPIN`, yield
+        // Spin for the policy's budget (see `crate::transport::waiting`). After `PURE_SPIN`, yield
         // between polls, so that work the kernel deferred on this CPU can
         // run (Soft-RoCE completes work requests in softirqs and kernel threads, which a
         // spinning thread would hold off until the next scheduler tick). No PAUSE between
@@ -556,7 +577,7 @@ impl Endpoint for VerbsEndpoint {
     fn arm_ready(&mut self) -> Result<bool> {
         if self.ready_fd.is_none() {
             let fds = [self.cq.channel_fd(), self.id.channel().fd()];
-            self.ready_fd = Some(super::readiness::epoll_over(&fds)?);
+            self.ready_fd = Some(super::epoll::epoll_over(&fds)?);
         }
         // Consume the CQ events that woke the caller (the CQ must be re-armed after them).
         while self.cq.take_event()? {
@@ -605,7 +626,7 @@ impl Drop for VerbsEndpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::waiting::{WaitPolicy, Waiter};
+    use crate::transport::waiting::{WaitPolicy, Waiter};
 
     #[test]
     fn a_completion_found_right_after_arming_keeps_the_wake_up_estimate() {

@@ -6,7 +6,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::Instant;
 
-use rdma_mummy_sys::{
+use super::sys::{
     rdma_accept, rdma_bind_addr, rdma_cm_event_type, rdma_conn_param, rdma_connect,
     rdma_get_local_addr, rdma_listen, rdma_reject, rdma_resolve_addr, rdma_resolve_route,
 };

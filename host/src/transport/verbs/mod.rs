@@ -22,7 +22,7 @@
 //!   arrived in between is never missed (the C server's lost wake-up, defect D-15).
 //! * [`Endpoint::wait`](super::Endpoint::wait) polls the CQ in a loop for as long as
 //!   [`VerbsConfig::wait`] says (learned from the connection's recent waits by default, see
-//!   [`crate::waiting`]), then sleeps in `ppoll` on the completion channel and the rdma_cm
+//!   [`crate::transport::waiting`]), then sleeps in `ppoll` on the completion channel and the rdma_cm
 //!   event channel until its deadline; [`Endpoint::poll`](super::Endpoint::poll) never
 //!   blocks. No signals, no alarms. While polling, the rdma_cm channel is read at most once a
 //!   millisecond, timed by the coarse clock (a system call each time).
@@ -45,6 +45,7 @@
 mod cm;
 mod cq;
 mod endpoint;
+mod epoll;
 mod event_check;
 mod listener;
 mod mr;
@@ -53,8 +54,11 @@ mod outstanding;
 mod pd;
 mod qp;
 mod rdma_core;
-mod readiness;
 mod sockaddr;
+
+/// The C bindings of libibverbs and librdmacm (rdma-mummy-sys, loaded at run time), under one
+/// name for the modules of this transport.
+use rdma_mummy_sys as sys;
 
 use std::io;
 use std::net::SocketAddr;
@@ -65,13 +69,13 @@ pub use listener::{VerbsIncoming, VerbsListener};
 pub use mr::VerbsRegion;
 
 use super::{Result, Transport, TransportError};
-use crate::waiting::WaitPolicy;
+use crate::transport::waiting::WaitPolicy;
 
 /// Settings of the verbs transport.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VerbsConfig {
     /// How [`wait`](super::Endpoint::wait) waits: how long it polls the CQ in a loop before
-    /// it arms the completion channel and sleeps ([`crate::waiting`]). Default: adaptive.
+    /// it arms the completion channel and sleeps ([`crate::transport::waiting`]). Default: adaptive.
     pub wait: WaitPolicy,
     /// Timeout handed to `rdma_resolve_addr` and `rdma_resolve_route` (also bounded by the
     /// connect deadline). Default 2 s.

@@ -5,7 +5,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-use rdma_mummy_sys::{ibv_access_flags, ibv_dereg_mr, ibv_mr, ibv_reg_mr};
+use super::sys::{ibv_access_flags, ibv_dereg_mr, ibv_mr, ibv_reg_mr};
 use rustc_hash::FxHashMap;
 
 use super::pd::ProtectionDomain;

@@ -4,7 +4,7 @@
 
 use std::io;
 
-use rdma_mummy_sys::{ibv_cq, ibv_qp, ibv_recv_wr, ibv_send_wr, ibv_wc};
+use super::sys::{ibv_cq, ibv_qp, ibv_recv_wr, ibv_send_wr, ibv_wc};
 
 /// `ibv_poll_cq`: up to `wcs.len()` completions into `wcs`; returns how many.
 ///

@@ -5,7 +5,7 @@ use std::ffi::CStr;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use rdma_mummy_sys::{
+use super::sys::{
     ibv_alloc_pd, ibv_context, ibv_dealloc_pd, ibv_free_device_list, ibv_get_device_list,
     ibv_get_device_name, ibv_pd,
 };

@@ -3,7 +3,7 @@
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use rdma_mummy_sys::{
+use super::sys::{
     ibv_qp, ibv_qp_cap, ibv_qp_init_attr, ibv_qp_type, ibv_recv_wr, ibv_send_wr, rdma_create_qp,
     rdma_destroy_qp,
 };

@@ -1,6 +1,6 @@
 //! Waiting by other means than [`Driver::wait`]: the endpoint's readiness descriptor and the
 //! machine's next deadline, for a thread that waits on many connections at once
-//! ([`crate::naa_set`]) or an async reactor ([`crate::rpc_future`]).
+//! ([`crate::client::naa_set`]) or an async reactor ([`crate::client::rpc_future`]).
 
 use std::os::fd::BorrowedFd;
 use std::time::Instant;

@@ -5,18 +5,20 @@
 //! names the entry's transport, for NAAs that `auto` cannot decide
 //! (`10.0.0.5:12345:3:1:verbs`, `...:soft`; empty or `auto`: the program's transport). An entry
 //! `local:fn_code:param_count` (no port) is the in-process NAA of local mode
-//! ([`crate::local`]). Differences from the C
+//! ([`crate::swnaa::local`]). Differences from the C
 //! reference, all in the direction of clearer errors: a malformed entry is an error naming
 //! the entry and field (the C code skips it silently); ports must be 1–65535 and function
 //! codes 1–127 (the C code wraps them); spaces around fields are ignored; an IPv6 literal may
 //! be written in brackets (`[fe80::1]:12345:1:2`); empty entries (a trailing comma) are
-//! skipped. Entries are handed out per process and returned when the handle is dropped; which
-//! entry a handle prefers depends on the process's rank ([`crate::select`]).
+//! skipped. This module is the syntax; handing the entries out to handles, per process and
+//! by rank, is [`crate::discovery::select`]'s.
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::transport::{DEFAULT_PORT, TransportChoice, TransportKind};
+
+/// The address field of a local entry (`local:FN_CODE:PARAM_COUNT`).
+pub const LOCAL_HOST: &str = "local";
 
 /// Errors of NAA selection.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -111,21 +113,23 @@ pub struct NaaEntry {
     /// Number of input parameters.
     pub param_count: u32,
     /// True for a `local:fn_code:param_count` entry: the in-process NAA of local mode
-    /// ([`crate::local`]); `host` is `local`, `port` 0.
+    /// ([`crate::swnaa::local`]); `host` is `local`, `port` 0.
     pub local: bool,
     /// The transport the entry names (fifth field); `None`: the program's transport.
     pub transport: Option<TransportKind>,
 }
 
 impl NaaEntry {
-    /// Resolves the NAA's socket address (first result, like `getaddrinfo`); for a local
-    /// entry, the in-process NAA's, which starts it if it is not running.
+    /// The entry's socket address, resolved like `getaddrinfo` (first result). A local
+    /// entry has none of its own: [`crate::discovery::select`] starts the in-process NAA for it.
     pub fn resolve(&self) -> Result<SocketAddr, SpecError> {
         if self.local {
-            return crate::local::address().map_err(|e| SpecError::Resolve {
-                what: "the in-process NAA",
+            return Err(SpecError::Resolve {
+                what: "NAA address",
                 addr: self.host.clone(),
-                reason: e.to_string(),
+                reason:
+                    "a local entry names the in-process NAA, which has no address until it starts"
+                        .into(),
             });
         }
         resolve("NAA address", &self.host, self.port)
@@ -147,7 +151,7 @@ pub fn parse(spec: &str) -> Result<Vec<NaaEntry>, SpecError> {
         };
         let (host, rest) = split_host(entry).map_err(|r| bad(r.into()))?;
         let mut fields: Vec<&str> = rest.split(':').map(str::trim).collect();
-        let local = host == crate::local::LOCAL_HOST && fields.len() == 2;
+        let local = host == LOCAL_HOST && fields.len() == 2;
         if local {
             fields.insert(0, "0");
         }
@@ -241,130 +245,6 @@ pub fn local_ip_from_env() -> Result<Option<SocketAddr>, SpecError> {
         }
         _ => Ok(None),
     }
-}
-
-/// A set of NAA entries shared out to the handles of one process: which entries this process
-/// uses right now, and the rank-aware order in which a new handle tries them (see
-/// [`crate::select`] for the policy). The process-wide pool is [`Pool::global`] (`NAA_SPEC`,
-/// read once); a pool of its own stands for another process (e.g. in a simulation).
-#[derive(Debug)]
-pub struct Pool {
-    entries: Vec<NaaEntry>,
-    used: Mutex<Vec<bool>>,
-}
-
-impl Pool {
-    /// A pool over `entries`, none in use.
-    pub fn new(entries: Vec<NaaEntry>) -> Arc<Self> {
-        let used = Mutex::new(vec![false; entries.len()]);
-        Arc::new(Self { entries, used })
-    }
-
-    /// The process's pool from `NAA_SPEC`, read on first use (spec §6.3).
-    pub fn global() -> Result<Arc<Self>, SpecError> {
-        static POOL: OnceLock<Result<Arc<Pool>, SpecError>> = OnceLock::new();
-        POOL.get_or_init(|| {
-            let spec = std::env::var("NAA_SPEC").map_err(|_| SpecError::Missing)?;
-            Ok(Self::new(parse(&spec)?))
-        })
-        .clone()
-    }
-
-    /// The entries.
-    pub fn entries(&self) -> &[NaaEntry] {
-        &self.entries
-    }
-
-    fn used(&self) -> std::sync::MutexGuard<'_, Vec<bool>> {
-        self.used.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The entries a new handle for `fncode` with `n_inputs` inputs may use, free ones only,
-    /// in the order [`crate::select::order`] gives for `rank`: the first is the preferred
-    /// one, the rest are failover candidates.
-    pub fn candidates(
-        &self,
-        fncode: u32,
-        n_inputs: usize,
-        rank: &crate::environment::Rank,
-    ) -> Result<Vec<usize>, SpecError> {
-        let same_code: Vec<usize> = (0..self.entries.len())
-            .filter(|&i| u32::from(self.entries[i].fncode) == fncode)
-            .collect();
-        let Some(&first) = same_code.first() else {
-            return Err(SpecError::NoMatch(fncode));
-        };
-        let matching: Vec<usize> = same_code
-            .into_iter()
-            .filter(|&i| self.entries[i].param_count as usize == n_inputs)
-            .collect();
-        if matching.is_empty() {
-            return Err(SpecError::ParamCount {
-                fncode,
-                expected: self.entries[first].param_count,
-                got: n_inputs,
-            });
-        }
-        let used = self.used();
-        let free: Vec<bool> = matching.iter().map(|&i| !used[i]).collect();
-        let order = crate::select::order(&free, rank);
-        if order.is_empty() {
-            return Err(SpecError::NoMatch(fncode));
-        }
-        Ok(order.into_iter().map(|k| matching[k]).collect())
-    }
-
-    /// Reserves entry `index` if it is free.
-    pub fn reserve(self: &Arc<Self>, index: usize) -> Option<Reservation> {
-        let mut used = self.used();
-        match used.get_mut(index) {
-            Some(u) if !*u => *u = true,
-            _ => return None,
-        }
-        Some(Reservation {
-            pool: Arc::clone(self),
-            index,
-        })
-    }
-}
-
-/// A reserved entry of a [`Pool`]; returned to the pool when dropped.
-#[derive(Debug)]
-pub struct Reservation {
-    pool: Arc<Pool>,
-    index: usize,
-}
-
-impl Reservation {
-    /// The entry.
-    pub fn entry(&self) -> &NaaEntry {
-        &self.pool.entries[self.index]
-    }
-
-    /// The entry's position in its pool (0-based, in `NAA_SPEC` order).
-    pub fn index(&self) -> usize {
-        self.index
-    }
-}
-
-impl Drop for Reservation {
-    fn drop(&mut self) {
-        if let Some(u) = self.pool.used().get_mut(self.index) {
-            *u = false;
-        }
-    }
-}
-
-/// Reserves the entry a new handle for `fncode` with `n_inputs` inputs prefers in the
-/// process's pool, for the process's rank (without connecting; [`crate::select::connect`]
-/// also fails over).
-pub fn reserve(fncode: u32, n_inputs: usize) -> Result<Reservation, SpecError> {
-    let pool = Pool::global()?;
-    let rank = crate::environment::Rank::from_env()?;
-    pool.candidates(fncode, n_inputs, &rank)?
-        .into_iter()
-        .find_map(|i| pool.reserve(i))
-        .ok_or(SpecError::NoMatch(fncode))
 }
 
 #[cfg(test)]

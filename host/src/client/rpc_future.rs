@@ -30,9 +30,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
+use super::arming::{self, Arming};
+use crate::client::naa::{Naa, Status};
 use crate::error::{Error, Result};
-use crate::naa::{Naa, Status};
-use crate::readiness::{self, Arming};
 use crate::transport::{Endpoint, TransportError};
 
 impl<E: Endpoint> Naa<E> {
@@ -87,7 +87,7 @@ impl<'a, E: Endpoint> RpcFuture<'a, E> {
         let fd = match arming {
             Arming::Fd(_) => {
                 if self.fd.is_none() {
-                    let fd = readiness::ready_fd(self.naa)
+                    let fd = arming::ready_fd(self.naa)
                         .map(|fd| fd.try_clone_to_owned())
                         .transpose()
                         .map_err(|source| {
@@ -133,7 +133,7 @@ impl<E: Endpoint> Future for RpcFuture<'_, E> {
             Ok(None) => {}
             Err(e) => return Poll::Ready(Err(e)),
         }
-        let arming = readiness::arm(this.naa);
+        let arming = arming::arm(this.naa);
         if arming == Arming::Ready {
             // News already: be polled again soon, after other tasks had their turn.
             cx.waker().wake_by_ref();

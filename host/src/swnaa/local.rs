@@ -25,7 +25,7 @@ use crate::swnaa::{Kernel, KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle
 use crate::transport::soft::SoftTransport;
 
 /// The address field of a local `NAA_SPEC` entry (`local:FN_CODE:PARAM_COUNT`).
-pub const LOCAL_HOST: &str = "local";
+pub use crate::discovery::spec::LOCAL_HOST;
 
 /// Most concurrent handles of one in-process NAA.
 const MAX_CONNECTIONS: usize = 256;

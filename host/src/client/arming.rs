@@ -1,14 +1,14 @@
 //! Waiting for many connections in one thread: each connection's readiness descriptor
 //! ([`Endpoint::ready_fd`](crate::transport::Endpoint::ready_fd)) and deadline, gathered for
-//! one poll(2) ([`crate::naa_set`]) or for the reactor of [`crate::rpc_future`].
+//! one poll(2) ([`crate::client::naa_set`]) or for the reactor of [`crate::client::rpc_future`].
 
 use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags, Timespec};
 
-use crate::connection::Connection;
-use crate::naa::Naa;
+use crate::client::connection::Connection;
+use crate::client::naa::Naa;
 use crate::transport::Endpoint;
 
 /// How long a waiter sleeps at most for a connection whose transport has no readiness

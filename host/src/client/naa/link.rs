@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 use naaice_core::ClientConfig;
 
 use super::{NaaOptions, Param};
-use crate::connection::Connection;
+use crate::client::connection::Connection;
 use crate::error::Result;
-use crate::local;
+use crate::swnaa::local;
 use crate::transport::{Endpoint, Transport, TransportKind};
 
 /// One connection attempt to `remote` until `until`.
@@ -73,7 +73,7 @@ impl<E: Endpoint> Link<E> {
     }
 }
 
-/// Connects to `remote`: the in-process NAA of local mode ([`crate::local`]) through
+/// Connects to `remote`: the in-process NAA of local mode ([`crate::swnaa::local`]) through
 /// [`Transport::connect_local`], any other through [`Transport::connect_as`] with the
 /// transport its `NAA_SPEC` entry names (`kind`).
 pub(super) fn connect<T: Transport>(

@@ -22,7 +22,7 @@
 //! Beyond the reference: [`Naa::invoke_with`] takes per-call arguments ([`Call`]: function
 //! code, the immediate's user bytes, deadline), [`Naa::cancel`] abandons an RPC (the handle
 //! reconnects on its next invoke), and [`NaaOptions::local`] / `NAA_SPEC=local:FN:N` run the
-//! kernel in-process ([`crate::local`]).
+//! kernel in-process ([`crate::swnaa::local`]).
 //!
 //! **Buffer safety.** The handle owns its parameter buffers. While an RPC is in flight,
 //! [`Naa::input`] and [`Naa::output`] return [`Error::Busy`], and a guard they returned
@@ -43,11 +43,12 @@ mod link;
 pub use call::Call;
 use link::Link;
 
-use crate::connection::Connection;
-use crate::environment::Rank;
+use crate::client::connection::Connection;
+use crate::discovery::environment::{self, Rank};
+use crate::discovery::select::{self, Pool, Reservation};
+use crate::discovery::spec::{self, SpecError};
 use crate::error::{Error, Result};
 use crate::memory::{Buffer, BufferGuard};
-use crate::spec::{self, Pool, Reservation};
 use crate::transport::{AnyEndpoint, Endpoint, Transport};
 
 /// A parameter of an NAA call: a buffer, optionally single-send.
@@ -115,7 +116,7 @@ pub struct NaaOptions {
     /// Default per-RPC deadline.
     pub rpc_timeout: Duration,
     /// The process's rank for choosing among `NAA_SPEC` entries; `None` reads the launcher's
-    /// variables ([`crate::select`]).
+    /// variables ([`crate::discovery::select`]).
     pub rank: Option<Rank>,
     /// The entries to choose from; `None` is the process's `NAA_SPEC`.
     pub pool: Option<Arc<Pool>>,
@@ -126,9 +127,9 @@ impl Default for NaaOptions {
         Self {
             remote: None,
             local: None,
-            connect_timeout: crate::connection::CONNECT_TIMEOUT,
+            connect_timeout: crate::client::connection::CONNECT_TIMEOUT,
             mrsp_timeout: Duration::from_secs(10),
-            rpc_timeout: crate::environment::DEFAULT_RPC_TIMEOUT,
+            rpc_timeout: environment::DEFAULT_RPC_TIMEOUT,
             rank: None,
             pool: None,
         }
@@ -144,10 +145,35 @@ impl NaaOptions {
         }
     }
 
-    /// Options that connect to the in-process NAA of local mode ([`crate::local`]) instead
+    /// Options that connect to the in-process NAA of local mode ([`crate::swnaa::local`]) instead
     /// of consulting `NAA_SPEC`; starts it if it is not running.
     pub fn local() -> Result<Self> {
-        Ok(Self::at(crate::local::address()?))
+        Ok(Self::at(crate::swnaa::local::address()?))
+    }
+
+    /// The options `naa_create` and [`crate::Naa::create`] use: the defaults with
+    /// `NAAICE_RPC_TIMEOUT` and `NAAICE_CONNECT_TIMEOUT` applied (NAA from `NAA_SPEC`, local
+    /// address from `NAA_LOCAL_IP`, rank from the launcher).
+    pub fn from_env() -> Result<Self, SpecError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// [`NaaOptions::from_env`] with variables looked up by `var`.
+    pub fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Result<Self, SpecError> {
+        let mut options = Self::default();
+        if let Some(t) = environment::seconds(
+            environment::RPC_TIMEOUT_VAR,
+            var(environment::RPC_TIMEOUT_VAR).as_deref(),
+        )? {
+            options.rpc_timeout = t;
+        }
+        if let Some(t) = environment::seconds(
+            environment::CONNECT_TIMEOUT_VAR,
+            var(environment::CONNECT_TIMEOUT_VAR).as_deref(),
+        )? {
+            options.connect_timeout = t;
+        }
+        Ok(options)
     }
 }
 
@@ -176,7 +202,7 @@ impl<E: Endpoint> std::fmt::Debug for Naa<E> {
 
 impl<E: Endpoint> Naa<E> {
     /// `naa_create`: selects an NAA for `fncode` from `NAA_SPEC` (by the process's rank,
-    /// failing over to further entries: [`crate::select`]), connects, registers the
+    /// failing over to further entries: [`crate::discovery::select`]), connects, registers the
     /// parameters and runs the MRSP. Options from the environment
     /// ([`NaaOptions::from_env`]), as in the C ABI.
     pub fn create<T: Transport<Endpoint = E> + Clone + 'static>(
@@ -205,25 +231,17 @@ impl<E: Endpoint> Naa<E> {
         let mut config = ClientConfig::new(code);
         config.mrsp_timeout = options.mrsp_timeout;
         config.rpc_timeout = options.rpc_timeout;
-        let chosen = std::cell::Cell::new(None);
-        let connect = |remote, kind, until| {
-            let conn = link::connect(transport, remote, kind, local, config, until)?;
-            chosen.set(Some((remote, kind)));
-            Ok(conn)
-        };
-        let (mut conn, reservation) = match options.remote {
-            Some(addr) => (
-                connect(
-                    addr,
-                    None,
-                    std::time::Instant::now() + options.connect_timeout,
-                )?,
-                None,
-            ),
+        let connect =
+            |remote, kind, until| link::connect(transport, remote, kind, local, config, until);
+        let (mut conn, chosen, reservation) = match options.remote {
+            Some(addr) => {
+                let until = std::time::Instant::now() + options.connect_timeout;
+                (connect(addr, None, until)?, (addr, None), None)
+            }
             None => {
                 let pool = options.pool.clone().map_or_else(Pool::global, Ok)?;
                 let rank = options.rank.map_or_else(Rank::from_env, Ok)?;
-                let (conn, r) = crate::select::connect(
+                let chosen = select::connect(
                     &pool,
                     fncode,
                     inputs.len(),
@@ -231,13 +249,11 @@ impl<E: Endpoint> Naa<E> {
                     options.connect_timeout,
                     connect,
                 )?;
-                (conn, Some(r))
+                let to = (chosen.address, chosen.transport);
+                (chosen.connection, to, Some(chosen.reservation))
             }
         };
         attach(&mut conn, &inputs, &outputs)?;
-        let chosen = chosen
-            .get()
-            .ok_or(Error::State("connected without an address"))?;
         let link = Link::new(transport, chosen, local, config, options, inputs, outputs);
         Ok(Self {
             conn: Some(conn),
@@ -356,8 +372,8 @@ impl<E: Endpoint> Naa<E> {
         Ok(p.buffer.lock())
     }
 
-    /// The connection, for waiting on many handles ([`crate::naa_set`]) and futures
-    /// ([`crate::rpc_future`]); `None` after [`Naa::cancel`].
+    /// The connection, for waiting on many handles ([`crate::client::naa_set`]) and futures
+    /// ([`crate::client::rpc_future`]); `None` after [`Naa::cancel`].
     pub(crate) fn connection_mut(&mut self) -> Option<&mut Connection<E>> {
         self.conn.as_mut()
     }

@@ -14,7 +14,7 @@
 //!
 //! The policy is chosen in Rust with the transport's configuration
 //! ([`VerbsConfig::wait`](crate::transport::verbs::VerbsConfig)), in the C ABI with
-//! `NAAICE_WAIT` ([`crate::environment`]) and on the `naaice-swnaa` command line with `--wait`.
+//! `NAAICE_WAIT` ([`crate::discovery::environment`]) and on the `naaice-swnaa` command line with `--wait`.
 //! It applies to the verbs transport; the software transport always blocks in its socket read,
 //! which is its cheapest wake-up.
 

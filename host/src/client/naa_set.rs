@@ -44,9 +44,9 @@ use std::time::Instant;
 
 use naaice_core::Phase;
 
+use super::arming::{self, Arming};
+use crate::client::naa::{Naa, Status};
 use crate::error::{Error, Result};
-use crate::naa::{Naa, Status};
-use crate::readiness::{self, Arming};
 use crate::transport::Endpoint;
 
 /// One RPC of a set that finished or failed: the handle's position and its outcome.
@@ -84,27 +84,27 @@ where
 }
 
 fn test_any_of<E: Endpoint>(handles: &mut [&mut Naa<E>]) -> Poll<Option<Finished>> {
+    // Where this thread's scan starts: after the handle it reported last, so that one busy
+    // handle cannot keep the others' finished RPCs waiting (round robin).
+    thread_local! {
+        static NEXT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+    let n = handles.len();
+    let start = NEXT.with(std::cell::Cell::get) % n.max(1);
     let mut active = false;
-    for (index, naa) in handles.iter_mut().enumerate() {
+    for index in (start..n).chain(0..start) {
+        let naa = &mut handles[index];
         if !in_flight(naa) {
             continue;
         }
         active = true;
-        match naa.test() {
-            Ok(None) => {}
-            Ok(Some(status)) => {
-                return Poll::Ready(Some(Finished {
-                    index,
-                    result: Ok(status),
-                }));
-            }
-            Err(e) => {
-                return Poll::Ready(Some(Finished {
-                    index,
-                    result: Err(e),
-                }));
-            }
-        }
+        let result = match naa.test() {
+            Ok(None) => continue,
+            Ok(Some(status)) => Ok(status),
+            Err(e) => Err(e),
+        };
+        NEXT.with(|next| next.set(index + 1));
+        return Poll::Ready(Some(Finished { index, result }));
     }
     if active {
         Poll::Pending
@@ -198,7 +198,7 @@ fn sleep<E: Endpoint>(handles: &mut [&mut Naa<E>]) {
         if !in_flight(naa) {
             continue;
         }
-        let arming = readiness::arm(naa);
+        let arming = arming::arm(naa);
         if arming == Arming::Ready {
             return;
         }
@@ -211,7 +211,7 @@ fn sleep<E: Endpoint>(handles: &mut [&mut Naa<E>]) {
     }
     let fds: Vec<BorrowedFd<'_>> = armed
         .iter()
-        .filter_map(|&i| readiness::ready_fd(handles[i]))
+        .filter_map(|&i| arming::ready_fd(handles[i]))
         .collect();
-    readiness::poll_fds(&fds, until);
+    arming::poll_fds(&fds, until);
 }

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use rustix::event::{EventfdFlags, PollFd, PollFlags, eventfd};
 
-use crate::readiness::timespec;
+use crate::client::arming::timespec;
 
 /// One registration.
 struct Registration {
@@ -132,7 +132,7 @@ impl Reactor {
                 && e != rustix::io::Errno::INTR
             {
                 tracing::debug!(error = %e, "reactor poll");
-                std::thread::sleep(crate::readiness::NO_FD_INTERVAL);
+                std::thread::sleep(crate::client::arming::NO_FD_INTERVAL);
             }
             if !pfds[0].revents().is_empty() {
                 let mut count = [0u8; 8];

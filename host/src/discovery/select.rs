@@ -25,13 +25,164 @@
 //! final error lists every entry tried, how often and why it failed.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::environment::Rank;
+use crate::discovery::environment::Rank;
+use crate::discovery::spec::{self, Attempts, NaaEntry, SpecError};
 use crate::error::{Error, Result};
-use crate::spec::{Attempts, Pool, Reservation, SpecError};
 use crate::transport::{TransportError, TransportKind};
+
+/// A set of NAA entries shared out to the handles of one process: which entries this process
+/// uses right now, and the rank-aware order in which a new handle tries them (see the
+/// module documentation for the policy). The process-wide pool is [`Pool::global`] (`NAA_SPEC`,
+/// read once); a pool of its own stands for another process (e.g. in a simulation).
+#[derive(Debug)]
+pub struct Pool {
+    entries: Vec<NaaEntry>,
+    used: Mutex<Vec<bool>>,
+}
+
+impl Pool {
+    /// A pool over `entries`, none in use.
+    pub fn new(entries: Vec<NaaEntry>) -> Arc<Self> {
+        let used = Mutex::new(vec![false; entries.len()]);
+        Arc::new(Self { entries, used })
+    }
+
+    /// The process's pool from `NAA_SPEC`, read on first use (spec §6.3).
+    pub fn global() -> Result<Arc<Self>, SpecError> {
+        static POOL: OnceLock<Result<Arc<Pool>, SpecError>> = OnceLock::new();
+        POOL.get_or_init(|| {
+            let spec = std::env::var("NAA_SPEC").map_err(|_| SpecError::Missing)?;
+            Ok(Self::new(spec::parse(&spec)?))
+        })
+        .clone()
+    }
+
+    /// The entries.
+    pub fn entries(&self) -> &[NaaEntry] {
+        &self.entries
+    }
+
+    fn used(&self) -> std::sync::MutexGuard<'_, Vec<bool>> {
+        self.used.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The entries a new handle for `fncode` with `n_inputs` inputs may use, free ones only,
+    /// in the order [`order`] gives for `rank`: the first is the preferred
+    /// one, the rest are failover candidates.
+    pub fn candidates(
+        &self,
+        fncode: u32,
+        n_inputs: usize,
+        rank: &Rank,
+    ) -> Result<Vec<usize>, SpecError> {
+        let same_code: Vec<usize> = (0..self.entries.len())
+            .filter(|&i| u32::from(self.entries[i].fncode) == fncode)
+            .collect();
+        let Some(&first) = same_code.first() else {
+            return Err(SpecError::NoMatch(fncode));
+        };
+        let matching: Vec<usize> = same_code
+            .into_iter()
+            .filter(|&i| self.entries[i].param_count as usize == n_inputs)
+            .collect();
+        if matching.is_empty() {
+            return Err(SpecError::ParamCount {
+                fncode,
+                expected: self.entries[first].param_count,
+                got: n_inputs,
+            });
+        }
+        let used = self.used();
+        let free: Vec<bool> = matching.iter().map(|&i| !used[i]).collect();
+        let order = order(&free, rank);
+        if order.is_empty() {
+            return Err(SpecError::NoMatch(fncode));
+        }
+        Ok(order.into_iter().map(|k| matching[k]).collect())
+    }
+
+    /// Reserves entry `index` if it is free.
+    pub fn reserve(self: &Arc<Self>, index: usize) -> Option<Reservation> {
+        let mut used = self.used();
+        match used.get_mut(index) {
+            Some(u) if !*u => *u = true,
+            _ => return None,
+        }
+        Some(Reservation {
+            pool: Arc::clone(self),
+            index,
+        })
+    }
+}
+
+/// A reserved entry of a [`Pool`]; returned to the pool when dropped.
+#[derive(Debug)]
+pub struct Reservation {
+    pool: Arc<Pool>,
+    index: usize,
+}
+
+impl Reservation {
+    /// The entry.
+    pub fn entry(&self) -> &NaaEntry {
+        &self.pool.entries[self.index]
+    }
+
+    /// The entry's position in its pool (0-based, in `NAA_SPEC` order).
+    pub fn index(&self) -> usize {
+        self.index
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if let Some(u) = self.pool.used().get_mut(self.index) {
+            *u = false;
+        }
+    }
+}
+
+/// Reserves the entry a new handle for `fncode` with `n_inputs` inputs prefers in the
+/// process's pool, for the process's rank (without connecting; [`connect`]
+/// also fails over).
+pub fn reserve(fncode: u32, n_inputs: usize) -> Result<Reservation, SpecError> {
+    let pool = Pool::global()?;
+    let rank = Rank::from_env()?;
+    pool.candidates(fncode, n_inputs, &rank)?
+        .into_iter()
+        .find_map(|i| pool.reserve(i))
+        .ok_or(SpecError::NoMatch(fncode))
+}
+
+/// The socket address of `entry`; for a local entry the in-process NAA's, which starts it if
+/// it is not running.
+pub fn address(entry: &NaaEntry) -> Result<SocketAddr, SpecError> {
+    if entry.local {
+        return crate::swnaa::local::address().map_err(|e| SpecError::Resolve {
+            what: "the in-process NAA",
+            addr: entry.host.clone(),
+            reason: e.to_string(),
+        });
+    }
+    entry.resolve()
+}
+
+/// What [`connect`] chose: the attempt's result, the entry's address and transport, and its
+/// reservation (hold it as long as the connection lives).
+#[derive(Debug)]
+pub struct Chosen<C> {
+    /// What the successful attempt returned.
+    pub connection: C,
+    /// The address it connected to.
+    pub address: SocketAddr,
+    /// The transport the entry names (`None`: the program's).
+    pub transport: Option<TransportKind>,
+    /// The entry, reserved for this connection.
+    pub reservation: Reservation,
+}
 
 /// First backoff between rounds of connection attempts.
 const BACKOFF_START: Duration = Duration::from_millis(50);
@@ -88,8 +239,7 @@ fn classify(e: &Error) -> Failure {
 /// Connects a new handle for `fncode` with `n_inputs` inputs to an entry of `pool`, choosing
 /// and failing over as the module documentation describes. `attempt(address, transport,
 /// until)` makes one connection attempt over the transport the entry names (`None`: the
-/// program's) that must end by `until`. Returns its result and the entry's
-/// reservation (hold it as long as the connection lives).
+/// program's) that must end by `until`. Returns what it chose.
 pub fn connect<C>(
     pool: &Arc<Pool>,
     fncode: u32,
@@ -97,11 +247,11 @@ pub fn connect<C>(
     rank: &Rank,
     timeout: Duration,
     mut attempt: impl FnMut(SocketAddr, Option<TransportKind>, Instant) -> Result<C>,
-) -> Result<(C, Reservation)> {
+) -> Result<Chosen<C>> {
     let start = Instant::now();
     let deadline = start + timeout;
     let mut backoff = BACKOFF_START;
-    let mut tried: Vec<(usize, Attempts, Failure)> = Vec::new();
+    let mut tried: Tried = Vec::new();
     loop {
         let candidates: Vec<usize> = pool
             .candidates(fncode, n_inputs, rank)?
@@ -122,12 +272,12 @@ pub fn connect<C>(
                 continue; // another handle of this process took it meanwhile
             };
             let entry = reservation.entry();
-            let result = entry
-                .resolve()
+            let until = deadline.min(now + per_attempt);
+            let result = address(entry)
                 .map_err(Error::from)
-                .and_then(|addr| attempt(addr, entry.transport, deadline.min(now + per_attempt)));
+                .and_then(|addr| Ok((attempt(addr, entry.transport, until)?, addr)));
             let e = match result {
-                Ok(c) => {
+                Ok((connection, address)) => {
                     if !tried.is_empty() {
                         tracing::info!(
                             rank = rank.rank,
@@ -136,7 +286,12 @@ pub fn connect<C>(
                             "connected after failover or retry"
                         );
                     }
-                    return Ok((c, reservation));
+                    return Ok(Chosen {
+                        connection,
+                        address,
+                        transport: entry.transport,
+                        reservation,
+                    });
                 }
                 Err(e) => e,
             };
@@ -145,37 +300,11 @@ pub fn connect<C>(
             if failure == Failure::Fatal {
                 return Err(e);
             }
-            match tried.iter_mut().find(|(t, _, _)| *t == index) {
-                Some((_, a, f)) => {
-                    a.count += 1;
-                    a.last_error = e.to_string();
-                    *f = failure;
-                }
-                None => tried.push((
-                    index,
-                    Attempts {
-                        entry: format!("{}:{} [entry {}]", entry.host, entry.port, index + 1),
-                        count: 1,
-                        last_error: e.to_string(),
-                    },
-                    failure,
-                )),
-            }
+            note(&mut tried, index, entry, &e, failure);
         }
         let now = Instant::now();
-        if tried.is_empty() {
-            // Every candidate was taken by other handles of this process meanwhile.
-            return Err(SpecError::NoMatch(fncode).into());
-        }
-        let retryable = tried.iter().any(|(_, _, f)| *f == Failure::Transient);
-        if now >= deadline || !retryable {
-            return Err(SpecError::Unreachable {
-                fncode,
-                // Whole milliseconds: the error is read by people.
-                waited: Duration::from_millis((now - start).as_millis() as u64),
-                tried: tried.into_iter().map(|(_, a, _)| a).collect(),
-            }
-            .into());
+        if let Some(e) = give_up(&mut tried, fncode, start, now >= deadline) {
+            return Err(e);
         }
         // Stretch by 1 to 2x depending on the rank, so ranks do not retry in lockstep.
         let stretch = backoff * (rank.rank % 8) / 8;
@@ -184,10 +313,60 @@ pub fn connect<C>(
     }
 }
 
+/// The failed attempts of one [`connect`] so far: entry index, the attempts, the last
+/// failure's kind.
+type Tried = Vec<(usize, Attempts, Failure)>;
+
+/// Notes a failed attempt on entry `index`.
+fn note(tried: &mut Tried, index: usize, entry: &NaaEntry, e: &Error, failure: Failure) {
+    match tried.iter_mut().find(|(t, _, _)| *t == index) {
+        Some((_, a, f)) => {
+            a.count += 1;
+            a.last_error = e.to_string();
+            *f = failure;
+        }
+        None => tried.push((
+            index,
+            Attempts {
+                entry: format!("{}:{} [entry {}]", entry.host, entry.port, index + 1),
+                count: 1,
+                last_error: e.to_string(),
+            },
+            failure,
+        )),
+    }
+}
+
+/// After a round of attempts: the error to return if there is no point in another round
+/// (nothing was free, nothing can recover, or the deadline is `over`), naming every entry
+/// tried.
+fn give_up(tried: &mut Tried, fncode: u32, start: Instant, over: bool) -> Option<Error> {
+    if tried.is_empty() {
+        // Every candidate was taken by other handles of this process meanwhile.
+        return Some(SpecError::NoMatch(fncode).into());
+    }
+    let retryable = tried.iter().any(|(_, _, f)| *f == Failure::Transient);
+    if !over && retryable {
+        return None;
+    }
+    Some(
+        SpecError::Unreachable {
+            fncode,
+            // Whole milliseconds: the error is read by people.
+            waited: Duration::from_millis(start.elapsed().as_millis() as u64),
+            tried: std::mem::take(tried)
+                .into_iter()
+                .map(|(_, a, _)| a)
+                .collect(),
+        }
+        .into(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::NaaEntry;
+    use crate::discovery::spec::NaaEntry;
 
     fn rank(rank: u32, size: u32) -> Rank {
         Rank {
@@ -262,7 +441,7 @@ mod tests {
     fn fails_over_and_names_every_entry_tried() {
         let p = pool(&[("127.0.0.1", 1), ("127.0.0.1", 2), ("127.0.0.1", 3)]);
         let mut seen = Vec::new();
-        let (port, r) = connect(&p, 1, 1, &rank(1, 3), Duration::from_secs(5), |a, _, _| {
+        let chosen = connect(&p, 1, 1, &rank(1, 3), Duration::from_secs(5), |a, _, _| {
             seen.push(a.port());
             match a.port() {
                 2 => Err(TransportError::Rejected("NAA overloaded".into()).into()),
@@ -271,7 +450,11 @@ mod tests {
             }
         })
         .unwrap();
-        assert_eq!((port, r.index()), (3, 2));
+        let r = chosen.reservation;
+        assert_eq!(
+            (chosen.connection, chosen.address.port(), r.index()),
+            (3, 3, 2)
+        );
         assert_eq!(seen, [2, 3]);
         // Entry 3 is in use by this process now: the next handle tries 1 and 2 until the
         // deadline, then reports both.
@@ -304,7 +487,7 @@ mod tests {
     fn waits_for_a_starting_naa_and_stops_on_fatal_errors() {
         let p = pool(&[("127.0.0.1", 1)]);
         let mut calls = 0;
-        let (calls_needed, _r) = connect(
+        let calls_needed = connect(
             &p,
             1,
             1,
@@ -319,7 +502,8 @@ mod tests {
                 }
             },
         )
-        .unwrap();
+        .unwrap()
+        .connection;
         assert_eq!(calls_needed, 3);
         let p = pool(&[("127.0.0.1", 1), ("127.0.0.1", 2)]);
         let mut calls = 0;

@@ -3,12 +3,12 @@
 //!
 //! | variable | meaning |
 //! |---|---|
-//! | `NAA_SPEC` | the NAAs ([`crate::spec`]; `local:fn_code:param_count` is the in-process NAA of [`crate::local`]) |
+//! | `NAA_SPEC` | the NAAs ([`crate::discovery::spec`]; `local:fn_code:param_count` is the in-process NAA of [`crate::swnaa::local`]) |
 //! | `NAA_LOCAL_IP` | local source address (optional) |
 //! | `NAAICE_RPC_TIMEOUT` | per-RPC deadline, a duration (`30s`, `500ms`; a bare number is seconds) ([`DEFAULT_RPC_TIMEOUT`] when unset) |
-//! | `NAAICE_CONNECT_TIMEOUT` | connect deadline (a duration), retries and failover included ([`crate::connection::CONNECT_TIMEOUT`] when unset) |
+//! | `NAAICE_CONNECT_TIMEOUT` | connect deadline (a duration), retries and failover included ([`crate::client::connection::CONNECT_TIMEOUT`] when unset) |
 //! | `NAAICE_TRANSPORT` | `auto` (default: verbs where an RDMA device reaches the NAA, else the software transport), `soft` or `verbs` ([`transport_from_env`]) |
-//! | `NAAICE_WAIT` | how the verbs transport waits for completions: `adaptive` (default), `adaptive:CAP_US`, `poll`, `sleep`, `spin:US` ([`crate::waiting`]) |
+//! | `NAAICE_WAIT` | how the verbs transport waits for completions: `adaptive` (default), `adaptive:CAP_US`, `poll`, `sleep`, `spin:US` ([`crate::transport::waiting`]) |
 //! | `NAAICE_RANK`, `NAAICE_NRANKS` | this process's rank and the number of ranks (win over the launcher's) |
 //! | `SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID` | rank, size and node-local rank under `srun` |
 //! | `OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE`, `OMPI_COMM_WORLD_LOCAL_RANK` | the same under Open MPI's `mpirun` |
@@ -16,7 +16,7 @@
 //! | `PMIX_RANK` | rank under PMIx launchers (no size) |
 //! | `NAAICE_LOG` | log filter of the C library's messages on stderr (`warn` when unset; read by `naaice-capi`) |
 //!
-//! The ranks decide which `NAA_SPEC` entry a process prefers ([`crate::select`]). The same
+//! The ranks decide which `NAA_SPEC` entry a process prefers ([`crate::discovery::select`]). The same
 //! list, with each default, is [`VARIABLES`] (for tools that show the configuration, such as
 //! `naaice-info`).
 //!
@@ -24,10 +24,9 @@
 
 use std::time::Duration;
 
-use crate::naa::NaaOptions;
-use crate::spec::SpecError;
+use crate::discovery::spec::SpecError;
+use crate::transport::waiting::WaitPolicy;
 use crate::transport::{AnyTransport, TransportChoice};
-use crate::waiting::WaitPolicy;
 
 /// Selects the transport: `auto` (the default), `soft` or `verbs`.
 pub const TRANSPORT_VAR: &str = "NAAICE_TRANSPORT";
@@ -294,30 +293,10 @@ pub fn transport_from_lookup(
     Ok(transport)
 }
 
-impl NaaOptions {
-    /// The options `naa_create` and [`crate::Naa::create`] use: the defaults with
-    /// `NAAICE_RPC_TIMEOUT` and `NAAICE_CONNECT_TIMEOUT` applied (NAA from `NAA_SPEC`, local
-    /// address from `NAA_LOCAL_IP`, rank from the launcher).
-    pub fn from_env() -> Result<Self, SpecError> {
-        Self::from_lookup(|name| std::env::var(name).ok())
-    }
-
-    /// [`NaaOptions::from_env`] with variables looked up by `var`.
-    pub fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Result<Self, SpecError> {
-        let mut options = Self::default();
-        if let Some(t) = seconds(RPC_TIMEOUT_VAR, var(RPC_TIMEOUT_VAR).as_deref())? {
-            options.rpc_timeout = t;
-        }
-        if let Some(t) = seconds(CONNECT_TIMEOUT_VAR, var(CONNECT_TIMEOUT_VAR).as_deref())? {
-            options.connect_timeout = t;
-        }
-        Ok(options)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::naa::NaaOptions;
 
     fn lookup<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
         move |name| {
@@ -425,7 +404,10 @@ mod tests {
     fn timeouts_from_variables() {
         let o = NaaOptions::from_lookup(lookup(&[])).unwrap();
         assert_eq!(o.rpc_timeout, DEFAULT_RPC_TIMEOUT);
-        assert_eq!(o.connect_timeout, crate::connection::CONNECT_TIMEOUT);
+        assert_eq!(
+            o.connect_timeout,
+            crate::client::connection::CONNECT_TIMEOUT
+        );
         let o = NaaOptions::from_lookup(lookup(&[
             (RPC_TIMEOUT_VAR, " 2.5 "),
             (CONNECT_TIMEOUT_VAR, "30"),
@@ -471,7 +453,7 @@ mod tests {
             .flat_map(|cell| cell.split(['`', ',', ' ']))
             .filter(|name| !name.is_empty())
             .collect();
-        let read_directly: Vec<&str> = [source, include_str!("spec.rs")]
+        let read_directly: Vec<&str> = [source, include_str!("spec.rs"), include_str!("select.rs")]
             .into_iter()
             .flat_map(|s| s.split("std::env::var(\"").skip(1))
             .filter_map(|rest| rest.split('"').next())
@@ -506,7 +488,7 @@ mod tests {
         );
         assert_eq!(
             default(CONNECT_TIMEOUT_VAR),
-            format!("{}s", crate::connection::CONNECT_TIMEOUT.as_secs())
+            format!("{}s", crate::client::connection::CONNECT_TIMEOUT.as_secs())
         );
         assert_eq!(default(TRANSPORT_VAR), TransportChoice::default().name());
         assert_eq!(default(WAIT_VAR), WaitPolicy::default().to_string());

@@ -1,0 +1,7 @@
+//! Finding NAAs: the syntax of `NAA_SPEC` ([`spec`]), choosing, reserving and failing over
+//! among its entries ([`select`]), and the environment variables that configure it all
+//! ([`environment`]).
+
+pub mod environment;
+pub mod select;
+pub mod spec;

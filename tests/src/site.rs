@@ -1,0 +1,75 @@
+//! Where a suite runs ([`Site`]): shared by the suites and the rendezvous fleet.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use naaice::swnaa::{SoftNaa, SoftNaaConfig, SoftNaaHandle};
+use naaice::transport::AnyTransport;
+use naaice::transport::soft::SoftTransport;
+
+use naaice::core::ClientConfig;
+use naaice::{Connection, Naa, NaaOptions, Param};
+
+use crate::{code, test_kernels};
+
+/// Where a suite runs: a transport, and the local address the software NAA listens on.
+#[derive(Clone, Debug)]
+pub struct Site {
+    /// The transport of the NAA and its clients.
+    pub transport: AnyTransport,
+    /// The NAA's address (port chosen by the system).
+    pub ip: IpAddr,
+}
+
+impl Site {
+    /// The software transport on 127.0.0.1.
+    pub fn soft() -> Self {
+        Self {
+            transport: SoftTransport::default().into(),
+            ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        }
+    }
+
+    /// A software NAA with the test kernels, running in the background.
+    pub fn start_naa(&self, config: SoftNaaConfig) -> SoftNaaHandle {
+        SoftNaa::bind(
+            self.transport.clone(),
+            SocketAddr::new(self.ip, 0),
+            config,
+            test_kernels(),
+        )
+        .expect("bind the software NAA")
+        .spawn()
+        .expect("spawn the software NAA")
+    }
+
+    /// Connects (AP1) to `naa` for `fncode`.
+    pub fn try_connect(&self, naa: &SoftNaaHandle, fncode: u8) -> naaice::Result<Connection> {
+        let config = ClientConfig::new(code(fncode));
+        Connection::connect(&self.transport, naa.local_addr(), None, config)
+    }
+
+    /// Connects (AP1) to `naa` for `fncode`, or panics.
+    pub fn connect(&self, naa: &SoftNaaHandle, fncode: u8) -> Connection {
+        self.try_connect(naa, fncode).expect("connect")
+    }
+
+    /// An AP2 handle on `naa` for `fncode` with one in-place parameter of `len` bytes.
+    pub fn in_place(&self, naa: &SoftNaaHandle, fncode: u32, len: usize) -> Naa {
+        let p = Param::from_vec(pattern(len, 9));
+        Naa::create_with(
+            &self.transport,
+            fncode,
+            vec![p.clone()],
+            vec![p],
+            &NaaOptions::at(naa.local_addr()),
+        )
+        .expect("create an NAA handle")
+    }
+}
+
+/// Deterministic test bytes: `len` bytes that differ per `seed`.
+pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
