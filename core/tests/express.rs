@@ -10,7 +10,7 @@ use core::time::Duration;
 
 use hex_literal::hex;
 use naaice_core::machine::{
-    ClientAction, Express, KernelSet, Machine, Post, RecvBuffer, ServerAction, WrId,
+    Allocation, ClientAction, Express, KernelSet, Machine, Post, RecvBuffer, ServerAction, WrId,
 };
 use naaice_core::wire::imm::encode_request;
 use naaice_core::wire::mrsp::{self, AdvertRecord};
@@ -66,7 +66,7 @@ fn ready_server(now: Instant) -> (Server, WrId) {
         }
         for action in actions {
             match action {
-                ServerAction::Allocate { region, .. } => {
+                ServerAction::Allocate(Allocation { region, .. }) => {
                     let addr = 0x10_0000 * (u64::from(region.index() as u8) + 1);
                     s.region_assigned(now, region, addr, 0x77)
                         .expect("region assigned");

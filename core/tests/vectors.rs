@@ -15,7 +15,9 @@ use core::time::Duration;
 
 use hex_literal::hex;
 use naaice_core::config::{MAX_REGIONS, NAA_ADDR_LIMIT};
-use naaice_core::machine::{Error as MachineError, KernelCall, KernelSet, RecvBuffer, Write};
+use naaice_core::machine::{
+    Allocation, Error as MachineError, KernelCall, KernelSet, RecvBuffer, Write,
+};
 use naaice_core::region::{RegionError, RegionFlags};
 use naaice_core::testkit::AnyAction as Action;
 use naaice_core::wire::Error;
@@ -1041,12 +1043,12 @@ fn server_mrsp(
         panic!()
     };
     for (i, a) in allocs.iter().enumerate() {
-        let Action::Allocate {
+        let Action::Allocate(Allocation {
             region,
             size,
             requested_addr,
             internal,
-        } = *a
+        }) = *a
         else {
             panic!("{a:?}")
         };

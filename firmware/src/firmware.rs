@@ -322,12 +322,9 @@ where
                     }
                 }
                 ServerAction::Post(Post::Write(w)) => self.post_write(now, index, &w),
-                ServerAction::Allocate {
-                    region,
-                    size,
-                    requested_addr,
-                    internal,
-                } => self.allocate(now, index, region, size, requested_addr, internal),
+                ServerAction::Allocate(a) => {
+                    self.allocate(now, index, a.region, a.size, a.requested_addr, a.internal);
+                }
                 ServerAction::RunKernel(call) => self.start_kernel(now, index, &call),
                 ServerAction::MrspComplete => {
                     info!("conn {=u16}: MRSP done", conn);

@@ -109,6 +109,20 @@ pub enum ClientAction {
     Failed(Error),
 }
 
+/// A region the NAA must provide memory for ([`ServerAction::Allocate`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Allocation {
+    /// The region.
+    pub region: RegionId,
+    /// Its size.
+    pub size: u32,
+    /// The client's requested NAA address (honoured under [`super::Placement::Requested`]).
+    pub requested_addr: u64,
+    /// NAA-only memory: not registered for remote access, not advertised.
+    pub internal: bool,
+}
+
 /// What the server (NAA) machine asks its driver to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -117,17 +131,7 @@ pub enum ServerAction {
     Post(Post),
     /// Provide memory for a region, then call [`super::Server::region_assigned`] (or
     /// [`super::Server::assignment_failed`]).
-    Allocate {
-        /// The region.
-        region: RegionId,
-        /// Its size.
-        size: u32,
-        /// The client's requested NAA address (honoured under
-        /// [`super::Placement::Requested`]).
-        requested_addr: u64,
-        /// NAA-only memory: not registered for remote access, not advertised.
-        internal: bool,
-    },
+    Allocate(Allocation),
     /// Run a kernel on the regions, then call [`super::Server::kernel_finished`].
     RunKernel(KernelCall),
     /// The MRSP finished; the NAA serves RPCs.
@@ -168,16 +172,7 @@ pub enum ClientEvent {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum ServerEvent {
     /// Provide memory for a region (see [`ServerAction::Allocate`]).
-    Allocate {
-        /// The region.
-        region: RegionId,
-        /// Its size.
-        size: u32,
-        /// The client's requested NAA address.
-        requested_addr: u64,
-        /// NAA-only memory.
-        internal: bool,
-    },
+    Allocate(Allocation),
     /// Run a kernel, then call [`super::Server::kernel_finished`].
     RunKernel(KernelCall),
     /// The MRSP finished.
@@ -225,17 +220,7 @@ impl MachineAction for ServerAction {
     fn sort(self) -> Step<ServerEvent> {
         Step::Event(match self {
             Self::Post(p) => return Step::Post(p),
-            Self::Allocate {
-                region,
-                size,
-                requested_addr,
-                internal,
-            } => ServerEvent::Allocate {
-                region,
-                size,
-                requested_addr,
-                internal,
-            },
+            Self::Allocate(a) => ServerEvent::Allocate(a),
             Self::RunKernel(k) => ServerEvent::RunKernel(k),
             Self::MrspComplete => ServerEvent::MrspComplete,
             Self::Failed(e) => ServerEvent::Failed(e),

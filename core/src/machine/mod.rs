@@ -41,8 +41,8 @@ mod client;
 mod server;
 
 pub use action::{
-    ClientAction, ClientEvent, KernelCall, Machine, MachineAction, Post, RecvBuffer, RpcResult,
-    ServerAction, ServerEvent, Step, Write,
+    Allocation, ClientAction, ClientEvent, KernelCall, Machine, MachineAction, Post, RecvBuffer,
+    RpcResult, ServerAction, ServerEvent, Step, Write,
 };
 pub use client::{Client, ClientConfig, Express, RpcArgs};
 pub use server::{ExpressAnswer, KernelSet, Placement, Server, ServerConfig};

@@ -11,8 +11,8 @@ use core::time::Duration;
 use heapless::Deque;
 
 use super::{
-    Error, Input, KernelCall, Machine, Phase, Post, QUEUE_LEN, RecvBuffer, ServerAction, WrId,
-    WrKind, Write, expired,
+    Allocation, Error, Input, KernelCall, Machine, Phase, Post, QUEUE_LEN, RecvBuffer,
+    ServerAction, WrId, WrKind, Write, expired,
 };
 use crate::config::{MAX_REGION_BYTES, MAX_REGIONS};
 use crate::region::{LocalRegion, RegionId, ServerRegions};
@@ -578,12 +578,12 @@ impl Server {
         let index = *next;
         let region = self.regions.get(RegionId::new(index))?;
         *next += 1;
-        Some(ServerAction::Allocate {
+        Some(ServerAction::Allocate(Allocation {
             region: RegionId::new(index),
             size: region.size,
             requested_addr: region.requested_addr,
             internal: region.is_internal(),
-        })
+        }))
     }
 
     fn next_write(&mut self) -> Option<Write> {

@@ -15,9 +15,9 @@ pub mod pair;
 pub mod run;
 
 use crate::machine::{
-    ClientAction, Error, KernelCall, Post, RecvBuffer, RpcResult, ServerAction, WrId, Write,
+    Allocation, ClientAction, Error, KernelCall, Post, RecvBuffer, RpcResult, ServerAction, WrId,
+    Write,
 };
-use crate::region::RegionId;
 
 /// The actions of both roles in one flat enum, for logs and trace assertions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,21 +26,10 @@ use crate::region::RegionId;
     reason = "each variant mirrors the role action of the same name"
 )]
 pub enum AnyAction {
-    PostRecv {
-        wr_id: WrId,
-        buffer: RecvBuffer,
-    },
-    Send {
-        wr_id: WrId,
-        len: usize,
-    },
+    PostRecv { wr_id: WrId, buffer: RecvBuffer },
+    Send { wr_id: WrId, len: usize },
     Write(Write),
-    Allocate {
-        region: RegionId,
-        size: u32,
-        requested_addr: u64,
-        internal: bool,
-    },
+    Allocate(Allocation),
     RunKernel(KernelCall),
     MrspComplete,
     RpcComplete(RpcResult),
@@ -73,17 +62,7 @@ impl From<ServerAction> for AnyAction {
     fn from(a: ServerAction) -> Self {
         match a {
             ServerAction::Post(p) => p.into(),
-            ServerAction::Allocate {
-                region,
-                size,
-                requested_addr,
-                internal,
-            } => Self::Allocate {
-                region,
-                size,
-                requested_addr,
-                internal,
-            },
+            ServerAction::Allocate(a) => Self::Allocate(a),
             ServerAction::RunKernel(k) => Self::RunKernel(k),
             ServerAction::MrspComplete => Self::MrspComplete,
             ServerAction::Failed(e) => Self::Failed(e),

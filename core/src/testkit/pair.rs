@@ -27,11 +27,11 @@ use std::vec::Vec;
 use super::AnyAction;
 use crate::config::MRSP_RECV_LEN;
 use crate::machine::{
-    Error, Input, KernelCall, Machine, MachineAction, Placement, Post, RecvBuffer, RpcArgs,
-    ServerAction, WorkError, WrId,
+    Allocation, Error, Input, KernelCall, Machine, MachineAction, Placement, Post, RecvBuffer,
+    RpcArgs, ServerAction, WorkError, WrId,
 };
 use crate::{
-    Client, ClientConfig, ClientRegions, Instant, Phase, RegionId, ReturnCode, Server, ServerConfig,
+    Client, ClientConfig, ClientRegions, Instant, Phase, ReturnCode, Server, ServerConfig,
 };
 
 /// One of the two peers.
@@ -216,12 +216,12 @@ impl From<AnyAction> for Act {
                 len: w.len,
                 imm: w.imm,
             },
-            AnyAction::Allocate {
+            AnyAction::Allocate(Allocation {
                 region,
                 size,
                 internal,
                 ..
-            } => Self::Alloc {
+            }) => Self::Alloc {
                 region: region.index() as u8,
                 size,
                 internal,
@@ -264,14 +264,7 @@ pub enum KernelMode {
 }
 
 /// Everything one allocation request carries.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[allow(missing_docs, reason = "the fields of `ServerAction::Allocate`")]
-pub struct AllocRequest {
-    pub region: RegionId,
-    pub size: u32,
-    pub requested_addr: u64,
-    pub internal: bool,
-}
+pub type AllocRequest = Allocation;
 
 /// The simulation.
 #[derive(Debug)]
@@ -683,18 +676,8 @@ impl Pair {
     /// The server's host: allocations, kernels, teardown.
     fn host(&mut self, action: ServerAction) {
         match action {
-            ServerAction::Allocate {
-                region,
-                size,
-                requested_addr,
-                internal,
-            } => {
-                let req = AllocRequest {
-                    region,
-                    size,
-                    requested_addr,
-                    internal,
-                };
+            ServerAction::Allocate(req) => {
+                let region = req.region;
                 match self.alloc_mode {
                     AllocMode::FailAt(n) if region.index() == usize::from(n) => {
                         self.server

@@ -4,7 +4,7 @@
 use std::vec::Vec;
 
 use super::ops::{Harness, Op, Payload, payload_bytes, return_code, rpc_args};
-use crate::machine::{ClientAction, ClientConfig, Machine, ServerAction, ServerConfig};
+use crate::machine::{Allocation, ClientAction, ClientConfig, Machine, ServerAction, ServerConfig};
 use crate::region::{ClientRegions, RegionId};
 use crate::{Client, Server};
 
@@ -83,7 +83,7 @@ pub fn step_server(s: &mut Server, h: &mut Harness<ServerAction>, op: &Op) {
                     };
                     h.complete_post(s, post, request, imm, len);
                 }
-                Some(ServerAction::Allocate { region, .. }) => {
+                Some(ServerAction::Allocate(Allocation { region, .. })) => {
                     let _ = s.region_assigned(now, region, u64::from(imm) << 12, len);
                 }
                 Some(ServerAction::RunKernel(_)) => {

@@ -347,22 +347,22 @@ impl<E: Endpoint> Naa<E> {
     /// Read/write access to input `index` (as passed to create); [`Error::Busy`] while an
     /// RPC is in flight.
     pub fn input(&self, index: usize) -> Result<BufferGuard<'_>> {
-        let p = self
-            .link
-            .inputs()
-            .get(index)
-            .ok_or_else(|| bad_index("input", index))?;
-        self.access(p)
+        self.access(
+            self.link
+                .inputs()
+                .get(index)
+                .ok_or_else(|| bad_index("input", index))?,
+        )
     }
 
     /// Read/write access to output `index`; [`Error::Busy`] while an RPC is in flight.
     pub fn output(&self, index: usize) -> Result<BufferGuard<'_>> {
-        let p = self
-            .link
-            .outputs()
-            .get(index)
-            .ok_or_else(|| bad_index("output", index))?;
-        self.access(p)
+        let outputs = self.link.outputs();
+        self.access(
+            outputs
+                .get(index)
+                .ok_or_else(|| bad_index("output", index))?,
+        )
     }
 
     fn access<'a>(&'a self, p: &'a Param) -> Result<BufferGuard<'a>> {

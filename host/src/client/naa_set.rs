@@ -121,11 +121,19 @@ where
     I: IntoIterator<Item = &'a mut Naa<E>>,
 {
     let mut handles: Vec<&mut Naa<E>> = handles.into_iter().collect();
+    wait_until(&mut handles, test_any_of)
+}
+
+/// Sleeps on `handles` until `test` is ready.
+fn wait_until<E: Endpoint, T>(
+    handles: &mut [&mut Naa<E>],
+    test: impl Fn(&mut [&mut Naa<E>]) -> Poll<T>,
+) -> T {
     loop {
-        if let Poll::Ready(done) = test_any_of(&mut handles) {
-            return done;
+        if let Poll::Ready(t) = test(handles) {
+            return t;
         }
-        sleep(&mut handles);
+        sleep(handles);
     }
 }
 
@@ -180,12 +188,7 @@ where
     I: IntoIterator<Item = &'a mut Naa<E>>,
 {
     let mut handles: Vec<&mut Naa<E>> = handles.into_iter().collect();
-    loop {
-        if let Poll::Ready(all) = test_all_of(&mut handles) {
-            return all;
-        }
-        sleep(&mut handles);
-    }
+    wait_until(&mut handles, test_all_of)
 }
 
 /// Sleeps until one of the in-flight handles may have news: one poll(2) over their readiness

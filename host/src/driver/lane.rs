@@ -23,18 +23,22 @@ pub(crate) enum Took {
     Stop,
 }
 
+/// A completion [`Driver::pump`] offers to its lane.
+pub(crate) struct Offer<'a> {
+    /// The completion, successful or failed.
+    pub(crate) wc: Completion,
+    /// It is the last of its batch.
+    pub(crate) last: bool,
+    /// The pump's instant, read on first use, and moved on when the lane ran something that
+    /// took time.
+    pub(crate) now: &'a mut Option<naaice_core::Instant>,
+}
+
 /// A lane of [`Driver::pump`] for machine `M`.
 pub(crate) trait Lane<E: Endpoint, M: Role> {
-    /// Offers the successful or failed completion `wc` (the last of its batch if `last`);
-    /// `now` is the pump's instant, read on first use, and moved on when the lane ran
-    /// something that took time.
-    fn offer(
-        &mut self,
-        driver: &mut Driver<E, M>,
-        wc: &Completion,
-        last: bool,
-        now: &mut Option<naaice_core::Instant>,
-    ) -> Took;
+    /// Offers a completion; [`Took::No`] leaves it (and everything after it) to the general
+    /// path.
+    fn offer(&mut self, driver: &mut Driver<E, M>, offer: Offer<'_>) -> Took;
 
     /// True if the transport is worth polling again although its last batch was not full
     /// (the lane posted something that completes at once); resets the mark.
@@ -69,13 +73,8 @@ where
     K: FnMut(KernelCall, naaice_core::Instant) -> Option<(ReturnCode, naaice_core::Instant)>,
 {
     #[inline]
-    fn offer(
-        &mut self,
-        driver: &mut Driver<E, Server>,
-        wc: &Completion,
-        last: bool,
-        now: &mut Option<naaice_core::Instant>,
-    ) -> Took {
+    fn offer(&mut self, driver: &mut Driver<E, Server>, offer: Offer<'_>) -> Took {
+        let Offer { wc, last, now } = offer;
         if wc.status != WcStatus::Success {
             return Took::No;
         }
@@ -115,14 +114,8 @@ pub(crate) struct Calling<'r> {
 
 impl<E: Endpoint> Lane<E, Client> for Calling<'_> {
     #[inline]
-    fn offer(
-        &mut self,
-        driver: &mut Driver<E, Client>,
-        wc: &Completion,
-        _: bool,
-        _: &mut Option<naaice_core::Instant>,
-    ) -> Took {
-        let Some(input) = rpc_input(wc) else {
+    fn offer(&mut self, driver: &mut Driver<E, Client>, offer: Offer<'_>) -> Took {
+        let Some(input) = rpc_input(&offer.wc) else {
             return Took::No;
         };
         match driver.machine.express_input(input) {

@@ -19,7 +19,7 @@ mod role;
 mod server;
 mod work;
 
-pub(crate) use lane::{Calling, Lane, Serving, Took};
+pub(crate) use lane::{Calling, Lane, Offer, Serving, Took};
 pub(crate) use regions::MessageBuffers;
 pub(crate) use role::{ClientEvent, Event, Role, ServerEvent};
 pub(crate) use server::accept;
@@ -154,7 +154,12 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
             for i in 0..n {
                 let wc = self.completions[i];
                 if !general {
-                    match lane.offer(self, &wc, i + 1 == n, &mut now) {
+                    let offer = Offer {
+                        wc,
+                        last: i + 1 == n,
+                        now: &mut now,
+                    };
+                    match lane.offer(self, offer) {
                         Took::Yes => {
                             taken = true;
                             continue;

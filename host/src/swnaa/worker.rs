@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use heapless::Vec as StackVec;
 use naaice_core::config::MAX_REGIONS;
-use naaice_core::machine::{self, KernelCall, Machine, WorkError};
+use naaice_core::machine::{self, Allocation, KernelCall, Machine, WorkError};
 use naaice_core::{Instant as CoreInstant, Phase, RegionFlags, ReturnCode, Server, ServerConfig};
 
 use super::budget::{MemoryBudget, Reservation};
@@ -133,12 +133,7 @@ fn run<E: Endpoint>(
             }
         };
         match event {
-            Some(ServerEvent::Allocate {
-                region,
-                size,
-                internal,
-                ..
-            }) => allocate(driver, ctx, memory, &mut kernels, (region, size, internal)),
+            Some(ServerEvent::Allocate(a)) => allocate(driver, ctx, memory, &mut kernels, a),
             // `poll_serving` runs the kernels through the closure above: it never returns
             // `RunKernel`.
             Some(ServerEvent::RunKernel(_)) => {}
@@ -171,7 +166,12 @@ fn allocate<E: Endpoint>(
     ctx: &WorkerContext,
     memory: &mut Option<Reservation>,
     kernels: &mut Kernels<'_>,
-    (region, size, internal): (naaice_core::RegionId, u32, bool),
+    Allocation {
+        region,
+        size,
+        internal,
+        ..
+    }: Allocation,
 ) {
     if memory.is_none() {
         *memory = reserve(driver, &ctx.budget);
