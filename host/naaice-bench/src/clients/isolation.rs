@@ -44,7 +44,7 @@ impl Isolation {
         let us = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format!("{:.1}", v * 1e6));
         let rise = self.rise_over_big();
         format!(
-            "isolation, {} {}: {} clients of {} B, p99 {} µs alone, {} µs beside a client of {} B \
+            "isolation, {} {}: {} small clients of {} B, p99 {} µs alone, {} µs beside a client of {} B \
              (its transfer {} µs p50, {} RPCs): rise {} transfer times (target <= {MAX_RISE}: {})",
             self.mode,
             self.api,
