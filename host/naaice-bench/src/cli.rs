@@ -137,11 +137,12 @@ pub(crate) struct Args {
     /// (`4`, or a list `1,2,4,8,16`), each client its own connection. See --size, --duration,
     /// --client-processes, --api, --overlap, --isolation.
     #[arg(long, value_name = "N,...", value_delimiter = ',',
-          value_parser = clap::value_parser!(u32).range(1..=1024))]
+          value_parser = clap::value_parser!(u32).range(1..=1024),
+          conflicts_with_all = ["compare", "steady", "reps", "csv", "summary", "max_size"])]
     pub clients: Vec<u32>,
     /// With --clients: the RPC sizes, each measured at every N (`64`, `64,64KiB`).
     #[arg(long, value_name = "SIZE,...", value_delimiter = ',', default_value = "64",
-          value_parser = parse_size)]
+          value_parser = parse_size, requires = "clients")]
     pub size: Vec<u64>,
     /// With --clients: how long each point (one N, one size) runs (`2s`, `500ms`; a bare
     /// number is seconds).
@@ -150,24 +151,25 @@ pub(crate) struct Args {
     pub duration: Duration,
     /// With --clients: every client in its own process (naaice-bench starts itself once per
     /// client) instead of a thread each in one client process.
-    #[arg(long)]
+    #[arg(long, requires = "clients")]
     pub client_processes: bool,
     /// With --clients: the API the clients call: `rust` (naaice::Naa invoke + wait) or `c`
     /// (naa_create, then naa_invoke + naa_wait of the C ABI, libnaaice_ap2, the NAA given to
     /// it in NAA_SPEC).
-    #[arg(long, value_enum, default_value = "rust")]
+    #[arg(long, value_enum, default_value = "rust", requires = "clients")]
     pub api: Api,
     /// With --clients: also measure one thread driving N handles, each with an RPC in flight,
     /// with naaice::naa_set::wait_any (the middleware-level overlap case; Rust API).
-    #[arg(long)]
+    #[arg(long, requires = "clients")]
     pub overlap: bool,
     /// With --clients: the isolation test at every N from 2: N-1 clients of the first --size
     /// alone, then beside one client of --big-size; reports the small clients' p99 both ways
     /// and the big client's transfer time (isolation.csv).
-    #[arg(long)]
+    #[arg(long, requires = "clients")]
     pub isolation: bool,
     /// With --isolation: the size of the big client's RPCs.
-    #[arg(long, value_name = "SIZE", default_value = "16MiB", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = "16MiB", value_parser = parse_size,
+          requires = "isolation")]
     pub big_size: u64,
     /// Internal: run as a client process of --clients.
     #[arg(long, hide = true, value_enum)]

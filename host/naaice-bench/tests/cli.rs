@@ -276,4 +276,14 @@ fn bad_client_options_are_clear_errors() {
         assert_eq!(out.status.code(), Some(code), "{args:?}: {}", stderr(&out));
         assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
     }
+    // Options of one mode are refused in the other.
+    for args in [
+        &["--overlap"][..],
+        &["--api", "c"],
+        &["--clients", "2", "--steady", "5"],
+        &["--clients", "2", "--big-size", "1MiB"],
+    ] {
+        let out = bench(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    }
 }
