@@ -24,6 +24,8 @@ use crate::usage::Process;
 
 /// Deadline of one RPC of a client (a stalled NAA ends the run with an error).
 pub(crate) const RPC_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest a client may take to connect and warm up (connection retries included).
+const SETUP_TIMEOUT: Duration = Duration::from_secs(120);
 /// Payload of the warm-up RPCs of each client before the measurement (at least 2 RPCs, at
 /// most 20).
 const WARM_UP_BYTES: u64 = 32 << 20;
@@ -223,9 +225,13 @@ pub(crate) fn run(args: &Args, kind: WorkerKind) -> Result<(), Error> {
             quit.wait();
         }));
     }
+    drop(tx);
     let n = threads.len();
     for _ in 0..n {
-        if let Event::Ready(Err(e)) = rx.recv()? {
+        if let Event::Ready(Err(e)) = rx
+            .recv_timeout(SETUP_TIMEOUT)
+            .map_err(|_| "a client neither connected nor failed in time")?
+        {
             return Err(e.into());
         }
     }
@@ -261,8 +267,13 @@ fn measure(
     let before = me.read().ok_or("this process's usage is unreadable")?;
     go.open(Instant::now() + duration);
     let mut results = Vec::new();
+    // Each client ends its last RPC by then, or that RPC has failed with its deadline.
+    let end = duration + RPC_TIMEOUT + SETUP_TIMEOUT;
     for _ in 0..n {
-        match rx.recv()? {
+        let event = rx
+            .recv_timeout(end)
+            .map_err(|_| "a client neither finished nor failed in time")?;
+        match event {
             Event::Done(Ok(r)) => results.extend(r),
             Event::Done(Err(e)) => return Err(e.into()),
             Event::Ready(_) => return Err("a client was ready twice".into()),
