@@ -134,26 +134,28 @@ mod tests {
         let me = Process::this().expect("this process");
         let before = me.read().expect("readable");
         let (tx, rx) = std::sync::mpsc::channel();
+        let exit = std::sync::Arc::new(std::sync::Barrier::new(3));
         let threads: Vec<_> = (0..2)
             .map(|_| {
-                let tx = tx.clone();
+                let (tx, exit) = (tx.clone(), exit.clone());
                 std::thread::spawn(move || {
                     for _ in 0..50 {
                         std::thread::sleep(Duration::from_micros(200));
                     }
                     tx.send(()).expect("send");
                     // Alive while the process is read again.
-                    std::thread::sleep(Duration::from_millis(200));
+                    exit.wait();
                 })
             })
             .collect();
         rx.recv().expect("first");
         rx.recv().expect("second");
         let d = me.read().expect("readable") - before;
-        assert!(d.voluntary >= 100, "{d:?}");
-        assert_eq!(d.per_rpc(0), None);
+        exit.wait();
         for t in threads {
             t.join().expect("join");
         }
+        assert!(d.voluntary >= 100, "{d:?}");
+        assert_eq!(d.per_rpc(0), None);
     }
 }

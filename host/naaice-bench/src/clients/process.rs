@@ -87,6 +87,17 @@ impl Drop for Running {
     }
 }
 
+/// `NAA_SPEC` for `n` handles of one process on the NAA at `target`: an entry per handle (a
+/// process uses each entry for one handle at a time), one parameter, the transport named.
+fn naa_spec(target: SocketAddr, fncode: u8, transport: &str, n: usize) -> String {
+    let ip = match target {
+        SocketAddr::V4(a) => a.ip().to_string(),
+        SocketAddr::V6(a) => format!("[{}]", a.ip()),
+    };
+    let entry = format!("{ip}:{}:{fncode}:1:{transport}", target.port());
+    vec![entry; n].join(",")
+}
+
 /// The command line of a client process of `group`.
 fn command(args: &Args, group: &Group) -> Result<Command, Error> {
     let mut cmd = Command::new(std::env::current_exe()?);
@@ -116,17 +127,13 @@ fn command(args: &Args, group: &Group) -> Result<Command, Error> {
     if group.kind == WorkerKind::C {
         // The C ABI takes its NAA from NAA_SPEC: an entry per handle (a process uses each
         // entry for one handle at a time).
-        let ip = match group.target {
-            SocketAddr::V4(a) => a.ip().to_string(),
-            SocketAddr::V6(a) => format!("[{}]", a.ip()),
-        };
-        let entry = format!(
-            "{ip}:{}:{}:1:{}",
-            group.target.port(),
+        let spec = naa_spec(
+            group.target,
             args.fncode,
-            args.transport.name()
+            args.transport.name(),
+            group.sizes.len(),
         );
-        cmd.env("NAA_SPEC", vec![entry; group.sizes.len()].join(","))
+        cmd.env("NAA_SPEC", spec)
             .env("NAAICE_TRANSPORT", args.transport.name())
             .env("NAAICE_RPC_TIMEOUT", RPC_TIMEOUT.as_secs().to_string());
     }
@@ -196,4 +203,33 @@ pub(crate) fn run_point(
         client_usage,
         server_usage: before.zip(after).map(|(b, a)| a - b),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_c_clients_naa_spec_has_an_entry_per_handle() {
+        let v4: SocketAddr = "127.0.0.1:23456".parse().unwrap();
+        assert_eq!(
+            naa_spec(v4, 3, "soft", 2),
+            "127.0.0.1:23456:3:1:soft,127.0.0.1:23456:3:1:soft"
+        );
+        let v6: SocketAddr = "[::1]:9".parse().unwrap();
+        assert_eq!(naa_spec(v6, 7, "verbs", 1), "[::1]:9:7:1:verbs");
+        let parsed = naaice::spec::parse(&naa_spec(v4, 3, "soft", 3)).unwrap();
+        assert_eq!(parsed.len(), 3);
+    }
+
+    #[test]
+    fn clients_are_one_process_of_threads_or_a_process_each() {
+        let at: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let threads = groups(false, WorkerKind::C, at, &[64, 64, 1 << 24]);
+        assert_eq!(threads.len(), 1);
+        assert_eq!(threads[0].sizes, [64, 64, 1 << 24]);
+        let processes = groups(true, WorkerKind::Rust, at, &[64, 64]);
+        assert_eq!(processes.len(), 2);
+        assert!(processes.iter().all(|g| g.sizes == [64]));
+    }
 }
