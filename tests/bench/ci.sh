@@ -6,9 +6,9 @@
 # log file (like a Slurm output file): no colour codes, and a summary (RPCs, CPU time per RPC)
 # of every connection. Then, against the same naaice-swnaa, `naaice-bench --clients 1,2`: client
 # threads of the Rust API (64 B and 64 KiB, with the wait_any overlap case and the isolation
-# test), and client processes of the C ABI (64 B); check_outputs.py --clients checks their CSV
-# (a row per N and size, positive rates, the raw echo and the ratio, the fairness column), JSON
-# and plot.
+# test), and client processes of the C ABI (64 B, with the naa_waitany overlap case);
+# check_outputs.py --clients checks their CSV (a row per N and size, positive rates, the raw
+# echo and the ratio, the fairness column), JSON and plot.
 #
 #   tests/bench/ci.sh [OUT]      (default OUT: target/bench-ci)
 #
@@ -54,7 +54,7 @@ many=(--naa "127.0.0.1:$swnaa_port" --naa-pid "$swnaa_pid" --clients 1,2 --durat
     exit 1
 }
 cat "$out/clients.txt"
-"$bench" "${many[@]}" --size 64 --api c --client-processes --no-plots --out "$out/clients-c" \
+"$bench" "${many[@]}" --size 64 --api c --client-processes --overlap --no-plots --out "$out/clients-c" \
     > "$out/clients-c.txt" 2>&1 || {
     cat "$out/clients-c.txt" >&2
     exit 1
@@ -81,5 +81,5 @@ fi
 python3 "$HERE/check_outputs.py" --max-size 70000 --reps 2 "$out/own"
 python3 "$HERE/check_outputs.py" --max-size 70000 --reps 2 --compared --naa-cpu "$out/naa"
 python3 "$HERE/check_outputs.py" --clients 1,2 --sizes 64,65536 --overlap --isolation --naa-cpu "$out/clients"
-python3 "$HERE/check_outputs.py" --clients 1,2 --sizes 64 --mode processes --api c --no-plots --naa-cpu \
+python3 "$HERE/check_outputs.py" --clients 1,2 --sizes 64 --mode processes --api c --overlap --no-plots --naa-cpu \
     "$out/clients-c"

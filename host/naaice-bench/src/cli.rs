@@ -159,7 +159,8 @@ pub(crate) struct Args {
     #[arg(long, value_enum, default_value = "rust", requires = "clients")]
     pub api: Api,
     /// With --clients: also measure one thread driving N handles, each with an RPC in flight,
-    /// with naaice::naa_set::wait_any (the middleware-level overlap case; Rust API).
+    /// with naaice::naa_set::wait_any (with --api c: naa_waitany), the middleware-level
+    /// overlap case.
     #[arg(long, requires = "clients")]
     pub overlap: bool,
     /// With --clients: the isolation test at every N from 2: N-1 clients of the first --size

@@ -219,7 +219,8 @@ fn many_clients_write_their_rows() {
     }
 }
 
-/// `--clients` with a process per client calling the C ABI.
+/// `--clients` with a process per client calling the C ABI, and one thread driving both
+/// handles with `naa_waitany`.
 #[test]
 fn many_clients_through_the_c_abi_in_processes() {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("clients-c");
@@ -230,6 +231,7 @@ fn many_clients_through_the_c_abi_in_processes() {
         "--api",
         "c",
         "--client-processes",
+        "--overlap",
         "--duration",
         "200ms",
         "--no-plots",
@@ -238,13 +240,15 @@ fn many_clients_through_the_c_abi_in_processes() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let (header, rows) = csv_rows(&dir.join("clients.csv"));
-    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows.len(), 2, "{rows:?}");
     let at = |name: &str| header.iter().position(|h| h == name).expect(name);
-    assert_eq!(rows[0][at("mode")], "processes");
-    assert_eq!(rows[0][at("api")], "c");
-    assert_eq!(rows[0][at("clients")], "2");
-    let rpcs: u64 = rows[0][at("rpcs")].parse().expect("rpcs");
-    assert!(rpcs > 0, "{rows:?}");
+    for (row, mode) in rows.iter().zip(["processes", "overlap"]) {
+        assert_eq!(row[at("mode")], mode);
+        assert_eq!(row[at("api")], "c");
+        assert_eq!(row[at("clients")], "2");
+        let rpcs: u64 = row[at("rpcs")].parse().expect("rpcs");
+        assert!(rpcs > 0, "{rows:?}");
+    }
 }
 
 #[test]

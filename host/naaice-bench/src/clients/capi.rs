@@ -1,17 +1,20 @@
 //! A client through the C ABI (`--api c`): `naa_create` with one in-place parameter, then
 //! `naa_invoke` + `naa_wait` per RPC, `naa_finalize` at the end: the calls of a C program
-//! linked with `libnaaice_ap2`, made here directly on the `naaice-capi` crate. The NAA comes
-//! from `NAA_SPEC`, which the benchmark sets for its client processes. The only `unsafe`
-//! code of the client side.
+//! linked with `libnaaice_ap2`, made here directly on the `naaice-capi` crate; and the
+//! overlap case through `naa_waitany`. The NAA comes from `NAA_SPEC`, which the benchmark
+//! sets for its client processes. The only `unsafe` code of the client side.
 
-use std::ffi::{CStr, c_uint};
+use std::ffi::{CStr, c_int, c_uint};
+use std::time::{Duration, Instant};
 
 use naaice_ap2::ap2::{naa_create, naa_finalize, naa_invoke, naa_wait};
+use naaice_ap2::ap2_set::{NAA_UNDEFINED, naa_waitany};
 use naaice_ap2::error::naa_last_error;
 use naaice_ap2::{CBool, naa_handle, naa_param_t, naa_status};
 
 use crate::Error;
-use crate::clients::worker::{Client, with_hint};
+use crate::clients::result::{ClientResult, histogram};
+use crate::clients::worker::{Client, warm_up_count, with_hint};
 
 /// One `naa_handle` and the memory of its parameter.
 pub(crate) struct CClient {
@@ -73,21 +76,111 @@ impl CClient {
     }
 }
 
-impl Client for CClient {
-    fn rpc(&mut self) -> Result<(), Error> {
-        // SAFETY: `handle` was filled by a successful naa_create and is not finalized yet.
-        if unsafe { naa_invoke(&mut self.handle) } != 0 {
+/// The NAA's return code of `status` as an error, if it is not success.
+fn check(status: &naa_status) -> Result<(), Error> {
+    if status.naa_error.0 != 0 {
+        return Err(format!("the NAA returned code {}", status.naa_error.0).into());
+    }
+    Ok(())
+}
+
+/// A status to be filled in.
+fn blank() -> naa_status {
+    naa_status::in_state(naaice_ap2::naaice_communication_state::INIT)
+}
+
+impl CClient {
+    /// `naa_invoke` on the handle (or a copy of it).
+    fn invoke(handle: &mut naa_handle) -> Result<(), Error> {
+        // SAFETY: `handle` is (a copy of) a handle filled by a successful naa_create and not
+        // finalized yet (CClient finalizes only in Drop); it is a valid, readable naa_handle.
+        if unsafe { naa_invoke(handle) } != 0 {
             return Err(last_error("naa_invoke"));
         }
-        let mut status = naa_status::in_state(naaice_ap2::naaice_communication_state::INIT);
+        Ok(())
+    }
+}
+
+impl Client for CClient {
+    fn rpc(&mut self) -> Result<(), Error> {
+        Self::invoke(&mut self.handle)?;
+        let mut status = blank();
         // SAFETY: as above; `status` is a valid, writable naa_status.
         if unsafe { naa_wait(&mut self.handle, &mut status) } != 0 {
             return Err(last_error("naa_wait"));
         }
-        if status.naa_error.0 != 0 {
-            return Err(format!("the NAA returned code {}", status.naa_error.0).into());
+        check(&status)
+    }
+}
+
+/// The overlap case through the C ABI: one thread keeps an RPC in flight on each handle and
+/// waits with `naa_waitany`, invoking the reported handle again at once.
+pub(crate) struct COverlap {
+    clients: Vec<CClient>,
+    sizes: Vec<u64>,
+}
+
+impl COverlap {
+    /// A handle per size, each warmed up.
+    pub(crate) fn create(fncode: u8, sizes: &[u64]) -> Result<Self, Error> {
+        let mut clients = Vec::with_capacity(sizes.len());
+        for &size in sizes {
+            let mut c = CClient::create(fncode, size)?;
+            for _ in 0..warm_up_count(size) {
+                c.rpc()?;
+            }
+            clients.push(c);
         }
-        Ok(())
+        Ok(Self {
+            clients,
+            sizes: sizes.to_vec(),
+        })
+    }
+
+    /// Keeps every handle busy until `until`; a result per handle.
+    pub(crate) fn run(&mut self, until: Instant) -> Result<Vec<ClientResult>, Error> {
+        // Copies of the handles, as a C program passes them in an array.
+        let mut handles: Vec<naa_handle> = self.clients.iter().map(|c| c.handle).collect();
+        let count = c_int::try_from(handles.len())?;
+        let start = Instant::now();
+        let mut results = Vec::with_capacity(handles.len());
+        let mut invoked = Vec::with_capacity(handles.len());
+        for (h, &size) in handles.iter_mut().zip(&self.sizes) {
+            results.push(ClientResult {
+                size,
+                rpcs: 0,
+                elapsed: Duration::ZERO,
+                latency: histogram()?,
+            });
+            invoked.push(Instant::now());
+            CClient::invoke(h)?;
+        }
+        loop {
+            let (mut index, mut status) = (NAA_UNDEFINED, blank());
+            // SAFETY: `handles` holds `count` readable handles of live CClients; `index` and
+            // `status` are valid, writable objects.
+            let rc = unsafe { naa_waitany(count, handles.as_mut_ptr(), &mut index, &mut status) };
+            let now = Instant::now();
+            if rc != 0 {
+                return Err(last_error("naa_waitany"));
+            }
+            let Ok(i) = usize::try_from(index) else {
+                break; // NAA_UNDEFINED: no RPC in flight any more.
+            };
+            check(&status)?;
+            let r = results
+                .get_mut(i)
+                .ok_or("naa_waitany: index out of range")?;
+            let ns = u64::try_from((now - invoked[i]).as_nanos()).unwrap_or(u64::MAX);
+            r.latency.record(ns.max(1))?;
+            r.rpcs += 1;
+            r.elapsed = now - start;
+            if now < until {
+                invoked[i] = Instant::now();
+                CClient::invoke(&mut handles[i])?;
+            }
+        }
+        Ok(results)
     }
 }
 

@@ -22,6 +22,8 @@ pub(crate) enum WorkerKind {
     Echo,
     /// RPCs through `naaice::Naa`, one thread driving every handle with `wait_any`.
     Overlap,
+    /// RPCs through the C ABI, one thread driving every handle with `naa_waitany`.
+    COverlap,
 }
 
 impl WorkerKind {
@@ -33,6 +35,24 @@ impl WorkerKind {
         }
     }
 
+    /// The overlap kind for clients of `api`.
+    pub(crate) fn overlap(api: Api) -> Self {
+        match api {
+            Api::Rust => Self::Overlap,
+            Api::C => Self::COverlap,
+        }
+    }
+
+    /// Whether its clients call the C ABI (and need `NAA_SPEC`).
+    pub(crate) fn is_c(self) -> bool {
+        matches!(self, Self::C | Self::COverlap)
+    }
+
+    /// Whether one thread drives all its clients.
+    pub(crate) fn is_overlap(self) -> bool {
+        matches!(self, Self::Overlap | Self::COverlap)
+    }
+
     /// The name on the command line.
     pub(crate) fn name(self) -> &'static str {
         match self {
@@ -40,6 +60,7 @@ impl WorkerKind {
             Self::C => "c",
             Self::Echo => "echo",
             Self::Overlap => "overlap",
+            Self::COverlap => "c-overlap",
         }
     }
 }

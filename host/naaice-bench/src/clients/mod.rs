@@ -2,7 +2,7 @@
 //! client process, or a process each) run RPCs against the NAA for `--duration`, then, over
 //! the software transport on this machine, N raw TCP echo connections of the same size (a
 //! thread per connection on each side); optionally one thread driving N handles with
-//! `wait_any` (`--overlap`) and the isolation test (`--isolation`). The clients run in child
+//! `wait_any` or `naa_waitany` (`--overlap`) and the isolation test (`--isolation`). The clients run in child
 //! processes (this binary again, see [`worker`]), so that the client side's CPU time and
 //! context switches are those of whole processes, apart from the NAA's.
 
@@ -140,11 +140,11 @@ fn measure_rows(args: &Args, s: &Setting) -> Result<Vec<Row>, Error> {
                 raw,
             }];
             if args.overlap {
-                let g = groups(false, WorkerKind::Overlap, s.naa, &sizes);
+                let g = groups(false, WorkerKind::overlap(args.api), s.naa, &sizes);
                 let outcome = run_point(args, &g, s.naa_process.as_ref())?;
                 todo.push(Row {
                     mode: "overlap",
-                    api: "rust",
+                    api: api_name(args.api),
                     size,
                     rpc: Point::of(&outcome, size)?,
                     raw,

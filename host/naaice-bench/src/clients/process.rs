@@ -124,7 +124,7 @@ fn command(args: &Args, group: &Group) -> Result<Command, Error> {
             .arg(w.to_string())
             .env("NAAICE_WAIT", w.to_string());
     }
-    if group.kind == WorkerKind::C {
+    if group.kind.is_c() {
         // The C ABI takes its NAA from NAA_SPEC: an entry per handle (a process uses each
         // entry for one handle at a time).
         let spec = naa_spec(

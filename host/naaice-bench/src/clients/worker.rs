@@ -13,7 +13,7 @@ use naaice::{Naa, NaaOptions, Param};
 
 use crate::Error;
 use crate::cli::Args;
-use crate::clients::capi::CClient;
+use crate::clients::capi::{CClient, COverlap};
 use crate::clients::kind::WorkerKind;
 use crate::clients::overlap::Overlap;
 use crate::clients::result::{ClientResult, histogram, usage_line};
@@ -103,6 +103,8 @@ enum Job {
     One(Box<dyn Client>, u64),
     /// Many handles driven together.
     Overlap(Overlap),
+    /// Many C handles driven together.
+    COverlap(COverlap),
 }
 
 impl Job {
@@ -113,10 +115,13 @@ impl Job {
         target: SocketAddr,
         sizes: &[u64],
     ) -> Result<Self, Error> {
-        if kind == WorkerKind::Overlap {
-            return Ok(Self::Overlap(Overlap::connect(
-                transport, target, fncode, sizes,
-            )?));
+        match kind {
+            WorkerKind::Overlap => {
+                let o = Overlap::connect(transport, target, fncode, sizes)?;
+                return Ok(Self::Overlap(o));
+            }
+            WorkerKind::COverlap => return Ok(Self::COverlap(COverlap::create(fncode, sizes)?)),
+            _ => {}
         }
         let &[size] = sizes else {
             return Err("a client thread has one size".into());
@@ -124,7 +129,7 @@ impl Job {
         let mut client: Box<dyn Client> = match kind {
             WorkerKind::Echo => Box::new(Echo::connect(target, size)?),
             WorkerKind::C => Box::new(CClient::create(fncode, size)?),
-            WorkerKind::Rust | WorkerKind::Overlap => {
+            WorkerKind::Rust | WorkerKind::Overlap | WorkerKind::COverlap => {
                 Box::new(RustClient(rust_handle(transport, target, fncode, size)?))
             }
         };
@@ -138,6 +143,7 @@ impl Job {
         match self {
             Self::One(client, size) => Ok(vec![steady(client.as_mut(), *size, until)?]),
             Self::Overlap(o) => o.run(until),
+            Self::COverlap(o) => o.run(until),
         }
     }
 }
@@ -202,7 +208,7 @@ pub(crate) fn run(args: &Args, kind: WorkerKind) -> Result<(), Error> {
     if args.worker_sizes.is_empty() {
         return Err("--worker needs --worker-sizes".into());
     }
-    let per_thread: Vec<Vec<u64>> = if kind == WorkerKind::Overlap {
+    let per_thread: Vec<Vec<u64>> = if kind.is_overlap() {
         vec![args.worker_sizes.clone()]
     } else {
         args.worker_sizes.iter().map(|&s| vec![s]).collect()
