@@ -190,7 +190,15 @@ fn json_objects(rows: Vec<Vec<(String, Cell)>>) -> String {
 pub(crate) fn json(about: &[(&str, String)], rows: &[Row], isolation: &[Isolation]) -> String {
     let mut s = String::from("{\n");
     for (k, v) in about {
-        let _ = writeln!(s, "  {k:?}: {v:?},");
+        // Numbers stay numbers; anything else is a string.
+        match v.parse::<f64>() {
+            Ok(n) if n.is_finite() => {
+                let _ = writeln!(s, "  {k:?}: {v},");
+            }
+            _ => {
+                let _ = writeln!(s, "  {k:?}: {v:?},");
+            }
+        }
     }
     let _ = writeln!(
         s,
