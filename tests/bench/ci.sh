@@ -4,7 +4,11 @@
 # low-level CSV as --compare and the server's CPU time per RPC read from its process (--naa-pid);
 # check_outputs.py checks that the CSVs and the plots exist and parse. Also checks the server's
 # log file (like a Slurm output file): no colour codes, and a summary (RPCs, CPU time per RPC)
-# of every connection.
+# of every connection. Then, against the same naaice-swnaa, `naaice-bench --clients 1,2`: client
+# threads of the Rust API (64 B and 64 KiB, with the wait_any overlap case and the isolation
+# test), and client processes of the C ABI (64 B, with the naa_waitany overlap case);
+# check_outputs.py --clients checks their CSV (a row per N and size, positive rates, the raw
+# echo and the ratio, the fairness column), JSON and plot.
 #
 #   tests/bench/ci.sh [OUT]      (default OUT: target/bench-ci)
 #
@@ -33,13 +37,30 @@ echo "--- naaice-bench with its own software NAA"
 echo "--- naaice-swnaa, then naaice-bench --naa against it"
 # swnaa_start
 . "$HERE/swnaa.sh"
-swnaa_start "$swnaa" "$out/swnaa.log" --address 127.0.0.1 || exit 1
+swnaa_start "$swnaa" "$out/swnaa.log" --address 127.0.0.1 --max-connections 8 || exit 1
 trap 'kill "$swnaa_pid" 2>/dev/null || true' EXIT
 "$bench" --naa "127.0.0.1:$swnaa_port" --naa-pid "$swnaa_pid" "${sweep[@]}" --compare "$out/own/lowlevel.csv" \
     --out "$out/naa" > "$out/naa.txt" 2>&1 || {
     cat "$out/naa.txt" >&2
     exit 1
 }
+
+echo "--- naaice-bench --clients 1,2 against naaice-swnaa"
+clients_start=$SECONDS
+many=(--naa "127.0.0.1:$swnaa_port" --naa-pid "$swnaa_pid" --clients 1,2 --duration 1s)
+"$bench" "${many[@]}" --size 64,64KiB --overlap --isolation --big-size 1MiB --out "$out/clients" \
+    > "$out/clients.txt" 2>&1 || {
+    cat "$out/clients.txt" >&2
+    exit 1
+}
+cat "$out/clients.txt"
+"$bench" "${many[@]}" --size 64 --api c --client-processes --overlap --no-plots --out "$out/clients-c" \
+    > "$out/clients-c.txt" 2>&1 || {
+    cat "$out/clients-c.txt" >&2
+    exit 1
+}
+cat "$out/clients-c.txt"
+echo "naaice-bench --clients: $((SECONDS - clients_start)) s"
 kill -TERM "$swnaa_pid"
 wait "$swnaa_pid" || { echo "naaice-swnaa exited with $? on SIGTERM" >&2; cat "$out/swnaa.log" >&2; exit 1; }
 trap - EXIT
@@ -59,3 +80,6 @@ fi
 
 python3 "$HERE/check_outputs.py" --max-size 70000 --reps 2 "$out/own"
 python3 "$HERE/check_outputs.py" --max-size 70000 --reps 2 --compared --naa-cpu "$out/naa"
+python3 "$HERE/check_outputs.py" --clients 1,2 --sizes 64,65536 --overlap --isolation --naa-cpu "$out/clients"
+python3 "$HERE/check_outputs.py" --clients 1,2 --sizes 64 --mode processes --api c --overlap --no-plots --naa-cpu \
+    "$out/clients-c"

@@ -1,6 +1,6 @@
 //! The command line of `naaice-bench`.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -9,6 +9,8 @@ use naaice::cli::ManExtras;
 use naaice::transport::{AnyTransport, ParseTransportError};
 use naaice::units::{parse_duration, parse_size};
 use naaice::waiting::WaitPolicy;
+
+use crate::clients::kind::{Api, WorkerKind};
 
 /// Benchmarks the RPCs of a NAAICE accelerator (NAA): latency and bandwidth against size.
 #[derive(Parser, Debug)]
@@ -33,7 +35,14 @@ as large as the RPC's).\n\n\
 Latencies are reported as p50/p90/p99 (HdrHistogram). It writes into --out: lowlevel.csv \
 (byte_length,setup_time,transfer_time), middleware.csv (byte_length,transfer_time), summary.csv \
 (one row per size), latency.png/.svg and bandwidth.png/.svg (ours vs the raw limit vs --compare, \
-with their ratios). Bandwidth is 2 x size / time (the RPC moves size bytes each way)."
+with their ratios). Bandwidth is 2 x size / time (the RPC moves size bytes each way).\n\n\
+With --clients N,... it measures many clients at once instead: for every --size and N, N \
+clients (each its own connection; threads of one client process, or with --client-processes a \
+process each) run steady RPCs for --duration; the aggregate RPC/s and GB/s, p50/p99 latency, the \
+slowest client's rate over the mean, and CPU time and context switches per RPC of the clients \
+and the NAA, beside a raw TCP echo of the same N and size (software transport on this machine). \
+It writes clients.csv, clients.json, clients-throughput.png/.svg (and isolation.csv with \
+--isolation) into --out."
 )]
 pub(crate) struct Args {
     /// The NAA to benchmark, as HOST:PORT (for example an FPGA, or a naaice-swnaa started
@@ -124,6 +133,54 @@ pub(crate) struct Args {
         default_value = "warn"
     )]
     pub log: String,
+    /// Many clients at once instead of the sweep: the numbers of clients to measure
+    /// (`4`, or a list `1,2,4,8,16`), each client its own connection. See --size, --duration,
+    /// --client-processes, --api, --overlap, --isolation.
+    #[arg(long, value_name = "N,...", value_delimiter = ',',
+          value_parser = clap::value_parser!(u32).range(1..=1024),
+          conflicts_with_all = ["compare", "steady", "reps", "csv", "summary", "max_size"])]
+    pub clients: Vec<u32>,
+    /// With --clients: the RPC sizes, each measured at every N (`64`, `64,64KiB`).
+    #[arg(long, value_name = "SIZE,...", value_delimiter = ',', default_value = "64",
+          value_parser = parse_size, requires = "clients")]
+    pub size: Vec<u64>,
+    /// With --clients: how long each point (one N, one size) runs (`2s`, `500ms`; a bare
+    /// number is seconds).
+    #[arg(long, value_name = "DURATION", default_value = "2s",
+          value_parser = |s: &str| parse_duration(s, Duration::from_secs(1)))]
+    pub duration: Duration,
+    /// With --clients: every client in its own process (naaice-bench starts itself once per
+    /// client) instead of a thread each in one client process.
+    #[arg(long, requires = "clients")]
+    pub client_processes: bool,
+    /// With --clients: the API the clients call: `rust` (naaice::Naa invoke + wait) or `c`
+    /// (naa_create, then naa_invoke + naa_wait of the C ABI, libnaaice_ap2, the NAA given to
+    /// it in NAA_SPEC).
+    #[arg(long, value_enum, default_value = "rust", requires = "clients")]
+    pub api: Api,
+    /// With --clients: also measure one thread driving N handles, each with an RPC in flight,
+    /// with naaice::naa_set::wait_any (with --api c: naa_waitany), the middleware-level
+    /// overlap case.
+    #[arg(long, requires = "clients")]
+    pub overlap: bool,
+    /// With --clients: the isolation test at every N from 2: N-1 clients of the first --size
+    /// alone, then beside one client of --big-size; reports the small clients' p99 both ways
+    /// and the big client's transfer time (isolation.csv).
+    #[arg(long, requires = "clients")]
+    pub isolation: bool,
+    /// With --isolation: the size of the big client's RPCs.
+    #[arg(long, value_name = "SIZE", default_value = "16MiB", value_parser = parse_size,
+          requires = "isolation")]
+    pub big_size: u64,
+    /// Internal: run as a client process of --clients.
+    #[arg(long, hide = true, value_enum)]
+    pub worker: Option<WorkerKind>,
+    /// Internal: the peer of a client process.
+    #[arg(long, hide = true)]
+    pub worker_target: Option<SocketAddr>,
+    /// Internal: the sizes of a client process's clients.
+    #[arg(long, hide = true, value_delimiter = ',')]
+    pub worker_sizes: Vec<u64>,
     /// Print the man page (roff) to standard output and exit.
     #[arg(long, hide = true)]
     pub man_page: bool,
@@ -156,6 +213,10 @@ pub(crate) const MAN: ManExtras<'static> = ManExtras {
         (
             "naaice-bench --naa 127.0.0.1:12345 --naa-pid $(pidof naaice-swnaa)",
             "Measure a separately started naaice-swnaa, with its CPU time per RPC.",
+        ),
+        (
+            "naaice-bench --naa 127.0.0.1:12345 --naa-pid $(pidof naaice-swnaa) --clients 1,2,4,8 --size 64,64KiB",
+            "Many clients at once against a naaice-swnaa: aggregate RPC/s beside a raw TCP echo, fairness, CPU and wake-ups per RPC on both sides.",
         ),
     ],
     see_also: &["naaice(7)", "naaice-swnaa(1)", "naaice-info(1)"],

@@ -97,7 +97,7 @@ fn filled(size: u64) -> Result<Buffer, Error> {
 }
 
 /// Runs `f` until it succeeds, at most [`CONNECT_TRIES`] times.
-fn retry<T>(what: &str, mut f: impl FnMut() -> naaice::Result<T>) -> Result<T, Error> {
+pub(crate) fn retry<T>(what: &str, mut f: impl FnMut() -> naaice::Result<T>) -> Result<T, Error> {
     let mut tries = 1;
     loop {
         match f() {

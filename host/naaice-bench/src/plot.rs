@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Once;
 
 use plotters::coord::Shift;
-use plotters::coord::combinators::LogCoord;
 use plotters::coord::ranged1d::Ranged;
 use plotters::prelude::*;
 
@@ -17,13 +16,16 @@ use crate::report::bandwidth;
 /// The font of the PNG plots (SVG names `sans-serif` and leaves it to the viewer).
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 /// Plot size in pixels.
-const SIZE: (u32, u32) = (1000, 760);
+pub(crate) const SIZE: (u32, u32) = (1000, 760);
 
 /// One line of a chart.
-struct Series {
-    label: String,
-    color: RGBColor,
-    points: Vec<(f64, f64)>,
+pub(crate) struct Series {
+    /// Its legend.
+    pub label: String,
+    /// Its colour.
+    pub color: RGBColor,
+    /// Its points (x, y).
+    pub points: Vec<(f64, f64)>,
 }
 
 /// One figure: the values above, their ratios below.
@@ -41,7 +43,8 @@ const COMPARED: RGBColor = RGBColor(214, 39, 40);
 const STREAM: RGBColor = RGBColor(148, 103, 189);
 const STREAM_SIZED: RGBColor = RGBColor(140, 86, 75);
 
-fn fail(e: impl std::fmt::Display) -> Error {
+/// A plotting error.
+pub(crate) fn fail(e: impl std::fmt::Display) -> Error {
     format!("plot: {e}").into()
 }
 
@@ -171,7 +174,7 @@ impl Figure {
 }
 
 /// A range around `values` with some margin, for a log axis.
-fn log_range(values: impl Iterator<Item = f64>) -> std::ops::Range<f64> {
+pub(crate) fn log_range(values: impl Iterator<Item = f64>) -> std::ops::Range<f64> {
     let (lo, hi) = values.fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)));
     if lo > hi {
         return 1.0..10.0;
@@ -190,7 +193,7 @@ fn bytes_label(v: f64) -> String {
 }
 
 /// A tick value with as few digits as it needs.
-fn number_label(v: f64) -> String {
+pub(crate) fn number_label(v: f64) -> String {
     if v >= 10.0 || v == v.round() {
         format!("{v:.0}")
     } else if v >= 0.1 {
@@ -203,10 +206,15 @@ fn number_label(v: f64) -> String {
 }
 
 /// Draws `series` as lines with dots, and their legend (if any).
-fn lines<'a, DB: DrawingBackend + 'a, Y: Ranged<ValueType = f64>>(
-    chart: &mut ChartContext<'a, DB, Cartesian2d<LogCoord<f64>, Y>>,
+pub(crate) fn lines<'a, DB, X, Y>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
     series: &[Series],
-) -> Result<(), Error> {
+) -> Result<(), Error>
+where
+    DB: DrawingBackend + 'a,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
     for s in series {
         let color = s.color;
         chart
@@ -283,6 +291,17 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, f: &Figure) -> Result
     Ok(())
 }
 
+/// Makes the embedded font the PNG plots' `sans-serif` (once per process).
+pub(crate) fn register_font() -> Result<(), Error> {
+    static REGISTER: Once = Once::new();
+    let mut registered = Ok(());
+    REGISTER.call_once(|| {
+        registered = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT)
+            .map_err(|_| "plot: the embedded font does not load");
+    });
+    Ok(registered?)
+}
+
 /// Writes `latency.{png,svg}` and `bandwidth.{png,svg}` into `dir`; returns their paths.
 pub(crate) fn write_plots(
     dir: &Path,
@@ -290,13 +309,7 @@ pub(crate) fn write_plots(
     reference: Option<&Reference>,
     what: &str,
 ) -> Result<Vec<PathBuf>, Error> {
-    static REGISTER: Once = Once::new();
-    let mut registered = Ok(());
-    REGISTER.call_once(|| {
-        registered = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT)
-            .map_err(|_| "plot: the embedded font does not load");
-    });
-    registered?;
+    register_font()?;
     let figures = [
         (
             "latency",

@@ -57,23 +57,19 @@ impl RawPeer {
         })
     }
 
+    /// Where it listens.
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     /// Opens a raw connection in `mode` for messages of `size` bytes.
     fn open(&self, mode: u8, size: u64) -> Result<TcpStream, Error> {
-        let mut s = TcpStream::connect(self.addr)?;
-        s.set_nodelay(true)?;
-        let mut hello = [0u8; 9];
-        hello[0] = mode;
-        hello[1..].copy_from_slice(&size.to_le_bytes());
-        s.write_all(&hello)?;
-        Ok(s)
+        open(self.addr, mode, size)
     }
 
     /// An echo connection for round trips of `size` bytes.
     pub(crate) fn echo(&self, size: u64) -> Result<Echo, Error> {
-        Ok(Echo {
-            stream: self.open(MODE_ECHO, size)?,
-            buf: vec![0x33; usize::try_from(size)?],
-        })
+        Echo::connect(self.addr, size)
     }
 
     /// One-direction stream bandwidth (bytes/s): `message`-byte writes from one buffer for
@@ -119,7 +115,30 @@ pub(crate) struct Echo {
     buf: Vec<u8>,
 }
 
+/// Opens a raw connection to the peer at `addr` in `mode` for messages of `size` bytes.
+fn open(addr: SocketAddr, mode: u8, size: u64) -> Result<TcpStream, Error> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_nodelay(true)?;
+    let mut hello = [0u8; 9];
+    hello[0] = mode;
+    hello[1..].copy_from_slice(&size.to_le_bytes());
+    s.write_all(&hello)?;
+    Ok(s)
+}
+
 impl Echo {
+    /// An echo connection to the peer at `addr` (of this or another process) for round trips
+    /// of `size` bytes.
+    pub(crate) fn connect(addr: SocketAddr, size: u64) -> Result<Self, Error> {
+        if size > MAX_MESSAGE {
+            return Err(format!("raw echo: {size} bytes is over the peer's limit").into());
+        }
+        Ok(Self {
+            stream: open(addr, MODE_ECHO, size)?,
+            buf: vec![0x33; usize::try_from(size)?],
+        })
+    }
+
     /// One round trip of the connection's size each way; seconds.
     pub(crate) fn round_trip(&mut self) -> Result<f64, Error> {
         let t = Instant::now();

@@ -39,6 +39,14 @@ fn help_explains_every_option() {
         "--wait <POLICY>",
         "--busy-poll",
         "--log",
+        "--clients <N,...>",
+        "--size <SIZE,...>",
+        "--duration",
+        "--client-processes",
+        "--api",
+        "--overlap",
+        "--isolation",
+        "--big-size",
     ] {
         let line = text
             .lines()
@@ -145,4 +153,141 @@ fn the_configuration_reference_and_man_page_are_the_code() {
     let exe = Path::new(env!("CARGO_BIN_EXE_naaice-bench"));
     let table = naaice::cli::check_binary_reference(exe, &repo).unwrap();
     assert!(table.contains("`--max-size` |  | `1GiB` | SIZE"), "{table}");
+}
+
+/// The rows of a CSV after its `#` lines, as (header, rows of cells).
+fn csv_rows(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    let mut lines = text.lines().filter(|l| !l.starts_with('#'));
+    let split = |l: &str| l.split(',').map(str::to_owned).collect::<Vec<_>>();
+    let header = split(lines.next().expect("header"));
+    (header, lines.map(split).collect())
+}
+
+/// `--clients`: threads with the Rust API, the overlap case and the isolation test against
+/// the in-process NAA; every row has positive rates, a raw echo beside it and the fairness.
+#[test]
+fn many_clients_write_their_rows() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("clients-threads");
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = bench(&[
+        "--clients",
+        "1,2",
+        "--size",
+        "64,4KiB",
+        "--duration",
+        "200ms",
+        "--overlap",
+        "--isolation",
+        "--big-size",
+        "64KiB",
+        "--out",
+        dir.to_str().expect("UTF-8 path"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (header, rows) = csv_rows(&dir.join("clients.csv"));
+    let col = |row: &[String], name: &str| -> String {
+        let i = header.iter().position(|h| h == name);
+        row[i.unwrap_or_else(|| panic!("no column {name}"))].clone()
+    };
+    // (threads, overlap) × N 1, 2 × 2 sizes.
+    assert_eq!(rows.len(), 8, "{rows:?}");
+    for row in &rows {
+        for name in [
+            "rpc_per_s",
+            "p99_us",
+            "slowest_vs_mean",
+            "client_cpu_us_per_rpc",
+            "naa_cpu_us_per_rpc",
+            "raw_rpc_per_s",
+            "rpc_vs_raw",
+        ] {
+            let v: f64 = col(row, name).parse().unwrap_or(-1.0);
+            assert!(v > 0.0, "{name} = {v} in {row:?}");
+        }
+    }
+    let modes: Vec<String> = rows.iter().map(|r| col(r, "mode")).collect();
+    assert_eq!(modes.iter().filter(|m| *m == "overlap").count(), 4);
+    let (iso_header, iso) = csv_rows(&dir.join("isolation.csv"));
+    assert_eq!(iso.len(), 1, "{iso:?}");
+    assert!(iso_header.contains(&"p99_rise_vs_big".to_owned()));
+    let json = std::fs::read_to_string(dir.join("clients.json")).expect("clients.json");
+    assert!(json.contains("\"rows\": [") && json.contains("\"isolation\": ["));
+    for plot in ["clients-throughput.png", "clients-throughput.svg"] {
+        let len = std::fs::metadata(dir.join(plot)).map_or(0, |m| m.len());
+        assert!(len > 1000, "{plot}: {len} bytes");
+    }
+}
+
+/// `--clients` with a process per client calling the C ABI, and one thread driving both
+/// handles with `naa_waitany`.
+#[test]
+fn many_clients_through_the_c_abi_in_processes() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("clients-c");
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = bench(&[
+        "--clients",
+        "2",
+        "--api",
+        "c",
+        "--client-processes",
+        "--overlap",
+        "--duration",
+        "200ms",
+        "--no-plots",
+        "--out",
+        dir.to_str().expect("UTF-8 path"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (header, rows) = csv_rows(&dir.join("clients.csv"));
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let at = |name: &str| header.iter().position(|h| h == name).expect(name);
+    for (row, mode) in rows.iter().zip(["processes", "overlap"]) {
+        assert_eq!(row[at("mode")], mode);
+        assert_eq!(row[at("api")], "c");
+        assert_eq!(row[at("clients")], "2");
+        let rpcs: u64 = row[at("rpcs")].parse().expect("rpcs");
+        assert!(rpcs > 0, "{rows:?}");
+    }
+}
+
+#[test]
+fn bad_client_options_are_clear_errors() {
+    let cases: [(&[&str], i32, &str); 5] = [
+        (&["--clients", "0"], 2, "--clients"),
+        (&["--clients", "1", "--size", "0"], 1, "--size"),
+        (&["--clients", "1", "--duration", "0"], 1, "--duration"),
+        (
+            &["--clients", "2", "--isolation", "--big-size", "64"],
+            1,
+            "--big-size",
+        ),
+        (
+            &[
+                "--clients",
+                "1",
+                "--naa",
+                "127.0.0.1:1",
+                "--duration",
+                "100ms",
+            ],
+            1,
+            "127.0.0.1:1",
+        ),
+    ];
+    for (args, code, want) in cases {
+        let out = bench(args);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
+    }
+    // Options of one mode are refused in the other.
+    for args in [
+        &["--overlap"][..],
+        &["--api", "c"],
+        &["--clients", "2", "--steady", "5"],
+        &["--clients", "2", "--big-size", "1MiB"],
+    ] {
+        let out = bench(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    }
 }

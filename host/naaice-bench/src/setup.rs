@@ -1,0 +1,113 @@
+//! What every mode sets up: the transport, the NAA under test, logging, output files.
+
+use std::io::IsTerminal;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::Path;
+
+use naaice::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle};
+use naaice::transport::AnyTransport;
+use naaice::transport::soft::{SoftConfig, SoftTransport};
+
+use crate::Error;
+use crate::cli::Args;
+use crate::process_clock::ProcessClock;
+
+/// The transport named by `--transport`, with the tuning options applied.
+pub(crate) fn transport(args: &Args) -> Result<AnyTransport, Error> {
+    match &args.transport {
+        AnyTransport::Auto(_) => Err("--transport auto: a benchmark measures one transport; \
+             name it (soft or verbs)"
+            .into()),
+        AnyTransport::Soft(_) => {
+            if args.wait_policy().is_some() {
+                return Err("--wait and --busy-poll apply to the verbs transport only".into());
+            }
+            let mut config = SoftConfig::default();
+            if let Some(delay) = args.ack_delay {
+                config.ack_delay = delay;
+            }
+            Ok(AnyTransport::from(SoftTransport::new(config)))
+        }
+        #[cfg(feature = "verbs")]
+        AnyTransport::Verbs(_) => {
+            use naaice::transport::verbs::{VerbsConfig, VerbsTransport};
+            if args.ack_delay.is_some() {
+                return Err("--ack-delay applies to the software transport only".into());
+            }
+            let mut config = VerbsConfig::default();
+            if let Some(policy) = args.wait_policy() {
+                config.wait = policy;
+            }
+            Ok(AnyTransport::Verbs(VerbsTransport::new(config)))
+        }
+    }
+}
+
+/// The NAA under test: `--naa`, or a software NAA started here that takes up to
+/// `max_connections` connections at once.
+pub(crate) fn naa(
+    args: &Args,
+    transport: &AnyTransport,
+    max_connections: usize,
+) -> Result<(SocketAddr, Option<SoftNaaHandle>), Error> {
+    if let Some(spec) = &args.naa {
+        if args.address.is_some() {
+            return Err(
+                "--address is where the in-process NAA listens: leave it out with --naa".into(),
+            );
+        }
+        let addr = spec
+            .to_socket_addrs()
+            .map_err(|e| format!("--naa {spec}: {e}"))?
+            .next()
+            .ok_or_else(|| format!("--naa {spec}: no address"))?;
+        return Ok((addr, None));
+    }
+    let listen = match (transport, args.address) {
+        (AnyTransport::Soft(_) | AnyTransport::Auto(_), None) => {
+            SocketAddr::from(([127, 0, 0, 1], 0))
+        }
+        (_, Some(ip)) => SocketAddr::new(ip, 0),
+        #[cfg(feature = "verbs")]
+        (AnyTransport::Verbs(_), None) => {
+            return Err(
+                "--transport verbs without --naa needs --address IP (an address of an RDMA \
+                        device) for the in-process NAA"
+                    .into(),
+            );
+        }
+    };
+    let config = SoftNaaConfig {
+        max_connections,
+        ..SoftNaaConfig::default()
+    };
+    let handle =
+        SoftNaa::bind(transport.clone(), listen, config, KernelRegistry::builtin())?.spawn()?;
+    Ok((handle.local_addr(), Some(handle)))
+}
+
+/// The NAA's process clock (`--naa-pid`), if given.
+pub(crate) fn naa_clock(args: &Args) -> Result<Option<ProcessClock>, Error> {
+    Ok(args.naa_pid.map(ProcessClock::of).transpose()?)
+}
+
+/// Logs to stderr, coloured only on a terminal (Slurm output files stay plain).
+pub(crate) fn init_logging(filter: &str) -> Result<(), Error> {
+    let filter =
+        tracing_subscriber::EnvFilter::try_new(filter).map_err(|e| format!("--log: {e}"))?;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    Ok(())
+}
+
+/// Writes `contents` to `path`, creating its folder.
+pub(crate) fn write_file(path: &Path, contents: &str) -> Result<(), Error> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, contents).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(())
+}
