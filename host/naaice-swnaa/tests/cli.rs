@@ -209,3 +209,123 @@ fn the_configuration_reference_and_man_page_are_the_code() {
         "{table}"
     );
 }
+
+/// Reads lines from the server until one contains `needle` (60 s at most); returns them all.
+fn lines_until(rx: &mpsc::Receiver<String>, needle: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    while !lines.iter().any(|l: &String| l.contains(needle)) {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(line) => lines.push(line),
+            Err(e) => panic!("no line with {needle:?} ({e}): {lines:?}"),
+        }
+    }
+    lines
+}
+
+/// The server's address from its banner.
+fn listening_on(rx: &mpsc::Receiver<String>) -> std::net::SocketAddr {
+    let lines = lines_until(rx, "naaice-swnaa listening on ");
+    lines
+        .iter()
+        .find_map(|l| l.strip_prefix("naaice-swnaa listening on "))
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("banner: {lines:?}"))
+}
+
+/// One create and RPC against `addr` (software transport, connect deadline 2 s).
+fn try_client(addr: std::net::SocketAddr) -> naaice::Result<()> {
+    let transport = naaice::environment::transport_from_lookup(|name| {
+        (name == "NAAICE_TRANSPORT").then(|| "soft".to_owned())
+    })
+    .expect("soft transport");
+    let options = naaice::NaaOptions {
+        connect_timeout: Duration::from_secs(2),
+        ..naaice::NaaOptions::at(addr)
+    };
+    let p = naaice::Param::from_vec(vec![1, 2]);
+    let mut h: naaice::Naa =
+        naaice::Naa::create_with(&transport, 1, vec![p.clone()], vec![p], &options)?;
+    h.invoke()?;
+    assert!(h.wait()?.naa_error.is_success());
+    h.finalize();
+    Ok(())
+}
+
+fn stop(mut child: std::process::Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    assert!(child.wait().expect("wait for naaice-swnaa").success());
+}
+
+#[test]
+fn an_allow_list_rejects_clients_from_elsewhere_at_connect() {
+    // 127.0.0.1 is outside both prefixes: the client is rejected with a reason naming its
+    // address, and the server logs the rejection.
+    let (child, rx) = start(&["--allow", "10.0.0.0/24", "--allow", "192.0.2.0/24"]);
+    let addr = listening_on(&rx);
+    let banner = lines_until(&rx, "allowed clients:");
+    assert!(
+        banner
+            .iter()
+            .any(|l| l.contains("allowed clients: 10.0.0.0/24, 192.0.2.0/24")),
+        "{banner:?}"
+    );
+    let err = try_client(addr).expect_err("a client from outside the allow list");
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("the NAA at {addr} refused the connection"))
+            && text.contains(
+                "NAA access denied: 127.0.0.1 is not in the allowed prefixes \
+                 (10.0.0.0/24, 192.0.2.0/24)"
+            ),
+        "{text}"
+    );
+    let log = lines_until(&rx, "client address not allowed");
+    let line = log.last().expect("the rejection line");
+    assert!(
+        line.contains("127.0.0.1") && line.contains("10.0.0.0/24"),
+        "{line}"
+    );
+    stop(child);
+
+    // The variable, with a prefix that holds the client, lets it in.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_naaice-swnaa"))
+        .args([
+            "--address",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--transport",
+            "soft",
+        ])
+        .env("NAAICE_ALLOW", "10.0.0.0/24,127.0.0.0/8")
+        .env_remove("NAAICE_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start naaice-swnaa");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let mut lines = BufReader::new(stderr).lines().map_while(Result::ok);
+    let first = lines.next().expect("banner");
+    let addr: std::net::SocketAddr = first
+        .strip_prefix("naaice-swnaa listening on ")
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("banner: {first}"));
+    try_client(addr).expect("a client inside the allow list is served");
+    stop(child);
+}
+
+#[test]
+fn a_bad_allow_prefix_is_a_clear_error() {
+    let out = swnaa(&["--port", "0", "--allow", "10.0.0.0/24,10.0.0.0/40"]);
+    assert_eq!(out.status.code(), Some(2));
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("--allow") && text.contains("\"10.0.0.0/40\" is not an address prefix"),
+        "{text}"
+    );
+}
