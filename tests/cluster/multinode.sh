@@ -207,6 +207,23 @@ wait_clients() {
     return 1
 }
 
+echo "--- setup burst: 24 ranks (8 per node) create their handles at once on 2 NAAs"
+phase=burst
+start_naa naa1 --max-connections 12
+start_naa naa2 --max-connections 12
+on ctl "${rank_env[@]}" srun -N 3 -n 24 --overcommit -t 2 "$rank_bin" --rounds 2 --pause-ms 0 \
+    >"$work/burst.out" 2>&1 || { cat "$work/burst.out" >&2; exit 1; }
+read -r verified failed < <(done_sum "$work/burst.out")
+[ "$verified" = 48 ] || { echo "the burst verified $verified RPCs, want 48" >&2; exit 1; }
+burst=$(grep '^CREATE' "$work/burst.out" | sed 's/.* ms=\([0-9]*\).*/\1/' | sort -n |
+    awk '{ v[NR] = $1 } END { printf "median %d ms, slowest %d ms", v[int((NR + 1) / 2)], v[NR] }')
+echo "setup burst: 24 creates (connect + MRSP) on 2 NAAs: $burst"
+for name in naa1 naa2; do
+    echo "$name: $(grep -c 'client connected' "$work/$name-burst.log") connections"
+done
+stop_naas
+lap burst
+
 echo "--- fault (a): naa1's link is cut mid-job"
 phase=a
 start_naa naa1 --max-connections 6 --idle-timeout 3s
@@ -316,7 +333,8 @@ b_recover=$(ms "$cut_at" "$b_served")
 stop_naas
 lap "fault-b"
 
-echo "--- fault timings (this machine; noisy where others build)"
+echo "--- figures (this machine; noisy where others build)"
+echo "setup burst: 24 ranks on 2 NAAs, connect + MRSP: $burst"
 echo "(a) NAA link cut, $a_ranks ranks on it: error after at most $a_detect ms (RPC deadline 2000 ms), failed over within $a_failover ms of the error"
 echo "(b) compute node link cut: the NAAs freed its slots after ${b_detect% } ms (idle timeout 2000 ms); ranks started at the cut were all served $b_recover ms after it"
 echo "(c) NAA killed: its ranks' error after at most $c_detect ms; restarted NAA used again $c_back ms after its restart"

@@ -16,12 +16,21 @@ fn swnaa(args: &[&str]) -> Output {
 /// Starts the server on a free loopback port with its defaults (the transport and waiting
 /// variables removed) plus `extra`; returns it and its stderr lines.
 fn start(extra: &[&str]) -> (std::process::Child, mpsc::Receiver<String>) {
+    start_env(extra, &[])
+}
+
+/// [`start`] with the environment variables `env` set.
+fn start_env(
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (std::process::Child, mpsc::Receiver<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_naaice-swnaa"))
         .args(["--address", "127.0.0.1", "--port", "0"])
         .args(extra)
         .env_remove("NAAICE_TRANSPORT")
         .env_remove("NAAICE_WAIT")
         .env_remove("NAAICE_LOG")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -252,11 +261,27 @@ fn try_client(addr: std::net::SocketAddr) -> naaice::Result<()> {
     Ok(())
 }
 
-fn stop(mut child: std::process::Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    assert!(child.wait().expect("wait for naaice-swnaa").success());
+/// A server process that is killed if the test fails before [`Server::stop`].
+struct Server(Option<std::process::Child>);
+
+impl Server {
+    /// SIGTERM, then checks that the server ended cleanly.
+    fn stop(mut self) {
+        let mut child = self.0.take().expect("running");
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        assert!(child.wait().expect("wait for naaice-swnaa").success());
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(child) = self.0.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 #[test]
@@ -264,6 +289,7 @@ fn an_allow_list_rejects_clients_from_elsewhere_at_connect() {
     // 127.0.0.1 is outside both prefixes: the client is rejected with a reason naming its
     // address, and the server logs the rejection.
     let (child, rx) = start(&["--allow", "10.0.0.0/24", "--allow", "192.0.2.0/24"]);
+    let server = Server(Some(child));
     let addr = listening_on(&rx);
     let banner = lines_until(&rx, "allowed clients:");
     assert!(
@@ -288,35 +314,22 @@ fn an_allow_list_rejects_clients_from_elsewhere_at_connect() {
         line.contains("127.0.0.1") && line.contains("10.0.0.0/24"),
         "{line}"
     );
-    stop(child);
+    server.stop();
 
-    // The variable, with a prefix that holds the client, lets it in.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_naaice-swnaa"))
-        .args([
-            "--address",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--transport",
-            "soft",
-        ])
-        .env("NAAICE_ALLOW", "10.0.0.0/24,127.0.0.0/8")
-        .env_remove("NAAICE_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start naaice-swnaa");
-    let stderr = child.stderr.take().expect("piped stderr");
-    let mut lines = BufReader::new(stderr).lines().map_while(Result::ok);
-    let first = lines.next().expect("banner");
-    let addr: std::net::SocketAddr = first
-        .strip_prefix("naaice-swnaa listening on ")
-        .and_then(|rest| rest.split(' ').next())
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("banner: {first}"));
+    // The variable, with a prefix that holds the client, lets it in; the banner shows the
+    // list read from it.
+    let (child, rx) = start_env(&[], &[("NAAICE_ALLOW", "192.0.2.0/24,127.0.0.0/8")]);
+    let server = Server(Some(child));
+    let addr = listening_on(&rx);
+    let banner = lines_until(&rx, "allowed clients:");
+    assert!(
+        banner
+            .iter()
+            .any(|l| l.contains("allowed clients: 192.0.2.0/24, 127.0.0.0/8")),
+        "{banner:?}"
+    );
     try_client(addr).expect("a client inside the allow list is served");
-    stop(child);
+    server.stop();
 }
 
 #[test]
