@@ -139,10 +139,11 @@ fn run(args: &Args, transport: &AnyTransport, rank: u32, host: &str) -> Result<(
                 continue;
             }
         }
-        if args.recreate_every > 0 && since_create >= args.recreate_every {
-            if let Some(h) = naa.take() {
-                h.finalize();
-            }
+        if args.recreate_every > 0
+            && since_create >= args.recreate_every
+            && let Some(h) = naa.take()
+        {
+            h.finalize();
         }
         std::thread::sleep(Duration::from_millis(args.pause_ms));
     }
