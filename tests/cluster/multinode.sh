@@ -186,7 +186,7 @@ line=$(grep -m 1 "client address not allowed" "$work/naa1-job.log" || true)
 echo "NAA log: $line"
 [ "$status" != 0 ] || { echo "the outside client was served" >&2; exit 1; }
 grep -q "NAA access denied: ${ip[outside]} is not in the allowed prefixes ($subnet)" "$work/outside.err"
-grep -q "the NAA at ${ip[naa1]}:$port refused the connection" "$work/outside.err"
+grep -q "tried ${ip[naa1]}:$port \[entry 1\] .*connection rejected by the peer" "$work/outside.err"
 [[ $line == *"${ip[outside]}"* ]] || { echo "no rejection line naming ${ip[outside]}" >&2; exit 1; }
 stop_naas
 lap access

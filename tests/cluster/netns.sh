@@ -14,7 +14,7 @@
 #   node1-3  10.199.0.11-13  compute nodes (slurmd, MPI ranks)
 #   naa1-2   10.199.0.21-22  NAA hosts (naaice-swnaa)
 #   outside  10.199.1.10   a client outside the compute nodes' prefix 10.199.0.0/24
-# DIR keeps the UTS namespaces (bind-mounted files) and the list of hosts.
+# DIR keeps the list of hosts. The names are fixed: one such cluster per machine at a time.
 set -euo pipefail
 
 prefix=naaice-
@@ -28,8 +28,9 @@ usage() {
     exit 2
 }
 
-# Where the UTS namespaces of DIR's hosts live (a private bind mount, so that they can be pinned).
-uts_dir() { echo "$1/uts"; }
+# Where the hosts' UTS namespaces are pinned (a private bind mount, like ip's /run/netns): one
+# place for every DIR, so that 'up' also clears what a killed run left.
+uts_dir() { echo /run/naaice-netns; }
 
 down() {
     local dir=$1 ns pids
@@ -99,6 +100,7 @@ up() {
     local dir=$1 uts h ns
     down "$dir"
     mkdir -p "$dir"
+    : >"$dir/hosts"
     uts=$(uts_dir "$dir")
     mkdir -p "$uts"
     mount --bind "$uts" "$uts"

@@ -48,7 +48,8 @@ start() {
     chown munge:munge "$dir/munge/munge.key"
     chmod 400 "$dir/munge/munge.key"
     local socket=$dir/munge/munge.socket
-    su -s /bin/sh munge -c "/usr/sbin/munged --key-file=$dir/munge/munge.key \
+    # munged runs on ctl, so that netns.sh down ends it even when this script's stop never ran.
+    on ctl su -s /bin/sh munge -c "/usr/sbin/munged --key-file=$dir/munge/munge.key \
         --socket=$socket --pid-file=$dir/munge/munged.pid \
         --log-file=$dir/munge/munged.log --seed-file=$dir/munge/munged.seed --force"
     munge -S "$socket" -n | unmunge -S "$socket" >/dev/null

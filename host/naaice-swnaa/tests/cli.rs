@@ -242,15 +242,19 @@ fn listening_on(rx: &mpsc::Receiver<String>) -> std::net::SocketAddr {
         .unwrap_or_else(|| panic!("banner: {lines:?}"))
 }
 
-/// One create and RPC against `addr` (software transport, connect deadline 2 s).
+/// One create and RPC against `addr` as the only entry of an `NAA_SPEC` (software transport,
+/// connect deadline 1 s), as a rank of a job connects.
 fn try_client(addr: std::net::SocketAddr) -> naaice::Result<()> {
     let transport = naaice::environment::transport_from_lookup(|name| {
         (name == "NAAICE_TRANSPORT").then(|| "soft".to_owned())
     })
     .expect("soft transport");
+    let entries = naaice::spec::parse(&format!("{addr}:1:1")).expect("NAA_SPEC");
     let options = naaice::NaaOptions {
-        connect_timeout: Duration::from_secs(2),
-        ..naaice::NaaOptions::at(addr)
+        connect_timeout: Duration::from_secs(1),
+        pool: Some(naaice::spec::Pool::new(entries)),
+        rank: Some(naaice::environment::Rank::SINGLE),
+        ..naaice::NaaOptions::default()
     };
     let p = naaice::Param::from_vec(vec![1, 2]);
     let mut h: naaice::Naa =
@@ -301,7 +305,8 @@ fn an_allow_list_rejects_clients_from_elsewhere_at_connect() {
     let err = try_client(addr).expect_err("a client from outside the allow list");
     let text = err.to_string();
     assert!(
-        text.contains(&format!("the NAA at {addr} refused the connection"))
+        text.contains(&format!("tried {addr} [entry 1]"))
+            && text.contains("connection rejected by the peer: ")
             && text.contains(
                 "NAA access denied: 127.0.0.1 is not in the allowed prefixes \
                  (10.0.0.0/24, 192.0.2.0/24)"
