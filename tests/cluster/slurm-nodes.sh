@@ -23,16 +23,23 @@ nodes=(node1 node2 node3)
 declare -A addr=([node1]=10.199.0.11 [node2]=10.199.0.12 [node3]=10.199.0.13)
 
 stop() {
-    local pidfile pid
+    local pidfile pids=()
+    # All at once (each daemon takes a few seconds to shut down), then KILL what is left at 5 s.
     for pidfile in "$dir"/*/slurmd.pid "$dir/slurmctld.pid" "$dir/munge/munged.pid"; do
         [ -f "$pidfile" ] || continue
-        pid=$(cat "$pidfile")
-        if kill "$pid" 2>/dev/null; then
-            for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-            kill -9 "$pid" 2>/dev/null || true
-        fi
+        pids+=("$(cat "$pidfile")")
         rm -f "$pidfile"
     done
+    ((${#pids[@]})) || return 0
+    kill "${pids[@]}" 2>/dev/null || true
+    local pid alive
+    for _ in $(seq 50); do
+        alive=0
+        for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+        [ "$alive" = 0 ] && break
+        sleep 0.1
+    done
+    kill -9 "${pids[@]}" 2>/dev/null || true
 }
 
 start() {
@@ -51,7 +58,8 @@ start() {
     # munged runs on ctl, so that netns.sh down ends it even when this script's stop never ran.
     on ctl su -s /bin/sh munge -c "/usr/sbin/munged --key-file=$dir/munge/munge.key \
         --socket=$socket --pid-file=$dir/munge/munged.pid \
-        --log-file=$dir/munge/munged.log --seed-file=$dir/munge/munged.seed --force"
+        --log-file=$dir/munge/munged.log --seed-file=$dir/munge/munged.seed --force \
+        --origin=10.199.0.2"
     munge -S "$socket" -n | unmunge -S "$socket" >/dev/null
     {
         cat <<CONF
