@@ -168,7 +168,10 @@ grep -q "over 6 ranks verified" "$work/job/out"
 links=$(grep -c 'now connected to' "$work/job/out" || true)
 off=$(grep 'now connected to' "$work/job/out" | grep -vc 'now connected to 10\.199\.0\.1[123],' || true)
 echo "Open MPI: $links TCP connections between ranks, all to the nodes' bridge addresses ($off elsewhere)"
-[ "$links" -ge 1 ] && [ "$off" = 0 ] || { echo "MPI traffic did not cross the bridge" >&2; exit 1; }
+if [ "$links" = 0 ] || [ "$off" != 0 ]; then
+    echo "MPI traffic did not cross the bridge" >&2
+    exit 1
+fi
 for name in naa1 naa2; do
     echo "$name (${ip[$name]}) served:"
     clients "$work/$name-job.log"
@@ -253,8 +256,10 @@ served=$(($(rpcs "$work/naa1-a.log") + $(rpcs "$work/naa2-a.log")))
 echo "RPCs: $verified verified by the ranks, $failed failed attempts repeated; the NAAs count $served"
 # An RPC the cut NAA ran but could not answer is counted there and repeated elsewhere: at
 # most one per failed attempt; none lost (each rank checks its data after every RPC).
-[ "$served" -ge "$verified" ] && [ "$served" -le $((verified + failed)) ] ||
-    { echo "the NAAs' count $served does not fit $verified verified + $failed failed" >&2; exit 1; }
+if [ "$served" -lt "$verified" ] || [ "$served" -gt $((verified + failed)) ]; then
+    echo "the NAAs' count $served does not fit $verified verified + $failed failed" >&2
+    exit 1
+fi
 a_detect=$(grep '^ERROR' "$work/a.out" | sed 's/.* ms=\([0-9]*\).*/\1/' | sort -n | tail -n 1)
 a_failover=$(grep '^FAILOVER' "$work/a.out" | sed 's/.*ms_since_error=\([0-9]*\).*/\1/' | sort -n | tail -n 1)
 a_ranks=$(grep -c '^ERROR' "$work/a.out")
@@ -290,7 +295,10 @@ back=$(grep "^CREATE .*naa=${ip[naa2]}:" "$work/c.out" |
     sed 's/.*epoch=\([0-9.]*\).*/\1/' | awk -v r="$restart_at" '$1 > r' | sort -n | head -n 1)
 served_again=$(grep -c 'client connected' "$work/naa2-c2.log" || true)
 echo "restarted naa2 served $served_again connections"
-[ -n "$back" ] && [ "$served_again" -ge 1 ] || { echo "the restarted naa2 was not used again" >&2; exit 1; }
+if [ -z "$back" ] || [ "$served_again" = 0 ]; then
+    echo "the restarted naa2 was not used again" >&2
+    exit 1
+fi
 c_detect=$(grep '^ERROR' "$work/c.out" | sed 's/.* ms=\([0-9]*\).*/\1/' | sort -n | tail -n 1)
 c_back=$(ms "$restart_at" "$back")
 stop_naas

@@ -33,24 +33,22 @@ usage() {
 uts_dir() { echo /run/naaice-netns; }
 
 down() {
-    local dir=$1 ns pids
-    # Every process in a namespace of ours first (TERM, then KILL), then the namespaces.
-    for ns in "$switch" "${hosts[@]/#/$prefix}"; do
-        [ -e "/run/netns/$ns" ] || continue
-        pids=$(ip netns pids "$ns" 2>/dev/null || true)
-        [ -n "$pids" ] && kill $pids 2>/dev/null || true
-    done
+    local dir=$1 ns pids=()
+    # Every process in a namespace of ours first (TERM, then KILL at 3 s), then the namespaces.
     for _ in $(seq 30); do
-        pids=""
+        pids=()
         for ns in "$switch" "${hosts[@]/#/$prefix}"; do
-            [ -e "/run/netns/$ns" ] && pids+=" $(ip netns pids "$ns" 2>/dev/null || true)"
+            [ -e "/run/netns/$ns" ] || continue
+            # shellcheck disable=SC2207 # PIDs: one word each
+            pids+=($(ip netns pids "$ns" 2>/dev/null || true))
         done
-        [ -z "${pids// /}" ] && break
+        ((${#pids[@]})) || break
+        kill "${pids[@]}" 2>/dev/null || true
         sleep 0.1
     done
-    [ -n "${pids// /}" ] && kill -9 $pids 2>/dev/null || true
+    if ((${#pids[@]})); then kill -9 "${pids[@]}" 2>/dev/null || true; fi
     for ns in "${hosts[@]/#/$prefix}" "$switch"; do
-        [ -e "/run/netns/$ns" ] && ip netns delete "$ns"
+        if [ -e "/run/netns/$ns" ]; then ip netns delete "$ns"; fi
     done
     local uts
     uts=$(uts_dir "$dir")

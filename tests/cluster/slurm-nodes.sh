@@ -43,7 +43,7 @@ stop() {
 }
 
 start() {
-    local netns=$1 n on
+    local netns=$1 n
     mkdir -p "$dir"
     dir=$(cd "$dir" && pwd)
     on() { "$here/netns.sh" exec "$netns" "$@"; }
