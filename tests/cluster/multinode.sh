@@ -23,6 +23,21 @@ cd "$(dirname "$0")/../.."
 repo=$PWD
 netns=$repo/tests/cluster/netns.sh
 
+start=$SECONDS
+echo "--- packages"
+# As root (else the check below says why it skips): Slurm, munge, Open MPI, and iproute2 and
+# util-linux for the namespaces.
+if [ "$(id -u)" = 0 ]; then
+    pkgs=(slurm-wlm munge openmpi-bin libopenmpi-dev iproute2 util-linux)
+    missing=()
+    for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+    if ((${#missing[@]})); then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    fi
+fi
+packages_time=$((SECONDS - start))
+
 if ! why=$("$netns" check); then
     if [ "${NAAICE_REQUIRE_NETNS:-0}" = 1 ]; then
         echo "tests/cluster/multinode.sh: network namespaces unavailable: $why" >&2
@@ -32,9 +47,10 @@ if ! why=$("$netns" check); then
     exit 0
 fi
 
-start=$SECONDS
+mpirun --version | head -n 1
+slurmctld -V
 mark=$SECONDS
-timings=()
+timings=("packages $packages_time s")
 lap() {
     timings+=("$1 $((SECONDS - mark)) s")
     mark=$SECONDS
@@ -69,17 +85,6 @@ now() { date +%s.%N; }
 # Milliseconds from epoch seconds $1 to $2.
 ms() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", (b - a) * 1000 }'; }
 
-echo "--- packages"
-pkgs=(slurm-wlm munge openmpi-bin libopenmpi-dev)
-missing=()
-for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-if ((${#missing[@]})); then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
-mpirun --version | head -n 1
-slurmctld -V
-lap packages
 
 echo "--- build: C library, naaice-swnaa, the MPI example, the fault ranks (cluster_rank)"
 cargo build --locked -p naaice-capi
@@ -98,7 +103,7 @@ lap build
 
 echo "--- hosts: network namespaces on one bridge"
 "$netns" up "$work/net"
-column -t "$work/net/hosts"
+cat "$work/net/hosts"
 for h in node1 naa1 outside; do
     printf '%s: hostname %s, %s\n' "$h" "$(on "$h" hostname)" "$(on "$h" ip -br -4 addr show eth0)"
 done

@@ -109,8 +109,11 @@ up() {
     for h in "${hosts[@]}"; do
         ns=$prefix$h
         ip netns add "$ns"
-        # IPv4 only: no link-local IPv6 addresses either.
-        ip netns exec "$ns" sysctl -qw net.ipv6.conf.default.disable_ipv6=1 net.ipv6.conf.all.disable_ipv6=1
+        # IPv4 only: no link-local IPv6 addresses either (/proc/sys/net is the namespace's).
+        ip netns exec "$ns" sh -c 'if [ -d /proc/sys/net/ipv6 ]; then
+            echo 1 >/proc/sys/net/ipv6/conf/default/disable_ipv6
+            echo 1 >/proc/sys/net/ipv6/conf/all/disable_ipv6
+        fi'
         ip -n "$switch" link add "v-$h" type veth peer name eth0 netns "$ns"
         ip -n "$switch" link set "v-$h" master br0 up
         ip -n "$ns" link set lo up
