@@ -120,7 +120,7 @@ start_naa() {
         --allow "$subnet" --log info "$@" >"$log" 2>&1 &
     naa_pid[$name]=$!
     for _ in $(seq 100); do
-        grep -q "software NAA listening" "$log" && return 0
+        grep -qs "software NAA listening" "$log" && return 0
         sleep 0.1
     done
     echo "NAA $name did not start:" >&2
@@ -208,7 +208,7 @@ done_sum() { grep '^DONE' "$1" | sed 's/.*verified=\([0-9]*\) failed_attempts=\(
 # Waits until NAA log FILE shows N client connections.
 wait_clients() {
     for _ in $(seq 200); do
-        [ "$(grep -c 'client connected' "$1" || true)" -ge "$2" ] && return 0
+        [ "$(grep -cs 'client connected' "$1" || true)" -ge "$2" ] && return 0
         sleep 0.05
     done
     echo "$1: fewer than $2 clients" >&2
@@ -334,6 +334,13 @@ for r in 0 1; do wait "${later[r]}" || status=$?; done
 cat "$work"/b-node1-*.out
 [ "$status" = 0 ] || { echo "ranks started after the cut were not served" >&2; exit 1; }
 "$netns" mend node3
+# The later ranks found every slot taken (node3's) until the NAAs freed them.
+full=$(cat "$work/naa1-b.log" "$work/naa2-b.log" | grep -c "connection limit reached; rejecting" || true)
+echo "while node3's slots were held, the NAAs logged $full lines rejecting newcomers"
+if [ "$full" = 0 ]; then
+    echo "the ranks after the cut never found the slots taken: nothing was tested" >&2
+    exit 1
+fi
 b_detect=""
 for name in naa1 naa2; do
     t=$(log_time "$work/$name-b.log" "connection closed peer=Some\\(${ip[node3]}:")
