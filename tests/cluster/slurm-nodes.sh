@@ -61,6 +61,9 @@ start() {
         --log-file=$dir/munge/munged.log --seed-file=$dir/munge/munged.seed --force \
         --origin=10.199.0.2"
     munge -S "$socket" -n | unmunge -S "$socket" >/dev/null
+    # %n is the node's name: each slurmd gets its own spool, log and pid file, and its own
+    # TmpFS, where the pmix plugin makes its client directory (spmix_appdir_UID_JOB.STEP): in
+    # a /tmp shared by the nodes the second node's step fails with "File exists".
     {
         cat <<CONF
 ClusterName=naaice
