@@ -9,6 +9,9 @@
 #            TCP connections between ranks go over the bridge; both NAAs served all 3 nodes.
 #   access   a client on the outside host is rejected at connect (its error and the NAA's
 #            log line say so).
+#   burst    24 ranks (8 per node) create their handles at once on the 2 NAAs.
+# The burst and the faults run tests/examples/cluster_rank.rs as the ranks (srun -N 3 -n 6
+# for (a) and (c); started on the nodes directly for (b), whose cut would stall Slurm):
 #   (a)      an NAA host's link is cut mid-job: its ranks get an error within their RPC
 #            deadline, fail over on their next create, every RPC is verified exactly once.
 #   (b)      a compute node's link is cut while its ranks hold every NAA slot: the NAAs free
