@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use clap::{CommandFactory, Parser};
 use naaice::cli::{ManExtras, print_reference};
-use naaice::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig};
+use naaice::swnaa::{AddressPrefix, KernelRegistry, SoftNaa, SoftNaaConfig};
 use naaice::transport::{AnyTransport, DEFAULT_PORT, ParseTransportError, Served};
 use naaice::units::{parse_duration, parse_size};
 use naaice::waiting::WaitPolicy;
@@ -83,6 +83,17 @@ struct Args {
     /// gets MRSP error 0x01 (not enough memory). Default: half of the physical memory.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     memory_budget: Option<u64>,
+    /// Address prefixes clients may connect from, comma-separated or repeated (`10.0.0.0/24`,
+    /// `fd00::/8`, `10.0.0.5`); a client from elsewhere is rejected at connect and the
+    /// rejection is logged. Default: any address.
+    #[arg(
+        long,
+        env = "NAAICE_ALLOW",
+        value_name = "PREFIX,...",
+        value_delimiter = ',',
+        value_parser = prefix
+    )]
+    allow: Vec<AddressPrefix>,
     /// Log filter (`error`, `warn`, `info` (default), `debug`, `trace`, or a `tracing` filter
     /// such as `naaice=debug`).
     #[arg(
@@ -129,6 +140,10 @@ const MAN: ManExtras<'static> = ManExtras {
             "naaice-swnaa --max-connections 64 --memory-budget 32GiB --idle-timeout 10m",
             "A shared NAA service with limits.",
         ),
+        (
+            "naaice-swnaa --allow 10.0.0.0/24,10.0.1.0/24",
+            "Serve only clients from two subnets (the compute nodes); others are rejected at connect.",
+        ),
     ],
     see_also: &["naaice(7)", "naaice-info(1)", "naaice-bench(1)"],
 };
@@ -147,6 +162,12 @@ fn parse_transport(s: &str) -> Result<AnyTransport, String> {
 /// A duration (`500ms`, `10s`; a bare number is seconds).
 fn seconds(s: &str) -> Result<Duration, String> {
     parse_duration(s, Duration::from_secs(1))
+}
+
+/// An address prefix of `--allow`.
+fn prefix(s: &str) -> Result<AddressPrefix, String> {
+    s.parse()
+        .map_err(|e: naaice::swnaa::ParsePrefixError| e.to_string())
 }
 
 /// `--evict-idle-after`: a grace period, or `never`.
@@ -176,6 +197,7 @@ fn run(mut args: Args) -> Result<(), String> {
         idle_timeout: args.idle_timeout,
         evict_idle_after: args.evict_idle_after.0,
         max_bytes_per_connection: args.max_bytes,
+        allow: std::mem::take(&mut args.allow),
         ..SoftNaaConfig::default()
     };
     if let Some(bytes) = args.memory_budget {
@@ -189,11 +211,20 @@ fn run(mut args: Args) -> Result<(), String> {
         signal_hook::flag::register(signal, Arc::clone(&stop))
             .map_err(|e| format!("signal handler: {e}"))?;
     }
+    let allowed = config
+        .allow
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
     let addr = SocketAddr::new(args.address, args.port);
     args.transport.set_wait(args.wait);
     let naa = SoftNaa::bind(args.transport, addr, config, KernelRegistry::builtin())
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     eprint!("{}", banner(naa.local_addr(), &naa.served(), args.wait));
+    if !allowed.is_empty() {
+        eprintln!("  allowed clients: {allowed} (others are rejected at connect)");
+    }
     naa.run(&stop).map_err(|e| e.to_string())
 }
 

@@ -16,12 +16,21 @@ fn swnaa(args: &[&str]) -> Output {
 /// Starts the server on a free loopback port with its defaults (the transport and waiting
 /// variables removed) plus `extra`; returns it and its stderr lines.
 fn start(extra: &[&str]) -> (std::process::Child, mpsc::Receiver<String>) {
+    start_env(extra, &[])
+}
+
+/// [`start`] with the environment variables `env` set.
+fn start_env(
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (std::process::Child, mpsc::Receiver<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_naaice-swnaa"))
         .args(["--address", "127.0.0.1", "--port", "0"])
         .args(extra)
         .env_remove("NAAICE_TRANSPORT")
         .env_remove("NAAICE_WAIT")
         .env_remove("NAAICE_LOG")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -207,5 +216,134 @@ fn the_configuration_reference_and_man_page_are_the_code() {
     assert!(
         table.contains("`--transport`, `-t` | `NAAICE_TRANSPORT` | `auto`"),
         "{table}"
+    );
+}
+
+/// Reads lines from the server until one contains `needle` (60 s at most); returns them all.
+fn lines_until(rx: &mpsc::Receiver<String>, needle: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    while !lines.iter().any(|l: &String| l.contains(needle)) {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(line) => lines.push(line),
+            Err(e) => panic!("no line with {needle:?} ({e}): {lines:?}"),
+        }
+    }
+    lines
+}
+
+/// The server's address from its banner.
+fn listening_on(rx: &mpsc::Receiver<String>) -> std::net::SocketAddr {
+    let lines = lines_until(rx, "naaice-swnaa listening on ");
+    lines
+        .iter()
+        .find_map(|l| l.strip_prefix("naaice-swnaa listening on "))
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("banner: {lines:?}"))
+}
+
+/// One create and RPC against `addr` as the only entry of an `NAA_SPEC` (software transport,
+/// connect deadline 1 s), as a rank of a job connects.
+fn try_client(addr: std::net::SocketAddr) -> naaice::Result<()> {
+    let transport = naaice::environment::transport_from_lookup(|name| {
+        (name == "NAAICE_TRANSPORT").then(|| "soft".to_owned())
+    })
+    .expect("soft transport");
+    let entries = naaice::spec::parse(&format!("{addr}:1:1")).expect("NAA_SPEC");
+    let options = naaice::NaaOptions {
+        connect_timeout: Duration::from_secs(1),
+        pool: Some(naaice::select::Pool::new(entries)),
+        rank: Some(naaice::environment::Rank::SINGLE),
+        ..naaice::NaaOptions::default()
+    };
+    let p = naaice::Param::from_vec(vec![1, 2]);
+    let mut h: naaice::Naa =
+        naaice::Naa::create_with(&transport, 1, vec![p.clone()], vec![p], &options)?;
+    h.invoke()?;
+    assert!(h.wait()?.naa_error.is_success());
+    h.finalize();
+    Ok(())
+}
+
+/// A server process that is killed if the test fails before [`Server::stop`].
+struct Server(Option<std::process::Child>);
+
+impl Server {
+    /// SIGTERM, then checks that the server ended cleanly.
+    fn stop(mut self) {
+        let mut child = self.0.take().expect("running");
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        assert!(child.wait().expect("wait for naaice-swnaa").success());
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(child) = self.0.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+#[test]
+fn an_allow_list_rejects_clients_from_elsewhere_at_connect() {
+    // 127.0.0.1 is outside both prefixes: the client is rejected with a reason naming its
+    // address, and the server logs the rejection.
+    let (child, rx) = start(&["--allow", "10.0.0.0/24", "--allow", "192.0.2.0/24"]);
+    let server = Server(Some(child));
+    let addr = listening_on(&rx);
+    let banner = lines_until(&rx, "allowed clients:");
+    assert!(
+        banner
+            .iter()
+            .any(|l| l.contains("allowed clients: 10.0.0.0/24, 192.0.2.0/24")),
+        "{banner:?}"
+    );
+    let err = try_client(addr).expect_err("a client from outside the allow list");
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("tried {addr} [entry 1]"))
+            && text.contains("connection rejected by the peer: ")
+            && text.contains(
+                "NAA access denied: 127.0.0.1 is not in the allowed prefixes \
+                 (10.0.0.0/24, 192.0.2.0/24)"
+            ),
+        "{text}"
+    );
+    let log = lines_until(&rx, "client address not allowed");
+    let line = log.last().expect("the rejection line");
+    assert!(
+        line.contains("127.0.0.1") && line.contains("10.0.0.0/24"),
+        "{line}"
+    );
+    server.stop();
+
+    // The variable, with a prefix that holds the client, lets it in; the banner shows the
+    // list read from it.
+    let (child, rx) = start_env(&[], &[("NAAICE_ALLOW", "192.0.2.0/24,127.0.0.0/8")]);
+    let server = Server(Some(child));
+    let addr = listening_on(&rx);
+    let banner = lines_until(&rx, "allowed clients:");
+    assert!(
+        banner
+            .iter()
+            .any(|l| l.contains("allowed clients: 192.0.2.0/24, 127.0.0.0/8")),
+        "{banner:?}"
+    );
+    try_client(addr).expect("a client inside the allow list is served");
+    server.stop();
+}
+
+#[test]
+fn a_bad_allow_prefix_is_a_clear_error() {
+    let out = swnaa(&["--port", "0", "--allow", "10.0.0.0/24,10.0.0.0/40"]);
+    assert_eq!(out.status.code(), Some(2));
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("--allow") && text.contains("\"10.0.0.0/40\" is not an address prefix"),
+        "{text}"
     );
 }

@@ -66,12 +66,14 @@
 //! # Ok(()) }
 //! ```
 
+mod allow;
 mod budget;
 mod kernel;
 pub mod local;
 mod slots;
 mod worker;
 
+pub use allow::{AddressPrefix, ParsePrefixError};
 pub use budget::default_memory_budget;
 pub use kernel::{KERNEL_FAILED, Kernel, KernelContext, KernelRegion, KernelRegistry};
 
@@ -116,6 +118,9 @@ pub struct SoftNaaConfig {
     /// not fit is refused with 0x01 (not enough memory) before anything is allocated.
     /// Default: half of the physical memory ([`default_memory_budget`]).
     pub memory_budget: u64,
+    /// The address prefixes clients may connect from (empty, the default: any). A client
+    /// from elsewhere is rejected at connect with [`ACCESS_DENIED_REASON`] and a log line.
+    pub allow: Vec<AddressPrefix>,
 }
 
 impl Default for SoftNaaConfig {
@@ -130,12 +135,17 @@ impl Default for SoftNaaConfig {
             max_regions: naaice_core::config::MAX_REGIONS as u8,
             max_bytes_per_connection: 4 << 30,
             memory_budget: default_memory_budget(),
+            allow: Vec::new(),
         }
     }
 }
 
 /// Reason sent to a client rejected because all connection slots are taken.
 pub const OVERLOAD_REASON: &str = "NAA overloaded: connection limit reached";
+
+/// Start of the reason sent to a client whose address the allow list
+/// ([`SoftNaaConfig::allow`]) does not contain; the client's address and the list follow.
+pub const ACCESS_DENIED_REASON: &str = "NAA access denied";
 
 /// A software NAA bound to its listening address.
 pub struct SoftNaa<T: Transport> {
@@ -205,10 +215,12 @@ where
         let mut slots = Slots::new(self.config.max_connections, self.config.evict_idle_after);
         let mut listen_errors = LogThrottle::new(Duration::from_secs(5));
         let mut rejections = LogThrottle::new(Duration::from_secs(5));
+        let mut denials = LogThrottle::new(Duration::from_secs(5));
         tracing::info!(
             addr = %self.local_addr(),
             max = self.config.max_connections,
             memory_budget = %crate::units::size(self.config.memory_budget),
+            allow = %if self.config.allow.is_empty() { "any".to_owned() } else { allow::describe(&self.config.allow) },
             "software NAA listening"
         );
         while !shutdown.load(Ordering::Relaxed) {
@@ -226,6 +238,23 @@ where
                 }
             };
             let peer = incoming.peer_addr();
+            if !allow::allowed(&self.config.allow, peer.map(|p| p.ip())) {
+                let allowed = allow::describe(&self.config.allow);
+                let who =
+                    peer.map_or_else(|| "an unknown address".to_owned(), |p| p.ip().to_string());
+                if let Some(count) = denials.hit(Instant::now()) {
+                    tracing::warn!(
+                        ?peer,
+                        allow = %allowed,
+                        count,
+                        "client address not allowed; rejecting (count since the last such line)"
+                    );
+                }
+                incoming.reject(&format!(
+                    "{ACCESS_DENIED_REASON}: {who} is not in the allowed prefixes ({allowed})"
+                ));
+                continue;
+            }
             match slots.admit(Instant::now()) {
                 Admission::Free => {}
                 Admission::Evicted { idle } => {

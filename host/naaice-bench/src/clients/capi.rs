@@ -7,14 +7,14 @@
 use std::ffi::{CStr, c_int, c_uint};
 use std::time::{Duration, Instant};
 
-use naaice_ap2::ap2::{naa_create, naa_finalize, naa_invoke, naa_wait};
 use naaice_ap2::ap2::set::{NAA_UNDEFINED, naa_waitany};
+use naaice_ap2::ap2::{naa_create, naa_finalize, naa_invoke, naa_wait};
 use naaice_ap2::error::naa_last_error;
 use naaice_ap2::{CBool, naa_handle, naa_param_t, naa_status};
 
 use crate::Error;
+use crate::clients::client::{Client, warm_up_count, with_hint};
 use crate::clients::result::{ClientResult, histogram};
-use crate::clients::worker::{Client, warm_up_count, with_hint};
 
 /// One `naa_handle` and the memory of its parameter.
 pub(crate) struct CClient {

@@ -7,6 +7,7 @@
 //! context switches are those of whole processes, apart from the NAA's.
 
 pub(crate) mod capi;
+pub(crate) mod client;
 mod isolation;
 pub(crate) mod kind;
 mod output;

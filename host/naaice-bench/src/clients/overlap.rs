@@ -10,8 +10,8 @@ use naaice::naa_set::wait_any;
 use naaice::transport::AnyTransport;
 
 use crate::Error;
+use crate::clients::client::{rust_handle, warm_up_count};
 use crate::clients::result::{ClientResult, histogram};
-use crate::clients::worker::{rust_handle, warm_up_count};
 
 /// The handles of one thread.
 pub(crate) struct Overlap {

@@ -7,9 +7,9 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use crate::Error;
 use crate::cli::Args;
+use crate::clients::client::RPC_TIMEOUT;
 use crate::clients::kind::WorkerKind;
 use crate::clients::result::{ClientResult, parse_usage};
-use crate::clients::worker::RPC_TIMEOUT;
 use crate::usage::{Process, Usage};
 
 /// One client process: what its threads do, against which peer, a client per size.

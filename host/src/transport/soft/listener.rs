@@ -91,11 +91,19 @@ pub(crate) fn connect(
     stream
         .set_write_timeout(Some(remaining(deadline)?))
         .map_err(io("setsockopt(SO_SNDTIMEO)"))?;
+    // An NAA that closes the connection instead of answering HELLO refused it without a
+    // reason (an older NAA rejecting, or a proxy in between): say so, and name the NAA.
+    let closed = |e| match e {
+        TransportError::NotConnected => TransportError::Rejected(format!(
+            "the NAA at {remote} closed the connection before accepting it (no reason given)"
+        )),
+        e => e,
+    };
     stream
         .write_all(&Frame::Hello.encode())
-        .map_err(|e| handshake_error("send", e))?;
+        .map_err(|e| closed(handshake_error("send", e)))?;
     let mut hdr = [0u8; HDR_LEN];
-    read_exact_until(&mut stream, &mut hdr, deadline)?;
+    read_exact_until(&mut stream, &mut hdr, deadline).map_err(closed)?;
     match Frame::decode(&hdr).map_err(TransportError::Protocol)? {
         Frame::Accept => {
             tracing::debug!(%remote, "soft transport: connected");
@@ -105,7 +113,7 @@ pub(crate) fn connect(
         }
         Frame::Reject { len } => {
             let mut reason = vec![0u8; len as usize];
-            read_exact_until(&mut stream, &mut reason, deadline)?;
+            read_exact_until(&mut stream, &mut reason, deadline).map_err(closed)?;
             let reason = String::from_utf8_lossy(&reason);
             Err(TransportError::Rejected(
                 reason.trim_end_matches('\0').to_owned(),
@@ -428,6 +436,37 @@ mod tests {
     }
 
     /// An idle listener sleeps through its wait in one go (it used to wake up every 2 ms).
+    /// A fake NAA on loopback that reads HELLO, then does `then` with the stream.
+    fn fake_naa(then: fn(TcpStream)) -> SocketAddr {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut hello = [0u8; HDR_LEN];
+            s.read_exact(&mut hello).unwrap();
+            then(s);
+        });
+        addr
+    }
+
+    fn connect_to(addr: SocketAddr) -> TransportError {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        connect(&SoftConfig::default(), addr, None, deadline).unwrap_err()
+    }
+
+    #[test]
+    fn a_close_in_the_handshake_is_a_rejection_naming_the_naa() {
+        let addr = fake_naa(drop);
+        let e = connect_to(addr).to_string();
+        assert_eq!(
+            e,
+            format!(
+                "connection rejected by the peer: the NAA at {addr} closed the connection \
+                 before accepting it (no reason given)"
+            )
+        );
+    }
+
     #[test]
     fn an_idle_listener_sleeps_until_its_deadline() {
         let mut l = listener(SoftConfig::default());
