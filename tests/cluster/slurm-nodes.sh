@@ -12,6 +12,8 @@
 # SLURM_CONF=DIR/slurm.conf.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/cluster/slurm-common.sh
+. "$here/slurm-common.sh"
 
 cmd=${1:-}
 dir=${2:-}
@@ -50,10 +52,7 @@ start() {
     mkdir -p "$dir/state" "$dir/munge"
     for n in "${nodes[@]}"; do mkdir -p "$dir/naaice-$n/spool" "$dir/naaice-$n/tmp"; done
     # munge: a fresh key and a socket of our own (a path: every namespace reaches it).
-    chown munge:munge "$dir/munge"
-    dd if=/dev/urandom bs=1 count=1024 of="$dir/munge/munge.key" status=none
-    chown munge:munge "$dir/munge/munge.key"
-    chmod 400 "$dir/munge/munge.key"
+    munge_key "$dir/munge"
     local socket=$dir/munge/munge.socket
     # munged runs on ctl, so that netns.sh down ends it even when this script's stop never ran.
     on ctl su -s /bin/sh munge -c "/usr/sbin/munged --key-file=$dir/munge/munge.key \
@@ -80,19 +79,9 @@ SlurmdPidFile=$dir/%n/slurmd.pid
 SlurmctldLogFile=$dir/slurmctld.log
 SlurmdLogFile=$dir/%n/slurmd.log
 TmpFS=$dir/%n/tmp
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-MpiDefault=none
-ReturnToService=2
-SlurmdParameters=config_overrides
 SlurmdTimeout=30
-Licenses=naa:${NAAICE_SLURM_NAAS:-2}
 CONF
+        slurm_policy
         for n in "${nodes[@]}"; do
             echo "NodeName=naaice-$n NodeAddr=${addr[$n]} CPUs=2 State=UNKNOWN"
         done

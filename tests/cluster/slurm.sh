@@ -11,6 +11,8 @@
 # tasks fit on a 2-core machine) and the cluster-wide license "naa" (NAAICE_SLURM_NAAS of them,
 # default 2): network-attached accelerators are not node-local, so they are licenses, not GRES.
 set -euo pipefail
+# shellcheck source=tests/cluster/slurm-common.sh
+. "$(cd "$(dirname "$0")" && pwd)/slurm-common.sh"
 
 cmd=${1:-}
 dir=${2:-}
@@ -42,10 +44,7 @@ start() {
     host=$(hostname -s)
     mkdir -p "$dir/state" "$dir/spool" "$dir/munge"
     # munge: a fresh key and socket of our own, so that nothing of the machine's is touched.
-    chown munge:munge "$dir/munge"
-    dd if=/dev/urandom bs=1 count=1024 of="$dir/munge/munge.key" status=none
-    chown munge:munge "$dir/munge/munge.key"
-    chmod 400 "$dir/munge/munge.key"
+    munge_key "$dir/munge"
     mkdir -p /run/munge
     chown munge:munge /run/munge
     su -s /bin/sh munge -c "/usr/sbin/munged --key-file=$dir/munge/munge.key \
@@ -53,7 +52,8 @@ start() {
         --log-file=$dir/munge/munged.log --seed-file=$dir/munge/munged.seed --force"
     cp "$dir/munge/munged.pid" "$dir/munged.pid"
     munge -n | unmunge >/dev/null
-    cat >"$dir/slurm.conf" <<CONF
+    {
+        cat <<CONF
 ClusterName=naaice
 SlurmctldHost=$host
 SlurmUser=root
@@ -65,20 +65,11 @@ SlurmctldPidFile=$dir/slurmctld.pid
 SlurmdPidFile=$dir/slurmd.pid
 SlurmctldLogFile=$dir/slurmctld.log
 SlurmdLogFile=$dir/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-MpiDefault=none
-ReturnToService=2
-SlurmdParameters=config_overrides
-Licenses=naa:${NAAICE_SLURM_NAAS:-2}
-NodeName=$host CPUs=8 State=UNKNOWN
-PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 CONF
+        slurm_policy
+        echo "NodeName=$host CPUs=8 State=UNKNOWN"
+        echo "PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4"
+    } >"$dir/slurm.conf"
     export SLURM_CONF="$dir/slurm.conf"
     slurmctld -i -f "$SLURM_CONF"
     slurmd -f "$SLURM_CONF"
