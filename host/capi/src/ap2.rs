@@ -339,6 +339,31 @@ pub(crate) unsafe fn lookup(
         .ok_or_else(|| fail(name, "unknown handle (finalized, or never created)"))
 }
 
+/// Runs `body` on the live `Naa` behind `handle` (serialised with the handle's other calls),
+/// then remembers its state for `naa_test`; `body`'s value, or -1 (and the last error) if the
+/// handle refers to no live connection. Call it inside `guard`.
+///
+/// # Safety
+/// `handle` must be NULL or point to a readable `naa_handle`.
+pub(crate) unsafe fn on_naa(
+    name: &'static str,
+    handle: *const naa_handle,
+    body: impl FnOnce(&mut Naa) -> c_int,
+) -> c_int {
+    // SAFETY: forwarded caller guarantee.
+    let h = match unsafe { lookup(name, handle) } {
+        Ok(h) => h,
+        Err(rc) => return rc,
+    };
+    let mut guard = h.lock();
+    let Some(naa) = guard.as_mut() else {
+        return fail(name, Failure::state("the handle was finalized"));
+    };
+    let rc = body(naa);
+    h.remember(naa);
+    rc
+}
+
 /// Writes `status` to `out`.
 ///
 /// # Safety
@@ -360,22 +385,12 @@ unsafe fn put_status(out: *mut naa_status, status: naa_status) {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn naa_invoke(handle: *mut naa_handle) -> c_int {
     const NAME: &str = "naa_invoke";
-    guard(NAME, FAILURE, || {
-        // SAFETY: forwarded caller guarantee.
-        let h = match unsafe { lookup(NAME, handle) } {
-            Ok(h) => h,
-            Err(rc) => return rc,
-        };
-        let mut guard = h.lock();
-        let Some(naa) = guard.as_mut() else {
-            return fail(NAME, Failure::state("the handle was finalized"));
-        };
-        let result = naa.invoke();
-        h.remember(naa);
-        match result {
+    // SAFETY: forwarded caller guarantee.
+    guard(NAME, FAILURE, || unsafe {
+        on_naa(NAME, handle, |naa| match naa.invoke() {
             Ok(()) => SUCCESS,
             Err(e) => fail(NAME, e),
-        }
+        })
     })
 }
 
@@ -475,27 +490,21 @@ pub unsafe extern "C" fn naa_wait(handle: *mut naa_handle, status: *mut naa_stat
         if !status.is_aligned() {
             return fail(NAME, "status is not aligned");
         }
+        let body = |naa: &mut Naa| {
+            let (rc, st) = match naa.wait() {
+                Ok(s) => (SUCCESS, (&s).into()),
+                Err(e) => (
+                    fail(NAME, e),
+                    naa_status::in_state(naaice_communication_state::ERROR),
+                ),
+            };
+            // SAFETY: non-null and aligned (checked above), writable by the caller's
+            // guarantee.
+            unsafe { put_status(status, st) };
+            rc
+        };
         // SAFETY: forwarded caller guarantee.
-        let h = match unsafe { lookup(NAME, handle) } {
-            Ok(h) => h,
-            Err(rc) => return rc,
-        };
-        let mut guard = h.lock();
-        let Some(naa) = guard.as_mut() else {
-            return fail(NAME, Failure::state("the handle was finalized"));
-        };
-        let result = naa.wait();
-        h.remember(naa);
-        let (rc, st) = match result {
-            Ok(s) => (SUCCESS, (&s).into()),
-            Err(e) => (
-                fail(NAME, e),
-                naa_status::in_state(naaice_communication_state::ERROR),
-            ),
-        };
-        // SAFETY: non-null and aligned (checked above), writable by the caller's guarantee.
-        unsafe { put_status(status, st) };
-        rc
+        unsafe { on_naa(NAME, handle, body) }
     })
 }
 

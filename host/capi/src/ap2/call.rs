@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use naaice::{Call, Naa};
 
-use crate::ap2::lookup;
+use crate::ap2::{lookup, on_naa};
 use crate::boundary::{FAILURE, SUCCESS, fail, guard};
 use crate::error::Failure;
 use crate::types::{naa_function_code_t, naa_handle};
@@ -47,20 +47,8 @@ unsafe fn with_naa(
     handle: *mut naa_handle,
     body: impl FnOnce(&mut Naa) -> c_int,
 ) -> c_int {
-    guard(name, FAILURE, || {
-        // SAFETY: forwarded caller guarantee.
-        let h = match unsafe { lookup(name, handle) } {
-            Ok(h) => h,
-            Err(rc) => return rc,
-        };
-        let mut guard = h.lock();
-        let Some(naa) = guard.as_mut() else {
-            return fail(name, Failure::state("the handle was finalized"));
-        };
-        let rc = body(naa);
-        h.remember(naa);
-        rc
-    })
+    // SAFETY: forwarded caller guarantee.
+    guard(name, FAILURE, || unsafe { on_naa(name, handle, body) })
 }
 
 /// ==== naaice-rs extensions (not in the reference): per-call arguments and deadlines, the
