@@ -221,6 +221,39 @@ impl Buffer {
         }
     }
 
+    /// Takes a NIC slot of kind `op` (a shared reader slot, or the writer bit); given back when
+    /// the returned [`Release`] drops. Fails if the application holds the buffer; waits
+    /// (briefly) while other NIC accesses are in the way: a writer (or every reader slot
+    /// taken) for a reader, any NIC access for the writer.
+    fn nic_slot(&self, op: ReleaseOp) -> Result<Release<'_>, Inaccessible> {
+        let state = &self.inner.state;
+        let mut spins = 0u32;
+        let mut current = state.load(Ordering::Relaxed);
+        loop {
+            if current & APP != 0 {
+                return Err(Inaccessible::Locked);
+            }
+            let busy = match op {
+                ReleaseOp::Reader => current & WRITER != 0 || current & READERS == READERS,
+                ReleaseOp::Writer => current & (WRITER | READERS) != 0,
+            };
+            if busy {
+                backoff(&mut spins);
+                current = state.load(Ordering::Relaxed);
+                continue;
+            }
+            let taken = match op {
+                ReleaseOp::Reader => current + 1,
+                ReleaseOp::Writer => current | WRITER,
+            };
+            match state.compare_exchange_weak(current, taken, Ordering::Acquire, Ordering::Relaxed)
+            {
+                Ok(_) => return Ok(Release { state, op }),
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
     /// NIC read access: calls `f` with bytes `offset..offset + len` while holding a shared NIC
     /// reader slot. Fails if the range is out of bounds or the application holds the buffer;
     /// waits (briefly) only for an active NIC writer. Keep `f` short (one chunk).
@@ -231,32 +264,7 @@ impl Buffer {
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<R, Inaccessible> {
         self.check_range(offset, len)?;
-        let state = &self.inner.state;
-        let mut spins = 0u32;
-        let mut current = state.load(Ordering::Relaxed);
-        loop {
-            if current & APP != 0 {
-                return Err(Inaccessible::Locked);
-            }
-            if current & WRITER != 0 || current & READERS == READERS {
-                backoff(&mut spins);
-                current = state.load(Ordering::Relaxed);
-                continue;
-            }
-            match state.compare_exchange_weak(
-                current,
-                current + 1,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => break,
-                Err(actual) => current = actual,
-            }
-        }
-        let _release = Release {
-            state,
-            op: ReleaseOp::Reader,
-        };
+        let _release = self.nic_slot(ReleaseOp::Reader)?;
         // SAFETY: the range was checked to lie inside the live allocation (`ptr` is valid for
         // `len` bytes and `offset + len <= len`). We hold a reader slot, so the gate guarantees
         // that no `&mut` to these bytes (application guard or NIC writer) exists until
@@ -275,32 +283,7 @@ impl Buffer {
         f: impl FnOnce(&mut [u8]) -> R,
     ) -> Result<R, Inaccessible> {
         self.check_range(offset, len)?;
-        let state = &self.inner.state;
-        let mut spins = 0u32;
-        let mut current = state.load(Ordering::Relaxed);
-        loop {
-            if current & APP != 0 {
-                return Err(Inaccessible::Locked);
-            }
-            if current & (WRITER | READERS) != 0 {
-                backoff(&mut spins);
-                current = state.load(Ordering::Relaxed);
-                continue;
-            }
-            match state.compare_exchange_weak(
-                current,
-                current | WRITER,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => break,
-                Err(actual) => current = actual,
-            }
-        }
-        let _release = Release {
-            state,
-            op: ReleaseOp::Writer,
-        };
+        let _release = self.nic_slot(ReleaseOp::Writer)?;
         // SAFETY: the range lies inside the live allocation (checked above). We hold the writer
         // bit, which the gate grants only when no reader, writer or application guard is
         // active and which keeps all of them out until `_release` drops, so this is the only
