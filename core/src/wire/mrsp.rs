@@ -433,18 +433,8 @@ pub fn emit_advertise_request(
     buf: &mut [u8],
     records: impl ExactSizeIterator<Item = RequestRecord>,
 ) -> Result<usize> {
-    let count = records.len();
-    let len = emit_header(buf, MsgType::AdvertiseRequest, count, REQUEST_RECORD_LEN)?;
-    for (i, rec) in records.enumerate() {
-        let start = HEADER_LEN + REQUEST_RECORD_LEN * i;
-        rec.to_raw()?
-            .write_to_prefix(&mut buf[start..])
-            .map_err(|_| Error::Truncated {
-                needed: len,
-                len: buf.len(),
-            })?;
-    }
-    Ok(len)
+    let raws = records.map(RequestRecord::to_raw);
+    emit_records(buf, MsgType::AdvertiseRequest, REQUEST_RECORD_LEN, raws)
 }
 
 /// Writes an Advertisement from a sequence of records; returns its length.
@@ -452,12 +442,22 @@ pub fn emit_advertise(
     buf: &mut [u8],
     records: impl ExactSizeIterator<Item = AdvertRecord>,
 ) -> Result<usize> {
-    let count = records.len();
-    let len = emit_header(buf, MsgType::Advertise, count, ADVERT_RECORD_LEN)?;
-    for (i, rec) in records.enumerate() {
-        let start = HEADER_LEN + ADVERT_RECORD_LEN * i;
-        rec.to_raw()
-            .write_to_prefix(&mut buf[start..])
+    let raws = records.map(|rec| Ok(rec.to_raw()));
+    emit_records(buf, MsgType::Advertise, ADVERT_RECORD_LEN, raws)
+}
+
+/// Writes a header of type `ty` and then each record of `raws` (`record_len` bytes each);
+/// returns the message length. Fails on the first record that failed to convert.
+fn emit_records<R: IntoBytes + Immutable>(
+    buf: &mut [u8],
+    ty: MsgType,
+    record_len: usize,
+    raws: impl ExactSizeIterator<Item = Result<R>>,
+) -> Result<usize> {
+    let len = emit_header(buf, ty, raws.len(), record_len)?;
+    for (i, raw) in raws.enumerate() {
+        let start = HEADER_LEN + record_len * i;
+        raw?.write_to_prefix(&mut buf[start..])
             .map_err(|_| Error::Truncated {
                 needed: len,
                 len: buf.len(),
