@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Once;
 
 use plotters::coord::Shift;
-use plotters::coord::ranged1d::Ranged;
+use plotters::coord::ranged1d::{AsRangedCoord, Ranged};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use crate::Error;
@@ -264,17 +265,7 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, f: &Figure) -> Result
         .map_err(fail)?;
     lines(&mut chart, &f.values)?;
 
-    let top_ratio = f
-        .ratios
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.1))
-        .fold(1.0f64, f64::max);
-    let mut chart = ChartBuilder::on(&bottom)
-        .margin(12)
-        .x_label_area_size(36)
-        .y_label_area_size(80)
-        .build_cartesian_2d(x.log_scale(), 0.0..top_ratio * 1.15)
-        .map_err(fail)?;
+    let mut chart = ratio_chart(&bottom, x.log_scale(), &f.ratios)?;
     chart
         .configure_mesh()
         .x_desc("bytes each way")
@@ -289,6 +280,54 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, f: &Figure) -> Result
     lines(&mut chart, &f.ratios)?;
     root.present().map_err(fail)?;
     Ok(())
+}
+
+/// The chart of the ratios below a figure: x as given, y from 0 to above the largest ratio
+/// (at least 1).
+pub(crate) fn ratio_chart<'a, DB, X>(
+    area: &'a DrawingArea<DB, Shift>,
+    x: X,
+    ratios: &[Series],
+) -> Result<ChartContext<'a, DB, Cartesian2d<X::CoordDescType, RangedCoordf64>>, Error>
+where
+    DB: DrawingBackend,
+    X: AsRangedCoord<Value = f64>,
+{
+    let top = ratios
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .fold(1.0f64, f64::max);
+    ChartBuilder::on(area)
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(80)
+        .build_cartesian_2d(x, 0.0..top * 1.15)
+        .map_err(fail)
+}
+
+/// A figure that draws itself on any backend (PNG or SVG).
+pub(crate) trait Draw {
+    /// Draws the whole figure on `root` and presents it.
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), Error>;
+}
+
+impl Draw for Figure {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), Error> {
+        draw(root, self)
+    }
+}
+
+/// Writes `figure` as `NAME.png` and `NAME.svg` into `dir`; returns their paths.
+pub(crate) fn write_png_and_svg(
+    dir: &Path,
+    name: &str,
+    figure: &impl Draw,
+) -> Result<[PathBuf; 2], Error> {
+    let png = dir.join(format!("{name}.png"));
+    figure.draw(&BitMapBackend::new(&png, SIZE).into_drawing_area())?;
+    let svg = dir.join(format!("{name}.svg"));
+    figure.draw(&SVGBackend::new(&svg, SIZE).into_drawing_area())?;
+    Ok([png, svg])
 }
 
 /// Makes the embedded font the PNG plots' `sans-serif` (once per process).
@@ -335,11 +374,7 @@ pub(crate) fn write_plots(
     ];
     let mut written = Vec::new();
     for (name, f) in &figures {
-        let png = dir.join(format!("{name}.png"));
-        draw(&BitMapBackend::new(&png, SIZE).into_drawing_area(), f)?;
-        let svg = dir.join(format!("{name}.svg"));
-        draw(&SVGBackend::new(&svg, SIZE).into_drawing_area(), f)?;
-        written.extend([png, svg]);
+        written.extend(write_png_and_svg(dir, name, f)?);
     }
     Ok(written)
 }

@@ -5,7 +5,7 @@
 //! sets for its client processes. The only `unsafe` code of the client side.
 
 use std::ffi::{CStr, c_int, c_uint};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use naaice_ap2::ap2::set::{NAA_UNDEFINED, naa_waitany};
 use naaice_ap2::ap2::{naa_create, naa_finalize, naa_invoke, naa_wait};
@@ -14,7 +14,7 @@ use naaice_ap2::{CBool, naa_handle, naa_param_t, naa_status};
 
 use crate::Error;
 use crate::clients::client::{Client, warm_up_count, with_hint};
-use crate::clients::result::{ClientResult, histogram};
+use crate::clients::result::ClientResult;
 
 /// One `naa_handle` and the memory of its parameter.
 pub(crate) struct CClient {
@@ -146,12 +146,7 @@ impl COverlap {
         let mut results = Vec::with_capacity(handles.len());
         let mut invoked = Vec::with_capacity(handles.len());
         for (h, &size) in handles.iter_mut().zip(&self.sizes) {
-            results.push(ClientResult {
-                size,
-                rpcs: 0,
-                elapsed: Duration::ZERO,
-                latency: histogram()?,
-            });
+            results.push(ClientResult::empty(size)?);
             invoked.push(Instant::now());
             CClient::invoke(h)?;
         }
@@ -171,10 +166,7 @@ impl COverlap {
             let r = results
                 .get_mut(i)
                 .ok_or("naa_waitany: index out of range")?;
-            let ns = u64::try_from((now - invoked[i]).as_nanos()).unwrap_or(u64::MAX);
-            r.latency.record(ns.max(1))?;
-            r.rpcs += 1;
-            r.elapsed = now - start;
+            r.count(now - invoked[i], now - start)?;
             if now < until {
                 invoked[i] = Instant::now();
                 CClient::invoke(&mut handles[i])?;

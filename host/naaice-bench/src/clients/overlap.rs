@@ -11,7 +11,7 @@ use naaice::transport::AnyTransport;
 
 use crate::Error;
 use crate::clients::client::{rust_handle, warm_up_count};
-use crate::clients::result::{ClientResult, histogram};
+use crate::clients::result::ClientResult;
 
 /// The handles of one thread.
 pub(crate) struct Overlap {
@@ -49,12 +49,7 @@ impl Overlap {
         let mut results = Vec::with_capacity(self.naas.len());
         let mut invoked = Vec::with_capacity(self.naas.len());
         for (naa, &size) in self.naas.iter_mut().zip(&self.sizes) {
-            results.push(ClientResult {
-                size,
-                rpcs: 0,
-                elapsed: std::time::Duration::ZERO,
-                latency: histogram()?,
-            });
+            results.push(ClientResult::empty(size)?);
             invoked.push(Instant::now());
             naa.invoke()?;
         }
@@ -65,11 +60,7 @@ impl Overlap {
                 return Err(format!("the NAA returned {}", status.naa_error).into());
             }
             let i = done.index;
-            let r = &mut results[i];
-            let ns = u64::try_from((now - invoked[i]).as_nanos()).unwrap_or(u64::MAX);
-            r.latency.record(ns.max(1))?;
-            r.rpcs += 1;
-            r.elapsed = now - start;
+            results[i].count(now - invoked[i], now - start)?;
             if now < until {
                 invoked[i] = Instant::now();
                 self.naas[i].invoke()?;

@@ -9,7 +9,9 @@ use plotters::prelude::*;
 
 use crate::Error;
 use crate::clients::output::Row;
-use crate::plot::{SIZE, Series, fail, lines, number_label, register_font};
+use crate::plot::{
+    Draw, SIZE, Series, fail, lines, number_label, ratio_chart, register_font, write_png_and_svg,
+};
 
 const PALETTE: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
@@ -106,16 +108,7 @@ fn draw<DB: DrawingBackend>(
         .draw()
         .map_err(fail)?;
     lines(&mut chart, values)?;
-    let top_ratio = ratios
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.1))
-        .fold(1.0f64, f64::max);
-    let mut chart = ChartBuilder::on(&bottom)
-        .margin(12)
-        .x_label_area_size(36)
-        .y_label_area_size(80)
-        .build_cartesian_2d(x, 0.0..top_ratio * 1.15)
-        .map_err(fail)?;
+    let mut chart = ratio_chart(&bottom, x, ratios)?;
     chart
         .configure_mesh()
         .x_desc("clients (connections)")
@@ -133,20 +126,23 @@ pub(crate) fn write(dir: &Path, rows: &[Row], what: &str) -> Result<Vec<PathBuf>
     register_font()?;
     std::fs::create_dir_all(dir)?;
     let (values, ratios) = series(rows);
-    let title = format!("Many clients: {what}");
-    let png = dir.join("clients-throughput.png");
-    draw(
-        &BitMapBackend::new(&png, SIZE).into_drawing_area(),
-        &title,
-        &values,
-        &ratios,
-    )?;
-    let svg = dir.join("clients-throughput.svg");
-    draw(
-        &SVGBackend::new(&svg, SIZE).into_drawing_area(),
-        &title,
-        &values,
-        &ratios,
-    )?;
-    Ok(vec![png, svg])
+    let figure = Throughput {
+        title: format!("Many clients: {what}"),
+        values,
+        ratios,
+    };
+    Ok(write_png_and_svg(dir, "clients-throughput", &figure)?.to_vec())
+}
+
+/// The figure: rates above, ratios to the raw echo below.
+struct Throughput {
+    title: String,
+    values: Vec<Series>,
+    ratios: Vec<Series>,
+}
+
+impl Draw for Throughput {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), Error> {
+        draw(root, &self.title, &self.values, &self.ratios)
+    }
 }

@@ -32,6 +32,26 @@ pub(crate) struct ClientResult {
 }
 
 impl ClientResult {
+    /// No RPC yet, of `size` bytes each way.
+    pub(crate) fn empty(size: u64) -> Result<Self, Error> {
+        Ok(Self {
+            size,
+            rpcs: 0,
+            elapsed: Duration::ZERO,
+            latency: histogram()?,
+        })
+    }
+
+    /// Counts one RPC that took `latency` and ended `elapsed` after the start of the
+    /// measurement (latencies are recorded in nanoseconds, at least 1).
+    pub(crate) fn count(&mut self, latency: Duration, elapsed: Duration) -> Result<(), Error> {
+        let ns = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
+        self.latency.record(ns.max(1))?;
+        self.rpcs += 1;
+        self.elapsed = elapsed;
+        Ok(())
+    }
+
     /// RPCs per second of this client; 0 without RPCs.
     pub(crate) fn rate(&self) -> f64 {
         let secs = self.elapsed.as_secs_f64();

@@ -16,7 +16,7 @@ use crate::clients::capi::{CClient, COverlap};
 use crate::clients::client::{Client, RPC_TIMEOUT, RustClient, rust_handle, warm_up_count};
 use crate::clients::kind::WorkerKind;
 use crate::clients::overlap::Overlap;
-use crate::clients::result::{ClientResult, histogram, usage_line};
+use crate::clients::result::{ClientResult, usage_line};
 use crate::raw::Echo;
 use crate::setup;
 use crate::usage::Process;
@@ -77,25 +77,16 @@ impl Job {
 
 /// RPCs one after the other until `until`.
 fn steady(client: &mut dyn Client, size: u64, until: Instant) -> Result<ClientResult, Error> {
-    let mut latency = histogram()?;
+    let mut result = ClientResult::empty(size)?;
     let start = Instant::now();
-    let (mut last, mut rpcs) = (start, 0u64);
+    let mut last = start;
     while last < until {
         let t = Instant::now();
         client.rpc()?;
         last = Instant::now();
-        let ns = u64::try_from((last - t).as_nanos())
-            .unwrap_or(u64::MAX)
-            .max(1);
-        latency.record(ns)?;
-        rpcs += 1;
+        result.count(last - t, last - start)?;
     }
-    Ok(ClientResult {
-        size,
-        rpcs,
-        elapsed: last - start,
-        latency,
-    })
+    Ok(result)
 }
 
 /// A value some threads wait for until another thread sets it.
