@@ -1,10 +1,12 @@
 //! The `naaice-swnaa` command line: help and version describe the server, a build without
 //! verbs says how to get it, and logs carry no colour codes when stderr is not a terminal.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::mpsc;
 use std::time::Duration;
+
+mod support;
+use support::spawn_reading_stderr;
 
 fn swnaa(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_naaice-swnaa"))
@@ -24,27 +26,17 @@ fn start_env(
     extra: &[&str],
     env: &[(&str, &str)],
 ) -> (std::process::Child, mpsc::Receiver<String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_naaice-swnaa"))
-        .args(["--address", "127.0.0.1", "--port", "0"])
-        .args(extra)
-        .env_remove("NAAICE_TRANSPORT")
-        .env_remove("NAAICE_WAIT")
-        .env_remove("NAAICE_LOG")
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start naaice-swnaa");
-    let stderr = child.stderr.take().expect("piped stderr");
     let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let child = spawn_reading_stderr(
+        Command::new(env!("CARGO_BIN_EXE_naaice-swnaa"))
+            .args(["--address", "127.0.0.1", "--port", "0"])
+            .args(extra)
+            .env_remove("NAAICE_TRANSPORT")
+            .env_remove("NAAICE_WAIT")
+            .env_remove("NAAICE_LOG")
+            .envs(env.iter().copied()),
+        move |line| tx.send(line).is_ok(),
+    );
     (child, rx)
 }
 
@@ -288,19 +280,30 @@ impl Drop for Server {
     }
 }
 
+/// [`start_env`], then checks that the banner lists `allowed` as the allowed clients; the
+/// server, where it listens and its stderr lines.
+fn start_allowing(
+    extra: &[&str],
+    env: &[(&str, &str)],
+    allowed: &str,
+) -> (Server, std::net::SocketAddr, mpsc::Receiver<String>) {
+    let (child, rx) = start_env(extra, env);
+    let server = Server(Some(child));
+    let addr = listening_on(&rx);
+    let banner = lines_until(&rx, "allowed clients:");
+    let wanted = format!("allowed clients: {allowed}");
+    assert!(banner.iter().any(|l| l.contains(&wanted)), "{banner:?}");
+    (server, addr, rx)
+}
+
 #[test]
 fn an_allow_list_rejects_clients_from_elsewhere_at_connect() {
     // 127.0.0.1 is outside both prefixes: the client is rejected with a reason naming its
     // address, and the server logs the rejection.
-    let (child, rx) = start(&["--allow", "10.0.0.0/24", "--allow", "192.0.2.0/24"]);
-    let server = Server(Some(child));
-    let addr = listening_on(&rx);
-    let banner = lines_until(&rx, "allowed clients:");
-    assert!(
-        banner
-            .iter()
-            .any(|l| l.contains("allowed clients: 10.0.0.0/24, 192.0.2.0/24")),
-        "{banner:?}"
+    let (server, addr, rx) = start_allowing(
+        &["--allow", "10.0.0.0/24", "--allow", "192.0.2.0/24"],
+        &[],
+        "10.0.0.0/24, 192.0.2.0/24",
     );
     let err = try_client(addr).expect_err("a client from outside the allow list");
     let text = err.to_string();
@@ -323,15 +326,10 @@ fn an_allow_list_rejects_clients_from_elsewhere_at_connect() {
 
     // The variable, with a prefix that holds the client, lets it in; the banner shows the
     // list read from it.
-    let (child, rx) = start_env(&[], &[("NAAICE_ALLOW", "192.0.2.0/24,127.0.0.0/8")]);
-    let server = Server(Some(child));
-    let addr = listening_on(&rx);
-    let banner = lines_until(&rx, "allowed clients:");
-    assert!(
-        banner
-            .iter()
-            .any(|l| l.contains("allowed clients: 192.0.2.0/24, 127.0.0.0/8")),
-        "{banner:?}"
+    let (server, addr, _rx) = start_allowing(
+        &[],
+        &[("NAAICE_ALLOW", "192.0.2.0/24,127.0.0.0/8")],
+        "192.0.2.0/24, 127.0.0.0/8",
     );
     try_client(addr).expect("a client inside the allow list is served");
     server.stop();

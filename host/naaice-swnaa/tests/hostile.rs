@@ -1,15 +1,17 @@
 //! `naaice-swnaa` against hostile peers, as a separate process with a small descriptor limit:
 //! silent TCP connections that exhaust its file descriptors must not lock it up.
 
-use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use naaice::core::{ClientConfig, FunctionCode};
 use naaice::transport::soft::{SoftConfig, SoftTransport};
 use naaice::{Buffer, Connection};
+
+mod support;
+use support::spawn_reading_stderr;
 
 /// A `naaice-swnaa` child with its stderr lines collected.
 struct Server {
@@ -21,29 +23,24 @@ struct Server {
 impl Server {
     /// Starts the server with at most `nofile` open files (soft and hard limit).
     fn start(nofile: u32, extra: &[&str]) -> Self {
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg(format!("ulimit -n {nofile} && exec \"$0\" \"$@\""))
-            .arg(env!("CARGO_BIN_EXE_naaice-swnaa"))
-            .args(["--address", "127.0.0.1", "--port", "0", "--log", "info"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start naaice-swnaa");
-        let stderr = child.stderr.take().expect("piped stderr");
         let log = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = std::sync::mpsc::channel();
         let lines = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+        let child = spawn_reading_stderr(
+            Command::new("sh")
+                .arg("-c")
+                .arg(format!("ulimit -n {nofile} && exec \"$0\" \"$@\""))
+                .arg(env!("CARGO_BIN_EXE_naaice-swnaa"))
+                .args(["--address", "127.0.0.1", "--port", "0", "--log", "info"])
+                .args(extra),
+            move |line| {
                 if let Some(rest) = line.strip_prefix("naaice-swnaa listening on ") {
                     let _ = tx.send(rest.split(' ').next().unwrap_or("").to_owned());
                 }
                 lines.lock().unwrap().push(line);
-            }
-        });
+                true
+            },
+        );
         let addr = rx
             .recv_timeout(Duration::from_secs(30))
             .expect("naaice-swnaa never said where it listens")
