@@ -120,15 +120,13 @@ impl SimEngine {
             .expect("a receive is posted for the client's SEND");
         assert!(recv.message, "the SEND met a zero-length receive");
         self.inbox.insert(conn, message.to_vec());
-        self.events.push_back(EngineEvent::Completion(
+        self.complete(
             conn,
-            Completion {
-                wr_id: recv.wr_id,
-                kind: CompletionKind::Recv {
-                    len: message.len() as u32,
-                },
+            recv.wr_id,
+            CompletionKind::Recv {
+                len: message.len() as u32,
             },
-        ));
+        );
     }
 
     /// The client's final WRITE WITH IMMEDIATE: consumes the oldest receive.
@@ -138,13 +136,13 @@ impl SimEngine {
             .get_mut(&conn)
             .and_then(VecDeque::pop_front)
             .expect("a receive is posted for the WRITE WITH IMMEDIATE");
-        self.events.push_back(EngineEvent::Completion(
-            conn,
-            Completion {
-                wr_id: recv.wr_id,
-                kind: CompletionKind::RecvImm { imm, len: 0 },
-            },
-        ));
+        self.complete(conn, recv.wr_id, CompletionKind::RecvImm { imm, len: 0 });
+    }
+
+    /// Queues the completion of work request `wr_id` on `conn`.
+    fn complete(&mut self, conn: ConnId, wr_id: u64, kind: CompletionKind) {
+        self.events
+            .push_back(EngineEvent::Completion(conn, Completion { wr_id, kind }));
     }
 
     /// Completes every SEND posted on `conn` so far (once).
@@ -155,13 +153,7 @@ impl SimEngine {
             .map(|s| s.1)
             .collect();
         for wr_id in ids {
-            self.events.push_back(EngineEvent::Completion(
-                conn,
-                Completion {
-                    wr_id,
-                    kind: CompletionKind::Send,
-                },
-            ));
+            self.complete(conn, wr_id, CompletionKind::Send);
         }
     }
 
@@ -173,13 +165,7 @@ impl SimEngine {
             .map(|w| w.1.wr_id)
             .collect();
         for wr_id in ids {
-            self.events.push_back(EngineEvent::Completion(
-                conn,
-                Completion {
-                    wr_id,
-                    kind: CompletionKind::Write,
-                },
-            ));
+            self.complete(conn, wr_id, CompletionKind::Write);
         }
     }
 
