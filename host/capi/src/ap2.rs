@@ -24,7 +24,7 @@ use naaice::core::Phase;
 use naaice::naa::NaaOptions;
 use naaice::{Buffer, Naa, Param};
 
-use crate::boundary::{FAILURE, SUCCESS, fail, guard};
+use crate::boundary::{FAILURE, SUCCESS, check_ptr, fail, guard};
 use crate::error::Failure;
 use crate::handles::{Handles, as_ptr, id_of};
 use crate::transport::transport_from_env;
@@ -242,11 +242,8 @@ pub unsafe extern "C" fn naa_create(
 ) -> c_int {
     const NAME: &str = "naa_create";
     guard(NAME, FAILURE, || {
-        if handle.is_null() {
-            return fail(NAME, "handle is NULL");
-        }
-        if !handle.is_aligned() {
-            return fail(NAME, "handle is not aligned");
+        if let Err(rc) = check_ptr(NAME, "handle", handle) {
+            return rc;
         }
         // SAFETY: non-null and aligned; the caller guarantees it is writable.
         unsafe {
@@ -318,12 +315,7 @@ pub(crate) unsafe fn lookup(
     name: &'static str,
     handle: *const naa_handle,
 ) -> Result<Arc<Handle>, c_int> {
-    if handle.is_null() {
-        return Err(fail(name, "handle is NULL"));
-    }
-    if !handle.is_aligned() {
-        return Err(fail(name, "handle is not aligned"));
-    }
+    check_ptr(name, "handle", handle)?;
     // SAFETY: non-null, aligned, readable by the caller's guarantee; plain data.
     let h = unsafe { handle.read() };
     if h.comm_ctx.is_null() {
@@ -484,11 +476,8 @@ pub unsafe extern "C" fn naa_test(
 pub unsafe extern "C" fn naa_wait(handle: *mut naa_handle, status: *mut naa_status) -> c_int {
     const NAME: &str = "naa_wait";
     guard(NAME, FAILURE, || {
-        if status.is_null() {
-            return fail(NAME, "status is NULL");
-        }
-        if !status.is_aligned() {
-            return fail(NAME, "status is not aligned");
+        if let Err(rc) = check_ptr(NAME, "status", status) {
+            return rc;
         }
         let body = |naa: &mut Naa| {
             let (rc, st) = match naa.wait() {
@@ -522,11 +511,8 @@ pub unsafe extern "C" fn naa_wait(handle: *mut naa_handle, status: *mut naa_stat
 pub unsafe extern "C" fn naa_finalize(handle: *mut naa_handle) -> c_int {
     const NAME: &str = "naa_finalize";
     guard(NAME, FAILURE, || {
-        if handle.is_null() {
-            return fail(NAME, "handle is NULL");
-        }
-        if !handle.is_aligned() {
-            return fail(NAME, "handle is not aligned");
+        if let Err(rc) = check_ptr(NAME, "handle", handle) {
+            return rc;
         }
         // SAFETY: non-null, aligned, readable by the caller's guarantee.
         let h = unsafe { handle.read() };

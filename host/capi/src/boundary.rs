@@ -57,6 +57,18 @@ pub(crate) fn fail(name: &'static str, failure: impl Into<Failure>) -> c_int {
     FAILURE
 }
 
+/// Checks that the pointer argument `what` of `name` is non-NULL and aligned; otherwise
+/// records the failure (`WHAT is NULL` / `WHAT is not aligned`) and gives its return code.
+pub(crate) fn check_ptr<T>(name: &'static str, what: &str, p: *const T) -> Result<(), c_int> {
+    if p.is_null() {
+        return Err(fail(name, format!("{what} is NULL")));
+    }
+    if !p.is_aligned() {
+        return Err(fail(name, format!("{what} is not aligned")));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,7 @@ use naaice::naa_set::{self, Finished};
 use naaice::{Naa, Status};
 
 use crate::ap2::{HANDLES, Handle};
-use crate::boundary::{FAILURE, SUCCESS, fail, guard};
+use crate::boundary::{FAILURE, SUCCESS, check_ptr, fail, guard};
 use crate::error::Failure;
 use crate::handles::id_of;
 use crate::types::{naa_handle, naa_status, naaice_communication_state};
@@ -185,17 +185,6 @@ fn empty() -> naa_status {
     naa_status::in_state(naaice_communication_state::INIT)
 }
 
-/// Checks an out-pointer.
-fn out_ok<T>(name: &'static str, what: &str, p: *mut T) -> Result<(), c_int> {
-    if p.is_null() {
-        return Err(fail(name, format!("{what} is NULL")));
-    }
-    if !p.is_aligned() {
-        return Err(fail(name, format!("{what} is not aligned")));
-    }
-    Ok(())
-}
-
 /// Writes one finished RPC to `index` / `status`; the return value of the call.
 ///
 /// # Safety
@@ -305,7 +294,7 @@ pub unsafe extern "C" fn naa_waitany(
 ) -> c_int {
     const NAME: &str = "naa_waitany";
     guard(NAME, FAILURE, || {
-        if let Err(rc) = out_ok(NAME, "index", index).and(out_ok(NAME, "status", status)) {
+        if let Err(rc) = check_ptr(NAME, "index", index).and(check_ptr(NAME, "status", status)) {
             return rc;
         }
         // SAFETY: forwarded caller guarantee.
@@ -357,9 +346,9 @@ pub unsafe extern "C" fn naa_testany(
 ) -> c_int {
     const NAME: &str = "naa_testany";
     guard(NAME, FAILURE, || {
-        if let Err(rc) = out_ok(NAME, "index", index)
-            .and(out_ok(NAME, "flag", flag))
-            .and(out_ok(NAME, "status", status))
+        if let Err(rc) = check_ptr(NAME, "index", index)
+            .and(check_ptr(NAME, "flag", flag))
+            .and(check_ptr(NAME, "status", status))
         {
             return rc;
         }
@@ -431,7 +420,7 @@ pub unsafe extern "C" fn naa_waitall(
     const NAME: &str = "naa_waitall";
     guard(NAME, FAILURE, || {
         if count > 0
-            && let Err(rc) = out_ok(NAME, "statuses", statuses)
+            && let Err(rc) = check_ptr(NAME, "statuses", statuses)
         {
             return rc;
         }
@@ -476,11 +465,11 @@ pub unsafe extern "C" fn naa_testall(
 ) -> c_int {
     const NAME: &str = "naa_testall";
     guard(NAME, FAILURE, || {
-        if let Err(rc) = out_ok(NAME, "flag", flag) {
+        if let Err(rc) = check_ptr(NAME, "flag", flag) {
             return rc;
         }
         if count > 0
-            && let Err(rc) = out_ok(NAME, "statuses", statuses)
+            && let Err(rc) = check_ptr(NAME, "statuses", statuses)
         {
             return rc;
         }
