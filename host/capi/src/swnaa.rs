@@ -17,7 +17,7 @@
 
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use naaice::core::{FunctionCode, ReturnCode};
@@ -174,16 +174,42 @@ fn with_server(
     naa: *const naa_swnaa,
     body: impl FnOnce(&mut ServerState) -> c_int,
 ) -> c_int {
-    guard(name, FAILURE, || {
-        if naa.is_null() {
-            return fail(name, "naa is NULL");
-        }
-        let Some(server) = SERVERS.get(id_of(naa)) else {
-            return fail(name, "unknown software NAA (destroyed, or never created)");
-        };
-        let mut state = server.lock();
-        body(&mut state)
+    guard(name, FAILURE, || match server_of(name, naa, Take::Share) {
+        Ok(server) => body(&mut server.lock()),
+        Err(rc) => rc,
     })
+}
+
+/// Whether [`server_of`] leaves the server in the table or takes it out.
+enum Take {
+    Share,
+    Remove,
+}
+
+/// The live software NAA `naa` refers to, or -1 (and the last error) for NULL or one that
+/// is not live.
+fn server_of(name: &'static str, naa: *const naa_swnaa, take: Take) -> Result<Arc<Server>, c_int> {
+    if naa.is_null() {
+        return Err(fail(name, "naa is NULL"));
+    }
+    let server = match take {
+        Take::Share => SERVERS.get(id_of(naa)),
+        Take::Remove => SERVERS.remove(id_of(naa)),
+    };
+    server.ok_or_else(|| fail(name, "unknown software NAA (destroyed, or never created)"))
+}
+
+/// Takes the running server of `naa` out under the lock (`None` if it is not running), to be
+/// shut down without holding the lock: a kernel that is still running may call into this
+/// server meanwhile.
+fn take_running(
+    name: &'static str,
+    naa: *const naa_swnaa,
+    take: Take,
+) -> Result<Option<SoftNaaHandle>, c_int> {
+    let server = server_of(name, naa, take)?;
+    let running = server.lock().running.take();
+    Ok(running)
 }
 
 /// The function code `code` if it is 1-127.
@@ -192,6 +218,26 @@ pub(crate) fn function_code(name: &'static str, code: c_uint) -> Result<Function
         .ok()
         .and_then(FunctionCode::new)
         .ok_or_else(|| fail(name, format!("function code {code} is not in 1..=127")))
+}
+
+/// Applies `change` to the software NAA `naa` refers to; 0, or -1 with the reason `invalid`
+/// (a bad argument), or if the server runs.
+fn configure(
+    name: &'static str,
+    naa: *const naa_swnaa,
+    invalid: Option<&'static str>,
+    change: impl FnOnce(&mut ServerState),
+) -> c_int {
+    with_server(name, naa, |state| {
+        if let Some(why) = invalid {
+            return fail(name, why);
+        }
+        if let Err(rc) = stopped(name, state) {
+            return rc;
+        }
+        change(state);
+        SUCCESS
+    })
 }
 
 /// Refuses changes while the server runs.
@@ -278,15 +324,9 @@ pub extern "C" fn naa_swnaa_remove_kernel(naa: *mut naa_swnaa, fncode: c_uint) -
 #[unsafe(no_mangle)]
 pub extern "C" fn naa_swnaa_set_max_connections(naa: *mut naa_swnaa, max: c_uint) -> c_int {
     const NAME: &str = "naa_swnaa_set_max_connections";
-    with_server(NAME, naa, |state| {
-        if max == 0 {
-            return fail(NAME, "max must be at least 1");
-        }
-        if let Err(rc) = stopped(NAME, state) {
-            return rc;
-        }
+    let invalid = (max == 0).then_some("max must be at least 1");
+    configure(NAME, naa, invalid, |state| {
         state.config.max_connections = max as usize;
-        SUCCESS
     })
 }
 
@@ -295,15 +335,9 @@ pub extern "C" fn naa_swnaa_set_max_connections(naa: *mut naa_swnaa, max: c_uint
 #[unsafe(no_mangle)]
 pub extern "C" fn naa_swnaa_set_kernel_timeout_ms(naa: *mut naa_swnaa, ms: u64) -> c_int {
     const NAME: &str = "naa_swnaa_set_kernel_timeout_ms";
-    with_server(NAME, naa, |state| {
-        if ms == 0 {
-            return fail(NAME, "the timeout must be at least 1 ms");
-        }
-        if let Err(rc) = stopped(NAME, state) {
-            return rc;
-        }
+    let invalid = (ms == 0).then_some("the timeout must be at least 1 ms");
+    configure(NAME, naa, invalid, |state| {
         state.config.kernel_timeout = Duration::from_millis(ms);
-        SUCCESS
     })
 }
 
@@ -402,21 +436,13 @@ pub extern "C" fn naa_swnaa_port(naa: *mut naa_swnaa) -> c_int {
 pub extern "C" fn naa_swnaa_stop(naa: *mut naa_swnaa) -> c_int {
     const NAME: &str = "naa_swnaa_stop";
     guard(NAME, FAILURE, || {
-        if naa.is_null() {
-            return fail(NAME, "naa is NULL");
-        }
-        let Some(server) = SERVERS.get(id_of(naa)) else {
-            return fail(NAME, "unknown software NAA (destroyed, or never created)");
-        };
-        // Take the server out under the lock, shut it down without holding the lock (a
-        // kernel that is still running may call into this server meanwhile).
-        let running = server.lock().running.take();
-        match running {
-            Some(h) => {
+        match take_running(NAME, naa, Take::Share) {
+            Ok(Some(h)) => {
                 h.shutdown();
                 SUCCESS
             }
-            None => fail(NAME, Failure::state("not running")),
+            Ok(None) => fail(NAME, Failure::state("not running")),
+            Err(rc) => rc,
         }
     })
 }
@@ -428,17 +454,15 @@ pub extern "C" fn naa_swnaa_stop(naa: *mut naa_swnaa) -> c_int {
 pub extern "C" fn naa_swnaa_destroy(naa: *mut naa_swnaa) -> c_int {
     const NAME: &str = "naa_swnaa_destroy";
     guard(NAME, FAILURE, || {
-        if naa.is_null() {
-            return fail(NAME, "naa is NULL");
+        match take_running(NAME, naa, Take::Remove) {
+            Ok(running) => {
+                if let Some(h) = running {
+                    h.shutdown();
+                }
+                SUCCESS
+            }
+            Err(rc) => rc,
         }
-        let Some(server) = SERVERS.remove(id_of(naa)) else {
-            return fail(NAME, "unknown software NAA (destroyed, or never created)");
-        };
-        let running = server.lock().running.take();
-        if let Some(h) = running {
-            h.shutdown();
-        }
-        SUCCESS
     })
 }
 
