@@ -2,7 +2,7 @@
 //! against its own software NAA that writes every output file. (`tests/bench/ci.sh` runs it
 //! against a separately started `naaice-swnaa` and checks the files' contents.)
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn bench(args: &[&str]) -> Output {
@@ -14,6 +14,26 @@ fn bench(args: &[&str]) -> Output {
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Runs `naaice-bench` with `args` and `--out` a fresh directory `name` of the tests' scratch
+/// space; checks that it succeeded and returns the directory and what it printed.
+fn bench_into(name: &str, args: &[&str]) -> (PathBuf, Output) {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut all = args.to_vec();
+    all.extend(["--out", dir.to_str().expect("UTF-8 path")]);
+    let out = bench(&all);
+    assert!(out.status.success(), "{}", stderr(&out));
+    (dir, out)
+}
+
+/// Each of `plots` in `dir` was written and holds more than a header.
+fn assert_plots(dir: &Path, plots: &[&str]) {
+    for plot in plots {
+        let len = std::fs::metadata(dir.join(plot)).map_or(0, |m| m.len());
+        assert!(len > 1000, "{plot}: {len} bytes");
+    }
 }
 
 #[test]
@@ -100,19 +120,10 @@ fn verbs_in_a_build_without_it_says_how_to_get_it() {
 
 #[test]
 fn a_tiny_sweep_writes_every_file() {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tiny-sweep");
-    let _ = std::fs::remove_dir_all(&dir);
-    let out = bench(&[
-        "--max-size",
-        "100",
-        "--reps",
-        "2",
-        "--steady",
-        "5",
-        "--out",
-        dir.to_str().expect("UTF-8 path"),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let (dir, out) = bench_into(
+        "tiny-sweep",
+        &["--max-size", "100", "--reps", "2", "--steady", "5"],
+    );
     let lowlevel = std::fs::read_to_string(dir.join("lowlevel.csv")).expect("lowlevel.csv");
     let mut lines = lowlevel.lines();
     assert_eq!(lines.next(), Some("byte_length,setup_time,transfer_time"));
@@ -134,15 +145,15 @@ fn a_tiny_sweep_writes_every_file() {
             && stdout.contains("up to 1 MiB, steady RPC / raw round trip: worst"),
         "{stdout}"
     );
-    for plot in [
-        "latency.png",
-        "latency.svg",
-        "bandwidth.png",
-        "bandwidth.svg",
-    ] {
-        let len = std::fs::metadata(dir.join(plot)).map_or(0, |m| m.len());
-        assert!(len > 1000, "{plot}: {len} bytes");
-    }
+    assert_plots(
+        &dir,
+        &[
+            "latency.png",
+            "latency.svg",
+            "bandwidth.png",
+            "bandwidth.svg",
+        ],
+    );
 }
 
 /// docs/configuration.md's table of this binary's options is what the binary accepts, and the
@@ -168,23 +179,21 @@ fn csv_rows(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
 /// the in-process NAA; every row has positive rates, a raw echo beside it and the fairness.
 #[test]
 fn many_clients_write_their_rows() {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("clients-threads");
-    let _ = std::fs::remove_dir_all(&dir);
-    let out = bench(&[
-        "--clients",
-        "1,2",
-        "--size",
-        "64,4KiB",
-        "--duration",
-        "200ms",
-        "--overlap",
-        "--isolation",
-        "--big-size",
-        "64KiB",
-        "--out",
-        dir.to_str().expect("UTF-8 path"),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let (dir, _) = bench_into(
+        "clients-threads",
+        &[
+            "--clients",
+            "1,2",
+            "--size",
+            "64,4KiB",
+            "--duration",
+            "200ms",
+            "--overlap",
+            "--isolation",
+            "--big-size",
+            "64KiB",
+        ],
+    );
     let (header, rows) = csv_rows(&dir.join("clients.csv"));
     let col = |row: &[String], name: &str| -> String {
         let i = header.iter().position(|h| h == name);
@@ -213,32 +222,27 @@ fn many_clients_write_their_rows() {
     assert!(iso_header.contains(&"p99_rise_vs_big".to_owned()));
     let json = std::fs::read_to_string(dir.join("clients.json")).expect("clients.json");
     assert!(json.contains("\"rows\": [") && json.contains("\"isolation\": ["));
-    for plot in ["clients-throughput.png", "clients-throughput.svg"] {
-        let len = std::fs::metadata(dir.join(plot)).map_or(0, |m| m.len());
-        assert!(len > 1000, "{plot}: {len} bytes");
-    }
+    assert_plots(&dir, &["clients-throughput.png", "clients-throughput.svg"]);
 }
 
 /// `--clients` with a process per client calling the C ABI, and one thread driving both
 /// handles with `naa_waitany`.
 #[test]
 fn many_clients_through_the_c_abi_in_processes() {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("clients-c");
-    let _ = std::fs::remove_dir_all(&dir);
-    let out = bench(&[
-        "--clients",
-        "2",
-        "--api",
-        "c",
-        "--client-processes",
-        "--overlap",
-        "--duration",
-        "200ms",
-        "--no-plots",
-        "--out",
-        dir.to_str().expect("UTF-8 path"),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let (dir, _) = bench_into(
+        "clients-c",
+        &[
+            "--clients",
+            "2",
+            "--api",
+            "c",
+            "--client-processes",
+            "--overlap",
+            "--duration",
+            "200ms",
+            "--no-plots",
+        ],
+    );
     let (header, rows) = csv_rows(&dir.join("clients.csv"));
     assert_eq!(rows.len(), 2, "{rows:?}");
     let at = |name: &str| header.iter().position(|h| h == name).expect(name);
