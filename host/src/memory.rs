@@ -103,6 +103,26 @@ impl Buffer {
         Self::from_vec(vec![0; len])
     }
 
+    /// A buffer of `len` zero bytes, or `None` if the memory cannot be allocated. Large
+    /// buffers come zeroed from the allocator (fresh pages from the kernel), not written
+    /// byte by byte: their pages are first touched when used or registered.
+    pub fn try_zeroed(len: usize) -> Option<Self> {
+        if len == 0 {
+            return Some(Self::zeroed(0));
+        }
+        let layout = std::alloc::Layout::array::<u8>(len).ok()?;
+        // SAFETY: the layout's size is `len` > 0 bytes, as `alloc_zeroed` requires.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            return None;
+        }
+        // SAFETY: `ptr` was allocated by the global allocator with the layout of `len` bytes
+        // (alignment 1), all of them initialised (zero); the vector takes it over with
+        // capacity and length `len`, so it frees it with the same layout.
+        let data = unsafe { Vec::from_raw_parts(ptr, len, len) };
+        Some(Self::from_vec(data))
+    }
+
     /// A buffer that takes over `data`.
     pub fn from_vec(data: Vec<u8>) -> Self {
         let boxed = data.into_boxed_slice();
@@ -373,6 +393,16 @@ impl Drop for BufferGuard<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn try_zeroed_gives_zeroed_memory_or_none() {
+        let b = Buffer::try_zeroed(3 << 20).expect("3 MiB");
+        assert_eq!(b.len(), 3 << 20);
+        assert!(b.lock().iter().all(|&x| x == 0));
+        b.lock()[12345] = 7;
+        assert_eq!(Buffer::try_zeroed(0).expect("empty").len(), 0);
+        assert!(Buffer::try_zeroed(usize::MAX).is_none());
+    }
     use std::sync::atomic::{AtomicBool, AtomicU64};
 
     #[test]

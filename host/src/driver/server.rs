@@ -51,7 +51,7 @@ impl<E: Endpoint> Driver<E, Server> {
     /// reported to the machine (which answers the MRSP with an error).
     pub(crate) fn allocate(&mut self, region: RegionId, size: u32, internal: bool) {
         let now = clock::now();
-        let Some(buffer) = try_zeroed(size as usize) else {
+        let Some(buffer) = Buffer::try_zeroed(size as usize) else {
             tracing::warn!(size = %crate::units::size(u64::from(size)), "allocation failed");
             let _ = self.machine.assignment_failed(now, region);
             return;
@@ -142,11 +142,4 @@ impl<E: Endpoint> Driver<E, Server> {
             tracing::warn!(error = %e, "kernel result not accepted");
         }
     }
-}
-
-fn try_zeroed(len: usize) -> Option<Buffer> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(len).ok()?;
-    v.resize(len, 0);
-    Some(Buffer::from_vec(v))
 }

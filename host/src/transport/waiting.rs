@@ -12,6 +12,11 @@
 //!   effectively has);
 //! * [`WaitPolicy::Sleep`] sleeps at once; [`WaitPolicy::Spin`] spins for a fixed time.
 //!
+//! Spinning only uses idle cores: at most as many threads of a process spin at once as it has
+//! CPUs ([`SpinSlot`]); the others sleep at once. A software NAA serving more clients than
+//! it has cores thus spins on as many connections as it has cores and sleeps on the rest,
+//! instead of taking the CPU from the threads that produce the completions.
+//!
 //! The policy is chosen in Rust with the transport's configuration
 //! ([`VerbsConfig::wait`](crate::transport::verbs::VerbsConfig)), in the C ABI with
 //! `NAAICE_WAIT` ([`crate::discovery::environment`]) and on the `naaice-swnaa` command line with `--wait`.
@@ -20,6 +25,8 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// Default cap of the adaptive spin budget.
@@ -130,6 +137,47 @@ impl fmt::Display for WaitPolicy {
     }
 }
 
+/// Threads of this process spinning in a wait right now (see [`SpinSlot`]).
+static SPINNING: AtomicUsize = AtomicUsize::new(0);
+
+/// Leave to spin in a wait: at most as many threads of the process spin at once as it has
+/// CPUs to run on, so that spinning uses idle cores only. A connection that finds every
+/// slot taken sleeps at once: with more connections than cores (a software NAA serving many
+/// clients), spinning threads would take the CPU from the threads that produce what they
+/// wait for. The slot is given back when dropped. [`WaitPolicy::Poll`] does not ask for
+/// one (it asked for a core per connection).
+#[derive(Debug)]
+pub struct SpinSlot(());
+
+impl SpinSlot {
+    /// A slot, if one is free.
+    pub fn take() -> Option<Self> {
+        Self::take_of(spin_slots())
+    }
+
+    /// A slot, if fewer than `slots` are taken.
+    fn take_of(slots: usize) -> Option<Self> {
+        SPINNING
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < slots).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Self(()))
+    }
+}
+
+impl Drop for SpinSlot {
+    fn drop(&mut self) {
+        SPINNING.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// How many threads of this process may spin at once: the CPUs it may run on.
+fn spin_slots() -> usize {
+    static SLOTS: OnceLock<usize> = OnceLock::new();
+    *SLOTS.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
+}
+
 /// How one wait ended, as the transport saw it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WaitEnd {
@@ -233,6 +281,12 @@ impl Waiter {
         let budget = self.next_budget();
         self.spinning = budget.unwrap_or(Duration::ZERO);
         budget
+    }
+
+    /// The next wait sleeps at once after all (no [`SpinSlot`] was free): it is learned from
+    /// as a wait that did not spin.
+    pub fn spin_denied(&mut self) {
+        self.spinning = Duration::ZERO;
     }
 
     fn next_budget(&mut self) -> Option<Duration> {
@@ -347,6 +401,19 @@ impl Waiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spin_slots_are_bounded_and_given_back() {
+        let base = SPINNING.load(Ordering::Acquire);
+        let a = SpinSlot::take_of(base + 2).expect("first slot");
+        let b = SpinSlot::take_of(base + 2).expect("second slot");
+        assert!(SpinSlot::take_of(base + 2).is_none(), "only two slots");
+        drop(a);
+        let c = SpinSlot::take_of(base + 2).expect("a slot given back is free again");
+        drop((b, c));
+        assert_eq!(SPINNING.load(Ordering::Acquire), base);
+        assert!(spin_slots() >= 1);
+    }
 
     const US: Duration = Duration::from_micros(1);
 

@@ -20,7 +20,7 @@ use super::pd::ProtectionDomain;
 use super::qp::QueuePair;
 use super::{RECV_WR, SEND_WR, VerbsConfig, sockaddr};
 use crate::memory::Buffer;
-use crate::transport::waiting::{WaitEnd, Waiter};
+use crate::transport::waiting::{SpinSlot, WaitEnd, Waiter};
 use crate::transport::{
     Completion, ConnectionEvent, Endpoint, Result, SendOp, SendWr, Sge, TransportError, WcOpcode,
     WcStatus,
@@ -540,7 +540,20 @@ impl Endpoint for VerbsEndpoint {
         if let Some((from, to)) = self.unrecorded.take() {
             self.waiter.record(WaitEnd::Spun(to - from));
         }
-        let budget = self.waiter.spin_budget();
+        let mut budget = self.waiter.spin_budget();
+        // Spinning takes a core: only while this process has one to spare (`SpinSlot`).
+        let slot = match budget {
+            Some(b) if b.is_zero() => None,
+            None => None,
+            Some(_) => {
+                let slot = SpinSlot::take();
+                if slot.is_none() {
+                    self.waiter.spin_denied();
+                    budget = Some(Duration::ZERO);
+                }
+                slot
+            }
+        };
         let spin_until = budget
             .and_then(|b| start.checked_add(b))
             .map_or(deadline, |t| t.min(deadline));
@@ -558,6 +571,7 @@ impl Endpoint for VerbsEndpoint {
             }
             now = Instant::now();
         }
+        drop(slot);
         if budget.is_none() || now >= deadline {
             // Polling never sleeps; a wait that spun until its deadline is over.
             if self.fill()? > 0 {
