@@ -28,6 +28,8 @@ pub(crate) struct PyNaa {
     /// The parameter exports; released at finalize, after the connection is gone.
     held: Mutex<Option<Held>>,
     fn_code: u32,
+    /// Address of each input's, then each output's first byte.
+    addresses: Vec<usize>,
 }
 
 /// `obj` as a list of objects (a single buffer object is a list of one).
@@ -140,6 +142,11 @@ impl PyNaa {
         let ins = objects(inputs)?;
         let outs = objects(outputs)?;
         let (mut ins, outs, held) = params::params(&ins, &outs)?;
+        let addresses = ins
+            .iter()
+            .chain(&outs)
+            .map(|p| p.buffer().addr() as usize)
+            .collect();
         for i in single_send.unwrap_or_default() {
             let p = ins
                 .get_mut(i)
@@ -187,6 +194,7 @@ impl PyNaa {
             })),
             held: Mutex::new(Some(held)),
             fn_code,
+            addresses,
         })
     }
 
@@ -277,6 +285,13 @@ impl PyNaa {
     #[getter]
     fn fn_code(&self) -> u32 {
         self.fn_code
+    }
+
+    /// The address of each parameter's memory (inputs, then outputs) as registered: the
+    /// objects' own memory (`array.ctypes.data`), never a copy.
+    #[getter]
+    fn addresses(&self) -> Vec<usize> {
+        self.addresses.clone()
     }
 
     /// True while an RPC is in flight.

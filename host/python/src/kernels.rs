@@ -139,9 +139,12 @@ pub(crate) struct Server {
 impl Server {
     /// Starts serving on `host:port` (port 0: a free one) with `kernels` (function code to
     /// `func(regions, call)`), plus the built-ins (1 adds 1, 2 adds 2, 3 does nothing) unless
-    /// `builtins` is false. The transport is chosen by NAAICE_TRANSPORT.
+    /// `builtins` is false. `max_bytes_per_connection` bounds the memory one client may
+    /// register (more is refused in the MRSP). The transport is chosen by NAAICE_TRANSPORT.
     #[new]
-    #[pyo3(signature = (host, port, kernels, builtins, kernel_timeout=None, max_connections=None))]
+    #[pyo3(signature = (host, port, kernels, builtins, kernel_timeout=None, max_connections=None,
+        max_bytes_per_connection=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         host: &str,
@@ -150,6 +153,7 @@ impl Server {
         builtins: bool,
         kernel_timeout: Option<f64>,
         max_connections: Option<usize>,
+        max_bytes_per_connection: Option<u64>,
     ) -> PyResult<Self> {
         let mut registry = if builtins {
             KernelRegistry::builtin()
@@ -166,6 +170,9 @@ impl Server {
         }
         if let Some(n) = max_connections {
             config.max_connections = n;
+        }
+        if let Some(n) = max_bytes_per_connection {
+            config.max_bytes_per_connection = n;
         }
         let addr = std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
             .map_err(|e| errors::invalid(format!("host {host:?}: {e}")))?

@@ -25,7 +25,8 @@ class Server:
     ``kernels`` maps function codes (1-127) to kernels; the built-ins (1 adds 1, 2 adds 2, 3
     does nothing) are served too unless ``builtins=False``. ``kernel_timeout`` (seconds)
     answers longer kernels with KERNEL_TIMEOUT. The transport is chosen by
-    ``NAAICE_TRANSPORT``.
+    ``NAAICE_TRANSPORT``. ``max_bytes_per_connection`` bounds what one client may register
+    (more is refused in the MRSP: :class:`naaice.MrspError`).
     """
 
     def __init__(
@@ -37,10 +38,17 @@ class Server:
         builtins: bool = True,
         kernel_timeout: float | None = None,
         max_connections: int | None = None,
+        max_bytes_per_connection: int | None = None,
     ) -> None:
         adapted = [(code, _adapt(k)) for code, k in (kernels or {}).items()]
         self._server = _native._Server(
-            host, port, adapted, builtins, kernel_timeout, max_connections
+            host,
+            port,
+            adapted,
+            builtins,
+            kernel_timeout,
+            max_connections,
+            max_bytes_per_connection,
         )
 
     @property
