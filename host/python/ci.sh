@@ -5,7 +5,7 @@
 # mpi4py example under mpirun -np 4 against two naaice-swnaa processes (rank 0 checks every
 # rank's data; both NAAs must have served ranks), and measures the binding's CPU time per
 # small RPC against naaice-bench's steady 64 B figure in the same run (bench_overhead.py).
-# Needs root or sudo for apt-get on first run (python3-venv, python3-dev, Open MPI).
+# Needs root or sudo for apt-get on first run (python3-venv, Open MPI).
 #
 # Usage: host/python/ci.sh        (from anywhere; prints the time of each part)
 set -euo pipefail
@@ -29,8 +29,7 @@ cleanup() {
 trap cleanup EXIT
 
 echo "--- packages"
-# python3-dev and libopenmpi-dev: mpi4py builds from source against Debian's Open MPI.
-pkgs=(python3 python3-venv python3-dev openmpi-bin libopenmpi-dev)
+pkgs=(python3 python3-venv openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
@@ -45,9 +44,11 @@ python=${PYTHON:-/usr/bin/python3}
 "$python" --version
 venv=target/python-ci-venv
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
-# Pinned: the versions CI was checked with.
-"$venv/bin/pip" install -q --disable-pip-version-check \
-    maturin==1.9.6 numpy==2.2.6 pytest==8.3.5 mpi4py==4.0.3
+# Pinned: the versions CI was checked with. Binary wheels only: mpi4py's wheel loads the
+# system's libmpi (Debian's Open MPI) at run time; built from source it would take many
+# minutes and gigabytes of memory.
+"$venv/bin/pip" install -q --disable-pip-version-check --only-binary :all: \
+    maturin==1.9.6 numpy==2.2.6 pytest==8.3.5 mpi4py==4.1.1
 lap packages
 
 echo "--- build: the abi3 wheel (maturin), naaice-swnaa and naaice-bench (release)"

@@ -252,6 +252,23 @@ impl PyNaa {
         })
     }
 
+    /// Runs `n` RPCs (invoke + wait, as `run()`) in a Rust loop without returning to Python:
+    /// the Rust API's cost on this very handle, to measure what the binding adds per call
+    /// (`bench_overhead.py`). Returns the last status.
+    fn _run_many(&self, py: Python<'_>, n: u64) -> PyResult<Option<Status>> {
+        let slot = &*self.slot;
+        py.detach(|| {
+            let mut g = lock(slot)?;
+            let naa = g.naa()?;
+            let mut last = None;
+            for _ in 0..n {
+                naa.invoke().map_err(errors::to_py)?;
+                last = Some(naa.wait().map_err(errors::to_py)?);
+            }
+            Ok(last.map(Status::from))
+        })
+    }
+
     /// Abandons the RPC in flight: drops the connection at once; the next invoke reconnects.
     /// True if something was cancelled.
     fn cancel(&self, py: Python<'_>) -> PyResult<bool> {

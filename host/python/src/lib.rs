@@ -2,11 +2,15 @@
 //! the `naaice` crate: handles, set waits, asyncio, Python kernels. The Python package
 //! (`host/python/python/naaice`) adds the Python-side conveniences and the documentation.
 
+#![deny(unsafe_code)]
+
 mod awaiting;
 mod errors;
 mod handle;
 mod kernels;
+#[allow(unsafe_code)]
 mod params;
+#[allow(unsafe_code)]
 mod region;
 mod set;
 mod status;
