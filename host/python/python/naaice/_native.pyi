@@ -96,6 +96,8 @@ class Naa:
     @property
     def addresses(self) -> list[int]:
         """The registered address of each parameter (inputs, then outputs)."""
+    def _run_many(self, n: int) -> Status | None:
+        """n RPCs in a Rust loop (for measuring the binding's overhead)."""
     def __enter__(self) -> Naa: ...
     def __exit__(self, *exc: object) -> bool: ...
 
