@@ -5,7 +5,7 @@
 //! ├── TransportError ── TransportUnavailableError
 //! ├── ProtocolError ─── MrspError (.code: the NAA's MRSP error code)
 //! ├── NaaTimeoutError (also a builtins.TimeoutError)
-//! ├── SelectionError (NAA_SPEC, rank selection: names every entry tried)
+//! ├── SelectionError (NAA_SPEC and the other variables, rank selection: names every entry tried)
 //! ├── BusyError, StateError, ClosedError, CancelledError
 //! ├── InvalidArgumentError (also a ValueError)
 //! └── BufferError (also a builtins.BufferError): read-only or non-contiguous parameters
@@ -51,7 +51,7 @@ create_exception!(
     naaice,
     SelectionError,
     NaaError,
-    "NAA_SPEC or rank selection failed: no entry matched or none accepted."
+    "NAA selection or configuration failed: NAA_SPEC or another variable missing or malformed, no entry matched, or none accepted."
 );
 create_exception!(
     naaice,

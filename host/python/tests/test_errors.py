@@ -89,13 +89,24 @@ def test_bad_arguments(server):
         naaice.Naa(1, [p], [p], address=server.address, single_send=[3])
 
 
-def test_unreachable_naa_is_transport_unavailable():
+def test_unreachable_naa_is_transport_unavailable(monkeypatch):
+    """Nothing listens at the address: with `auto` no transport reached the NAA
+    (TransportUnavailableError, saying what each transport said); with `soft` the connect
+    itself failed (a TransportError)."""
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()  # nothing listens there now
-    with pytest.raises(naaice.TransportError):
+    monkeypatch.setenv("NAAICE_TRANSPORT", "auto")
+    with pytest.raises(naaice.TransportUnavailableError, match="NAA not reached"):
         naaice.Naa(1, [bytearray(8)], [], address=f"127.0.0.1:{port}", connect_timeout=0.5)
+    monkeypatch.setenv("NAAICE_TRANSPORT", "soft")
+    with pytest.raises(naaice.TransportError, match="connect failed") as e:
+        naaice.Naa(1, [bytearray(8)], [], address=f"127.0.0.1:{port}", connect_timeout=0.5)
+    assert not isinstance(e.value, naaice.TransportUnavailableError)
+    monkeypatch.setenv("NAAICE_TRANSPORT", "nonsense")
+    with pytest.raises(naaice.SelectionError, match="NAAICE_TRANSPORT"):
+        naaice.Naa(1, [bytearray(8)], [], address=f"127.0.0.1:{port}")
 
 
 def test_mrsp_refusal_carries_the_code(server):
