@@ -47,7 +47,9 @@ hide_pkgs=(rdma-core libibverbs1 librdmacm1 ibverbs-providers libibverbs-dev lib
     ibverbs-utils rdmacm-utils perftest infiniband-diags libibumad3 libibmad5
     valgrind libclang-15-dev libclang-16-dev clang gfortran
     slurm-wlm slurmctld slurmd slurm-client munge libpmix2 libpmix-dev
-    openmpi-bin libopenmpi-dev libopenmpi3 mpich qemu-system-x86 qemu-system-x86-64)
+    openmpi-bin libopenmpi-dev libopenmpi3 mpich qemu-system-x86 qemu-system-x86-64
+    python3 python3.11 python3-minimal python3.11-minimal python3-venv python3.11-venv
+    python3-dev python3.11-dev libpython3-dev libpython3.11-dev)
 upper=target/readme-only/upper
 work=target/readme-only/work
 rm -rf target/readme-only

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs (or removes) the C library and the programs of naaice-rs:
 #   PREFIX/include/naaice.h, naaice_ap2.h (includes naaice.h), naaice_ap2_cpp.h (C++20
-#     NAAHandler, header-only, includes naaice_ap2.h)
+#     NAAHandler, header-only, includes naaice_ap2.h), naaice.f90 (the Fortran module
+#     naaice: ISO_C_BINDING interfaces of naaice_ap2.h, compiled with the program)
 #   LIBDIR/libnaaice_ap2.so.VERSION (SONAME libnaaice_ap2.so.MAJOR), the symlinks
 #     libnaaice_ap2.so.MAJOR -> libnaaice_ap2.so.VERSION and libnaaice_ap2.so -> .so.MAJOR,
 #     LIBDIR/libnaaice_ap2.a
@@ -12,7 +13,9 @@
 #   PREFIX/bin/naaice-swnaa (the software NAA server), naaice-bench (the benchmark),
 #     naaice-info (set-up check and NAA probe), naaice-spec (NAA_SPEC for Slurm jobs)
 #   MANDIR/man1/naaice-swnaa.1, naaice-bench.1, naaice-info.1; MANDIR/man7/naaice.7
-# so that `cc app.c $(pkg-config --cflags --libs naaice)` works with
+# so that `cc app.c $(pkg-config --cflags --libs naaice)` (Fortran:
+# `gfortran $(pkg-config --variable=fortran_module naaice) app.f90 $(pkg-config --libs naaice)`)
+# works with
 # PKG_CONFIG_PATH=LIBDIR/pkgconfig, and CMake projects find the package with
 # -DCMAKE_PREFIX_PATH=PREFIX (neither is needed for /usr or /usr/local).
 #
@@ -69,7 +72,7 @@ minor=${minor%%.*}
 
 # Every file install puts down (relative to DESTDIR), for --uninstall.
 installed_files() {
-    for header in naaice.h naaice_ap2.h naaice_ap2_cpp.h; do echo "$prefix/include/$header"; done
+    for header in naaice.h naaice_ap2.h naaice_ap2_cpp.h naaice.f90; do echo "$prefix/include/$header"; done
     for lib in "libnaaice_ap2.so.$version" "libnaaice_ap2.so.$major" libnaaice_ap2.so \
         libnaaice_ap2.a pkgconfig/naaice.pc cmake/naaice/naaiceConfig.cmake \
         cmake/naaice/naaiceConfigVersion.cmake cmake/naaice/naaiceTargets.cmake; do
@@ -140,7 +143,7 @@ lib="$destdir$libdir"
 bin="$destdir$prefix/bin"
 cmake_dir="$lib/cmake/naaice"
 install -d "$inc" "$lib/pkgconfig" "$cmake_dir" "$bin" "$destdir$mandir/man1" "$destdir$mandir/man7"
-for header in naaice.h naaice_ap2.h naaice_ap2_cpp.h; do
+for header in naaice.h naaice_ap2.h naaice_ap2_cpp.h naaice.f90; do
     install -m 644 "$here/include/$header" "$inc/$header"
 done
 # The shared library under its full version, found through its SONAME (.so.MAJOR: the

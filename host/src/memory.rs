@@ -361,6 +361,14 @@ impl fmt::Debug for BufferGuard<'_> {
     }
 }
 
+impl BufferGuard<'_> {
+    /// The guarded buffer: a clone keeps its memory allocated after the guard is gone (for
+    /// bindings that hand the memory to code which may hold on to it).
+    pub fn buffer(&self) -> &Buffer {
+        self.buffer
+    }
+}
+
 impl Deref for BufferGuard<'_> {
     type Target = [u8];
 

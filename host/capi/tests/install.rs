@@ -44,6 +44,7 @@ fn install_then_build_with_pkg_config() {
         "include/naaice.h",
         "include/naaice_ap2.h",
         "include/naaice_ap2_cpp.h",
+        "include/naaice.f90",
         &format!("lib/{versioned}"),
         "lib/libnaaice_ap2.a",
         "lib/pkgconfig/naaice.pc",
@@ -254,6 +255,11 @@ fn staged_install_with_a_libdir_then_uninstall() {
         "{pc}"
     );
     assert!(!pc.contains(stage.to_str().unwrap()), "{pc}");
+    // The Fortran module's source, found through pkg-config.
+    assert!(
+        pc.contains("fortran_module=${includedir}/naaice.f90\n"),
+        "{pc}"
+    );
     let targets = std::fs::read_to_string(staged(&format!(
         "{libdir}/cmake/naaice/naaiceTargets.cmake"
     )))

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# CI stage "Python bindings": builds the abi3 wheel of the naaice Python package with maturin,
+# installs it into a virtual environment with pinned NumPy, pytest and mpi4py, runs the pytest
+# suite and the NumPy example (local mode and a software NAA started from Python), runs the
+# mpi4py example under mpirun -np 4 against two naaice-swnaa processes (rank 0 checks every
+# rank's data; both NAAs must have served ranks), and measures the binding's CPU time per
+# small RPC against naaice-bench's steady 64 B figure in the same run (bench_overhead.py).
+# Needs root or sudo for apt-get on first run (python3-venv, Open MPI).
+#
+# Usage: host/python/ci.sh        (from anywhere; prints the time of each part)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+start=$SECONDS
+mark=$SECONDS
+timings=()
+lap() {
+    timings+=("$1 $((SECONDS - mark)) s")
+    mark=$SECONDS
+}
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/naaice-python.XXXXXX")
+naa_pids=()
+cleanup() {
+    for pid in "${naa_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${naa_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+echo "--- packages"
+pkgs=(python3 python3-venv openmpi-bin)
+missing=()
+for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})); then
+    sudo=()
+    [ "$(id -u)" = 0 ] || sudo=(sudo)
+    "${sudo[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
+        "${missing[@]}"
+fi
+# The interpreter CI tests with: Debian's (3.11). PYTHON overrides.
+python=${PYTHON:-/usr/bin/python3}
+"$python" --version
+venv=target/python-ci-venv
+[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+# Pinned: the versions CI was checked with. Binary wheels only: mpi4py's wheel loads the
+# system's libmpi (Debian's Open MPI) at run time; built from source it would take many
+# minutes and gigabytes of memory.
+"$venv/bin/pip" install -q --disable-pip-version-check --only-binary :all: \
+    maturin==1.9.6 numpy==2.2.6 pytest==8.3.5 mpi4py==4.1.1
+lap packages
+
+echo "--- build: the abi3 wheel (maturin), naaice-swnaa and naaice-bench (release)"
+rm -rf target/wheels
+"$venv/bin/maturin" build --release --locked -m host/python/Cargo.toml -o target/wheels -i "$venv/bin/python"
+wheel=$(ls target/wheels/naaice-*-cp311-abi3-*.whl)
+echo "wheel: $(basename "$wheel")"
+"$venv/bin/pip" install -q --disable-pip-version-check --force-reinstall --no-deps "$wheel"
+cargo build --release --locked -p naaice-swnaa -p naaice-bench
+target=$(cargo metadata --format-version 1 --no-deps |
+    sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+lap build
+
+echo "--- pytest host/python/tests"
+# The software transport: the tests are about the binding, not about RDMA devices.
+export NAAICE_TRANSPORT=soft
+"$venv/bin/python" -m pytest -q -rs host/python/tests
+lap pytest
+
+echo "--- examples: NumPy (local mode, a software NAA from Python)"
+"$venv/bin/python" host/python/examples/numpy_offload.py
+"$venv/bin/python" host/python/examples/numpy_offload.py --server
+lap numpy
+
+echo "--- mpi4py: mpirun -np 4 over 2 naaice-swnaa"
+free_port() {
+    local p
+    while :; do
+        p=$((20000 + RANDOM % 30000))
+        (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+    done
+}
+ports=()
+for i in 1 2; do
+    ports+=("$(free_port)")
+    "$target/release/naaice-swnaa" --address 127.0.0.1 --port "${ports[-1]}" --log info \
+        >"$work/naa$i.log" 2>&1 &
+    naa_pids+=($!)
+done
+export NAA_SPEC="127.0.0.1:${ports[0]}:1:1,127.0.0.1:${ports[1]}:1:1"
+root=()
+[ "$(id -u)" != 0 ] || root=(--allow-run-as-root)
+# --oversubscribe: 4 ranks on 2 cores.
+mpirun "${root[@]}" --oversubscribe -np 4 -x NAAICE_TRANSPORT -x NAA_SPEC \
+    "$venv/bin/python" host/python/examples/mpi_offload.py | tee "$work/mpi.out"
+grep -q "mpi_offload: 4 ranks, 2 NAAs, 0 wrong bytes" "$work/mpi.out"
+for pid in "${naa_pids[@]}"; do kill "$pid"; wait "$pid" || true; done
+naa_pids=()
+unset NAA_SPEC
+lap mpi4py
+
+echo "--- overhead: Python per-call CPU time against naaice-bench's steady 64 B RPC"
+"$venv/bin/python" host/python/bench_overhead.py --bench "$target/release/naaice-bench" \
+    --swnaa "$target/release/naaice-swnaa" --out "$work/bench"
+lap overhead
+
+printf 'Python stage: %s\n' "${timings[@]}"
+echo "Python stage total: $((SECONDS - start)) s"

@@ -1,0 +1,229 @@
+//! Kernels written in Python, for local mode and for software NAAs started from Python.
+
+use naaice::core::{FunctionCode, ReturnCode};
+use naaice::swnaa::{
+    KERNEL_FAILED, Kernel, KernelContext, KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle,
+};
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+use crate::errors;
+use crate::region::Region;
+
+/// What a Python kernel is called with besides its regions.
+#[pyclass(module = "naaice._native", name = "KernelCall", frozen, get_all)]
+#[derive(Debug, Clone)]
+pub(crate) struct KernelCall {
+    /// Function code of the RPC (1-127).
+    fn_code: u8,
+    /// The three user bytes of the client's immediate.
+    user_bytes: [u8; 3],
+    /// 1-based RPC number on this connection.
+    rpc: u32,
+}
+
+#[pymethods]
+impl KernelCall {
+    fn __repr__(&self) -> String {
+        format!(
+            "KernelCall(fn_code={}, user_bytes={:?}, rpc={})",
+            self.fn_code, self.user_bytes, self.rpc
+        )
+    }
+}
+
+/// A Python callable `f(regions: list[Region], call: KernelCall) -> int | None` as a kernel
+/// (the `naaice` package wraps the user's function, which gets NumPy arrays).
+struct PyKernel {
+    func: Py<PyAny>,
+    /// For messages.
+    name: String,
+}
+
+impl PyKernel {
+    fn new(func: Py<PyAny>, py: Python<'_>) -> Self {
+        let name = func
+            .bind(py)
+            .getattr("__qualname__")
+            .map_or_else(|_| "kernel".to_owned(), |n| n.to_string());
+        Self { func, name }
+    }
+}
+
+impl Kernel for PyKernel {
+    fn run(&self, ctx: &mut KernelContext<'_, '_>) -> ReturnCode {
+        let call = KernelCall {
+            fn_code: ctx.fncode(),
+            user_bytes: ctx.user_bytes(),
+            rpc: ctx.rpc(),
+        };
+        let views: Vec<Region> = ctx
+            .regions()
+            .iter_mut()
+            .filter(|r| !r.is_internal())
+            .map(|r| Region::new(&mut r.data, r.flags.bits()))
+            .collect();
+        Python::attach(|py| {
+            let result = (|| -> PyResult<ReturnCode> {
+                let regions = views
+                    .into_iter()
+                    .map(|v| Py::new(py, v))
+                    .collect::<PyResult<Vec<_>>>()?;
+                let list = PyList::new(py, &regions)?;
+                let out = self.func.call1(py, (list, call));
+                let left: usize = regions.iter().map(|r| r.get().close()).sum();
+                let out = out?;
+                if left > 0 {
+                    return Err(pyo3::exceptions::PyRuntimeError::new_err(format!(
+                        "the kernel kept {left} array(s) of its regions after returning; \
+                         copy what it needs later (array.copy())"
+                    )));
+                }
+                if out.is_none(py) {
+                    return Ok(ReturnCode::SUCCESS);
+                }
+                let code: u32 = out.extract(py).map_err(|_| {
+                    pyo3::exceptions::PyTypeError::new_err(
+                        "a kernel returns None (success) or an int return code in 0..2**24",
+                    )
+                })?;
+                Ok(ReturnCode::new(code).unwrap_or(KERNEL_FAILED))
+            })();
+            match result {
+                Ok(code) => code,
+                Err(e) => {
+                    eprintln!(
+                        "naaice: Python kernel {} failed (RPC answered KERNEL_FAILED):",
+                        self.name
+                    );
+                    e.print(py);
+                    KERNEL_FAILED
+                }
+            }
+        })
+    }
+}
+
+/// `code` as a function code (1-127).
+fn function_code(code: u32) -> PyResult<FunctionCode> {
+    u8::try_from(code)
+        .ok()
+        .and_then(FunctionCode::new)
+        .ok_or_else(|| errors::invalid(format!("function code {code} is not in 1..=127")))
+}
+
+/// Registers (or replaces) the local-mode kernel for `fn_code` (handles created afterwards
+/// use it). `func(regions, call)` as described at [`PyKernel`].
+#[pyfunction]
+pub(crate) fn register_local_kernel(py: Python<'_>, fn_code: u32, func: Py<PyAny>) -> PyResult<()> {
+    let code = function_code(fn_code)?;
+    naaice::local::register_kernel(code, PyKernel::new(func, py));
+    Ok(())
+}
+
+/// Removes the local-mode kernel for `fn_code` (built-ins too); true if there was one.
+#[pyfunction]
+pub(crate) fn remove_local_kernel(fn_code: u32) -> PyResult<bool> {
+    Ok(naaice::local::remove_kernel(function_code(fn_code)?).is_some())
+}
+
+/// A software NAA serving on background threads, with kernels written in Python.
+#[pyclass(module = "naaice._native", name = "_Server", frozen)]
+pub(crate) struct Server {
+    handle: std::sync::Mutex<Option<SoftNaaHandle>>,
+    address: String,
+    port: u16,
+}
+
+#[pymethods]
+impl Server {
+    /// Starts serving on `host:port` (port 0: a free one) with `kernels` (function code to
+    /// `func(regions, call)`), plus the built-ins (1 adds 1, 2 adds 2, 3 does nothing) unless
+    /// `builtins` is false. `max_bytes_per_connection` bounds the memory one client may
+    /// register (more is refused in the MRSP). The transport is chosen by NAAICE_TRANSPORT.
+    #[new]
+    #[pyo3(signature = (host, port, kernels, builtins, kernel_timeout=None, max_connections=None,
+        max_bytes_per_connection=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        host: &str,
+        port: u16,
+        kernels: Vec<(u32, Py<PyAny>)>,
+        builtins: bool,
+        kernel_timeout: Option<f64>,
+        max_connections: Option<usize>,
+        max_bytes_per_connection: Option<u64>,
+    ) -> PyResult<Self> {
+        let mut registry = if builtins {
+            KernelRegistry::builtin()
+        } else {
+            KernelRegistry::empty()
+        };
+        for (code, func) in kernels {
+            registry.register(function_code(code)?, PyKernel::new(func, py));
+        }
+        let mut config = SoftNaaConfig::default();
+        if let Some(t) = kernel_timeout {
+            config.kernel_timeout = std::time::Duration::try_from_secs_f64(t)
+                .map_err(|_| errors::invalid(format!("kernel_timeout must be >= 0, got {t}")))?;
+        }
+        if let Some(n) = max_connections {
+            config.max_connections = n;
+        }
+        if let Some(n) = max_bytes_per_connection {
+            config.max_bytes_per_connection = n;
+        }
+        let addr = std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
+            .map_err(|e| errors::invalid(format!("host {host:?}: {e}")))?
+            .next()
+            .ok_or_else(|| errors::invalid(format!("host {host:?} resolves to nothing")))?;
+        let handle = py
+            .detach(|| -> naaice::Result<SoftNaaHandle> {
+                let transport = naaice::environment::transport_from_env()?;
+                SoftNaa::bind(transport, addr, config, registry)?.spawn()
+            })
+            .map_err(errors::to_py)?;
+        let local = handle.local_addr();
+        Ok(Self {
+            handle: std::sync::Mutex::new(Some(handle)),
+            address: local.to_string(),
+            port: local.port(),
+        })
+    }
+
+    /// `host:port` the server listens on.
+    #[getter]
+    fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// The port it listens on.
+    #[getter]
+    fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// True until `stop`.
+    #[getter]
+    fn running(&self) -> bool {
+        self.handle.lock().is_ok_and(|h| h.is_some())
+    }
+
+    /// Stops serving: disconnects the clients and joins the threads (a kernel still running
+    /// is waited for). Calling it again does nothing.
+    fn stop(&self, py: Python<'_>) {
+        let h = self.handle.lock().ok().and_then(|mut h| h.take());
+        if let Some(h) = h {
+            py.detach(move || h.shutdown());
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.get_mut().ok().and_then(Option::take) {
+            Python::attach(|py| py.detach(move || h.shutdown()));
+        }
+    }
+}

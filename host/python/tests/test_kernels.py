@@ -1,0 +1,86 @@
+"""Python kernels: local mode (naaice.local) and a software NAA server (naaice.swnaa)."""
+
+import threading
+import time
+
+import numpy as np
+
+import naaice
+import naaice.local
+import naaice.swnaa
+from conftest import KEEP
+
+
+def test_local_kernel_in_place_float64():
+    @naaice.local.kernel(40)
+    def axpy(params, call):
+        x, y = params[0].view(np.float64), params[1].view(np.float64)
+        y += 2.5 * x
+
+    x = np.arange(1000, dtype=np.float64)
+    y = np.ones(1000)
+    with naaice.Naa(40, [x, y], [y], local=True) as naa:
+        assert naa.entry is None
+        for _ in range(3):
+            assert naa.run().ok
+    np.testing.assert_allclose(y, 1 + 3 * 2.5 * x)
+    assert naaice.local.remove_kernel(40)
+    with naaice.Naa(40, [x, y], [y], local=True) as naa:
+        assert naa.run().return_code == 1  # removed: SOCKET_UNAVAIL
+
+
+def test_kernel_keeping_an_array_fails_the_rpc(server):
+    """A kernel that keeps a region array after returning gets KERNEL_FAILED, and the kept
+    array cannot be used to take new views."""
+    p = bytearray(8)
+    with naaice.Naa(KEEP, [p], [p], address=server.address) as naa:
+        assert naa.run().return_code == 3
+    from conftest import kept
+    arr = kept.pop()
+    assert arr.base.obj.address == arr.ctypes.data  # the memory itself stays allocated
+    try:
+        memoryview(arr.base.obj)
+    except BufferError:
+        pass
+    else:
+        raise AssertionError("a region view outlived its kernel")
+
+
+def test_wait_releases_the_gil():
+    """A Python kernel can only run while the client waits if wait() released the
+    interpreter lock; meanwhile another Python thread keeps counting."""
+    counted = []
+    running = threading.Event()
+
+    def slow(params, call):
+        running.set()
+        time.sleep(0.3)
+        params[0][:] = 7
+
+    stop = False
+
+    def count():
+        n = 0
+        while not stop:
+            n += 1
+            time.sleep(0.001)
+        counted.append(n)
+
+    with naaice.swnaa.Server(kernels={41: slow}) as s:
+        t = threading.Thread(target=count)
+        t.start()
+        p = bytearray(4)
+        with naaice.Naa(41, [p], [p], address=s.address) as naa:
+            st = naa.run()
+        stop = True
+        t.join()
+    assert st.ok and p == b"\x07" * 4 and running.is_set() and counted[0] > 0
+
+
+def test_server_without_builtins_and_stop():
+    with naaice.swnaa.Server(builtins=False) as s:
+        assert s.running and s.port > 0 and s.address.endswith(f":{s.port}")
+        p = bytearray(4)
+        with naaice.Naa(1, [p], [p], address=s.address) as naa:
+            assert naa.run().return_code == 1
+    assert not s.running
