@@ -10,35 +10,14 @@
 # Usage: host/python/ci.sh        (from anywhere; prints the time of each part)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. .ci/lib.sh
 
 start=$SECONDS
-mark=$SECONDS
-timings=()
-lap() {
-    timings+=("$1 $((SECONDS - mark)) s")
-    mark=$SECONDS
-}
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/naaice-python.XXXXXX")
-naa_pids=()
-cleanup() {
-    for pid in "${naa_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${naa_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
+workdir python
 
 echo "--- packages"
-pkgs=(python3 python3-venv openmpi-bin)
-missing=()
-for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-if ((${#missing[@]})); then
-    sudo=()
-    [ "$(id -u)" = 0 ] || sudo=(sudo)
-    "${sudo[@]}" apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
-        "${missing[@]}"
-fi
+apt_install python3 python3-venv openmpi-bin
 # The interpreter CI tests with: Debian's (3.11). PYTHON overrides.
 python=${PYTHON:-/usr/bin/python3}
 "$python" --version
@@ -74,13 +53,6 @@ echo "--- examples: NumPy (local mode, a software NAA from Python)"
 lap numpy
 
 echo "--- mpi4py: mpirun -np 4 over 2 naaice-swnaa"
-free_port() {
-    local p
-    while :; do
-        p=$((20000 + RANDOM % 30000))
-        (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-    done
-}
 ports=()
 for i in 1 2; do
     ports+=("$(free_port)")

@@ -7,6 +7,7 @@
 # Usage: tests/cluster/ci.sh        (from anywhere; prints the time of each part)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. .ci/lib.sh
 repo=$PWD
 
 if [ "$(id -u)" != 0 ]; then
@@ -15,32 +16,18 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 start=$SECONDS
-mark=$SECONDS
-timings=()
-lap() {
-    timings+=("$1 $((SECONDS - mark)) s")
-    mark=$SECONDS
-}
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/naaice-cluster.XXXXXX")
 chmod 755 "$work" # the munge user reaches its key and log below it
-naa_pids=()
 cleanup() {
-    for pid in "${naa_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${naa_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    stop_naas
     "$repo/tests/cluster/slurm.sh" stop "$work/slurm" || true
     rm -rf "$work"
 }
 trap cleanup EXIT
 
 echo "--- packages"
-pkgs=(slurm-wlm munge openmpi-bin libopenmpi-dev)
-missing=()
-for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-if ((${#missing[@]})); then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+apt_install slurm-wlm munge openmpi-bin libopenmpi-dev
 mpirun --version | head -n 1
 slurmctld -V
 lap packages
@@ -84,14 +71,6 @@ if "$spec_tool" --inventory "$work/fixture" --licenses other:1 2>/dev/null; then
 fi
 echo "naaice-spec: ok"
 
-# Free TCP ports on 127.0.0.1 (nothing answers a connect).
-free_port() {
-    local p
-    while :; do
-        p=$((20000 + RANDOM % 30000))
-        (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-    done
-}
 # Both NAAs served ranks: each log shows at least one client.
 served() {
     local log n

@@ -10,28 +10,13 @@
 # Usage: host/capi/fortran/ci.sh        (from anywhere)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
+. .ci/lib.sh
 start=$SECONDS
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/naaice-fortran.XXXXXX")
-naa_pids=()
-cleanup() {
-    for pid in "${naa_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${naa_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
+workdir fortran
 
 echo "--- packages"
-pkgs=(gfortran openmpi-bin libopenmpi-dev pkg-config)
-missing=()
-for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-if ((${#missing[@]})); then
-    sudo=()
-    [ "$(id -u)" = 0 ] || sudo=(sudo)
-    "${sudo[@]}" apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
-        "${missing[@]}"
-fi
+apt_install gfortran openmpi-bin libopenmpi-dev pkg-config
 gfortran --version | head -n 1
 
 echo "--- build: the C library installed by install.sh, the examples with gfortran and mpif90"
@@ -57,13 +42,6 @@ cd "$OLDPWD"
 echo "--- run: local mode, then against naaice-swnaa, then mpirun -np 4 over 2 naaice-swnaa"
 export NAAICE_TRANSPORT=soft
 NAA_SPEC=local:1:1,local:20:1 "$work/offload"
-free_port() {
-    local p
-    while :; do
-        p=$((20000 + RANDOM % 30000))
-        (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-    done
-}
 ports=()
 for i in 1 2; do
     ports+=("$(free_port)")

@@ -52,6 +52,14 @@ pub(crate) fn wait_any(
 ) -> PyResult<Option<(usize, Status)>> {
     let slots = slots(&handles)?;
     let done = py.detach(|| with_handles(&slots, |n| naaice::naa_set::wait_any(n)))?;
+    finished(py, done)
+}
+
+/// The `(index, Status)` of a finished handle, or its error with `.index` set.
+fn finished(
+    py: Python<'_>,
+    done: Option<naaice::naa_set::Finished>,
+) -> PyResult<Option<(usize, Status)>> {
     match done {
         None => Ok(None),
         Some(f) => match f.result {
@@ -71,11 +79,8 @@ pub(crate) fn test_any(
     let slots = slots(&handles)?;
     let done = with_handles(&slots, |n| naaice::naa_set::test_any(n))?;
     match done {
-        std::task::Poll::Pending | std::task::Poll::Ready(None) => Ok(None),
-        std::task::Poll::Ready(Some(f)) => match f.result {
-            Ok(s) => Ok(Some((f.index, Status::from(s)))),
-            Err(e) => Err(indexed(py, f.index, e)),
-        },
+        std::task::Poll::Pending => Ok(None),
+        std::task::Poll::Ready(f) => finished(py, f),
     }
 }
 
