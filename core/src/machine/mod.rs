@@ -20,8 +20,7 @@
 //! represented; [`Machine::phase`] derives the C-numbered [`Phase`] from it. The machine also
 //! keeps what a host would otherwise track beside it: the terminal error
 //! ([`Machine::error`]), whether the MRSP is done ([`Client::mrsp_done`]), whether an MRSP or
-//! RPC is in flight ([`Client::is_busy`]) and the last RPC's result ([`Client::last_result`],
-//! [`Client::take_result`]).
+//! RPC is in flight ([`Client::is_busy`]) and the last RPC's result ([`Client::last_result`]).
 //!
 //! **Express lanes.** A steady RPC can also skip the action queue's round trip:
 //! [`Server::express_call`], [`Server::express_answer`] and [`Server::express_write_done`] on

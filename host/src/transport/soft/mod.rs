@@ -26,8 +26,10 @@
 //!   in `wait`, an eventfd rung when a completion or event is ready; arming it hands the
 //!   reader to the NIC thread at once.
 //!
-//! Testing: a [`FaultPlan`] in [`SoftConfig::faults`] drops, delays or resets the connection
-//! at a chosen frame (the `fault` module), deterministically; it is empty by default.
+//! Testing: with the cargo feature `fault-injection`, a `FaultPlan` in `SoftConfig::faults`
+//! drops, delays or resets the connection at a chosen frame (the `fault` module),
+//! deterministically; it is empty by default. Without the feature the fault points are not
+//! compiled.
 //!
 //! Every posted work request completes exactly once; teardown (error, disconnect, peer loss)
 //! flushes what is outstanding with [`WcStatus::WrFlush`](crate::transport::WcStatus) and
