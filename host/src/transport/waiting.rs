@@ -140,8 +140,8 @@ impl fmt::Display for WaitPolicy {
 /// Threads of this process spinning in a wait right now (see [`SpinSlot`]).
 static SPINNING: AtomicUsize = AtomicUsize::new(0);
 
-/// Leave to spin in a wait: at most as many threads of the process spin at once as it has
-/// CPUs to run on, so that spinning uses idle cores only. A connection that finds every
+/// Leave to spin in a wait: at most half as many threads of the process spin at once as it has
+/// CPUs to run on (at least one), so that spinning uses idle cores only. A connection that finds every
 /// slot taken sleeps at once: with more connections than cores (a software NAA serving many
 /// clients), spinning threads would take the CPU from the threads that produce what they
 /// wait for. The slot is given back when dropped. [`WaitPolicy::Poll`] does not ask for
@@ -172,10 +172,15 @@ impl Drop for SpinSlot {
     }
 }
 
-/// How many threads of this process may spin at once: the CPUs it may run on.
+/// How many threads of this process may spin at once: half the CPUs it may run on (at least
+/// one). An RPC keeps a thread busy on each side, the client's and the NAA's, and when both
+/// run on one machine each side's process must leave the other half to its peer.
 fn spin_slots() -> usize {
     static SLOTS: OnceLock<usize> = OnceLock::new();
-    *SLOTS.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
+    *SLOTS.get_or_init(|| {
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        (cpus / 2).max(1)
+    })
 }
 
 /// How one wait ended, as the transport saw it.
