@@ -172,3 +172,38 @@ fn a_cancelled_handle_is_inactive_until_its_next_invoke() {
     let fast_status = all[1].as_ref().expect("in flight").as_ref().expect("ok");
     assert_eq!(fast_status.naa_error, ReturnCode::SUCCESS);
 }
+
+#[test]
+fn a_handle_that_finishes_again_at_once_does_not_starve_the_others() {
+    let naa = naaice_tests::start_naa(naaice::swnaa::SoftNaaConfig::default());
+    let create = || {
+        naaice::Naa::create_with(
+            &naaice::transport::soft::SoftTransport::default(),
+            1,
+            vec![naaice::Param::zeroed(8)],
+            vec![naaice::Param::zeroed(8)],
+            &naaice::NaaOptions::at(naa.local_addr()),
+        )
+        .expect("create")
+    };
+    let mut naas = [create(), create()];
+    let finished = |naas: &mut [naaice::Naa<_>]| match naa_set::test_any(naas) {
+        Poll::Ready(Some(Finished { index, result })) => {
+            result.expect("RPC succeeded");
+            index
+        }
+        other => panic!("both RPCs had time to finish: {other:?}"),
+    };
+    for naa in &mut naas {
+        naa.invoke().expect("invoke");
+    }
+    // Both finish long before the scan; the first scan reports the first handle.
+    std::thread::sleep(Duration::from_millis(200));
+    let first = finished(&mut naas);
+    // Its next RPC finishes at once too: with both finished, the scan must now report the
+    // other handle, not the one it reported last.
+    naas[first].invoke().expect("invoke again");
+    std::thread::sleep(Duration::from_millis(200));
+    assert_ne!(finished(&mut naas), first, "the other handle was starved");
+    assert_eq!(finished(&mut naas), first);
+}
