@@ -257,6 +257,13 @@ pub fn single_send_internal_regions_and_user_bytes(site: &Site) {
         // Changing the single-send input after RPC 1 must not reach the NAA.
         p0.lock().fill(9);
     }
+    // The user bytes cannot change while an RPC is in flight.
+    conn.init_transfer().unwrap();
+    assert!(matches!(
+        conn.set_immediate([1, 2, 3]),
+        Err(Error::Protocol(ProtocolError::WrongPhase { .. }))
+    ));
+    conn.wait().unwrap();
 }
 
 /// No output at all (the NAA answers with a zero-length write) and an input sent only in the
