@@ -23,7 +23,7 @@ use naaice::core::ClientConfig;
 use naaice::swnaa::{SoftNaa, SoftNaaConfig, SoftNaaHandle};
 use naaice::transport::verbs::{VerbsConfig, VerbsEndpoint, VerbsTransport, device_names};
 use naaice::transport::{Transport, TransportError};
-use naaice::waiting::WaitPolicy;
+use naaice::waiting::{SpinSlot, WaitPolicy};
 use naaice::{Buffer, Connection, Error, Naa, NaaOptions, Param};
 use naaice_tests::suite::{self, Site, pattern, plus};
 use naaice_tests::{SLEEP, code, test_kernels, wait_through_shutdown};
@@ -576,5 +576,81 @@ fn naa_shutdown_mid_rpc_fails_the_client() {
                 "noticed after {took:?} ({config:?})"
             );
         }
+    });
+}
+
+/// CPU time of the calling thread so far.
+#[allow(unsafe_code)]
+fn thread_cpu_time() -> Duration {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid, writable timespec for the duration of the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    Duration::new(
+        u64::try_from(t.tv_sec).unwrap_or(0),
+        u32::try_from(t.tv_nsec).unwrap_or(0),
+    )
+}
+
+/// A wait that finds every spin slot of its process taken sleeps at once instead of spinning
+/// (spinning threads must not outnumber the cores they run on): during a 500 ms kernel, the
+/// client thread of a connection whose policy spins for 2 s uses a small part of the CPU
+/// time that the same wait uses with the slots free.
+#[test]
+fn waits_sleep_while_every_spin_slot_is_taken() {
+    verbs_test("spin_slots", 120, |ip| {
+        let naa = start_naa(ip, SoftNaaConfig::default());
+        let spin = VerbsConfig {
+            wait: WaitPolicy::Spin(Duration::from_secs(2)),
+            ..VerbsConfig::default()
+        };
+        let mut conn = Connection::connect(
+            &VerbsTransport::new(spin),
+            naa.local_addr(),
+            None,
+            ClientConfig::new(code(SLEEP)),
+        )
+        .unwrap();
+        let buf = Buffer::zeroed(64);
+        let id = conn.add_param(&buf).unwrap();
+        conn.set_input(id).unwrap();
+        conn.set_output(id).unwrap();
+        conn.do_mrsp().unwrap();
+        let cpu_of_rpc = |conn: &mut Conn| {
+            conn.set_immediate([50, 0, 0]).unwrap(); // 500 ms kernel
+            let before = thread_cpu_time();
+            conn.init_transfer().unwrap();
+            let result = conn.wait().unwrap();
+            assert!(result.status.is_success(), "{result:?}");
+            thread_cpu_time() - before
+        };
+        // Take every slot: the waits of other tests running at the same time give theirs
+        // back within a few milliseconds.
+        let mut held = Vec::new();
+        let collect_until = Instant::now() + Duration::from_millis(200);
+        while Instant::now() < collect_until {
+            match SpinSlot::take() {
+                Some(slot) => held.push(slot),
+                None => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+        assert!(!held.is_empty(), "the process has at least one spin slot");
+        let denied = cpu_of_rpc(&mut conn);
+        drop(held);
+        assert!(
+            denied < Duration::from_millis(150),
+            "a 500 ms wait with every spin slot taken used {denied:?} of CPU time"
+        );
+        // The same wait with the slots free spins (a concurrent test may hold the slot when
+        // one starts: a few tries).
+        let spinning: Vec<Duration> = (0..4).map(|_| cpu_of_rpc(&mut conn)).collect();
+        assert!(
+            spinning.iter().any(|&t| t > denied * 4),
+            "with the slots free the waits used {spinning:?}, not more than with every \
+             slot taken ({denied:?})"
+        );
     });
 }
