@@ -23,7 +23,7 @@ use naaice::core::ClientConfig;
 use naaice::swnaa::{SoftNaa, SoftNaaConfig, SoftNaaHandle};
 use naaice::transport::verbs::{VerbsConfig, VerbsEndpoint, VerbsTransport, device_names};
 use naaice::transport::{Transport, TransportError};
-use naaice::waiting::{SpinSlot, WaitPolicy};
+use naaice::waiting::{SpinSlot, WaitPolicy, spin_slots};
 use naaice::{Buffer, Connection, Error, Naa, NaaOptions, Param};
 use naaice_tests::suite::{self, Site, pattern, plus};
 use naaice_tests::{SLEEP, code, test_kernels, wait_through_shutdown};
@@ -652,5 +652,18 @@ fn waits_sleep_while_every_spin_slot_is_taken() {
             "with the slots free the waits used {spinning:?}, not more than with every \
              slot taken ({denied:?})"
         );
+    });
+}
+
+/// A connection whose peer runs on this machine (here the in-process NAA, at the same address)
+/// leaves half the CPUs to it: while it lives, half as many threads of the process may spin.
+#[test]
+fn a_peer_on_this_machine_halves_the_spin_slots() {
+    verbs_test("local_peer_slots", 60, |ip| {
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        let naa = start_naa(ip, SoftNaaConfig::default());
+        let conn = connect(naa.local_addr(), 1);
+        assert_eq!(spin_slots(), (cpus / 2).max(1), "{cpus} CPUs");
+        drop(conn);
     });
 }

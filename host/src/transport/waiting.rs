@@ -13,9 +13,10 @@
 //! * [`WaitPolicy::Sleep`] sleeps at once; [`WaitPolicy::Spin`] spins for a fixed time.
 //!
 //! Spinning only uses idle cores: at most as many threads of a process spin at once as it has
-//! CPUs ([`SpinSlot`]); the others sleep at once. A software NAA serving more clients than
-//! it has cores thus spins on as many connections as it has cores and sleeps on the rest,
-//! instead of taking the CPU from the threads that produce the completions.
+//! CPUs, or half of them while one of its connections has its peer on the same machine
+//! ([`SpinSlot`], [`spin_slots`]); the others sleep at once. A software NAA serving more
+//! clients than it has cores thus spins on as many connections as it has cores and sleeps on
+//! the rest, instead of taking the CPU from the threads that produce the completions.
 //!
 //! The policy is chosen in Rust with the transport's configuration
 //! ([`VerbsConfig::wait`](crate::transport::verbs::VerbsConfig)), in the C ABI with
@@ -24,6 +25,7 @@
 //! which is its cheapest wake-up.
 
 use std::fmt;
+use std::net::IpAddr;
 use std::str::FromStr;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -139,13 +141,15 @@ impl fmt::Display for WaitPolicy {
 
 /// Threads of this process spinning in a wait right now (see [`SpinSlot`]).
 static SPINNING: AtomicUsize = AtomicUsize::new(0);
+/// Connections of this process whose peer runs on this machine (see [`LocalPeer`]).
+static LOCAL_PEERS: AtomicUsize = AtomicUsize::new(0);
 
-/// Leave to spin in a wait: at most half as many threads of the process spin at once as it has
-/// CPUs to run on (at least one), so that spinning uses idle cores only. A connection that finds every
-/// slot taken sleeps at once: with more connections than cores (a software NAA serving many
-/// clients), spinning threads would take the CPU from the threads that produce what they
-/// wait for. The slot is given back when dropped. [`WaitPolicy::Poll`] does not ask for
-/// one (it asked for a core per connection).
+/// Leave to spin in a wait: at most [`spin_slots`] threads of the process spin at once, so
+/// that spinning uses idle cores only. A connection that finds every slot taken sleeps at
+/// once: with more connections than cores (a software NAA serving many clients), spinning
+/// threads would take the CPU from the threads that produce what they wait for. The slot is
+/// given back when dropped. [`WaitPolicy::Poll`] does not ask for one (it asked for a core
+/// per connection).
 #[derive(Debug)]
 pub struct SpinSlot(());
 
@@ -172,15 +176,42 @@ impl Drop for SpinSlot {
     }
 }
 
-/// How many threads of this process may spin at once: half the CPUs it may run on (at least
-/// one). An RPC keeps a thread busy on each side, the client's and the NAA's, and when both
-/// run on one machine each side's process must leave the other half to its peer.
-fn spin_slots() -> usize {
-    static SLOTS: OnceLock<usize> = OnceLock::new();
-    *SLOTS.get_or_init(|| {
-        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-        (cpus / 2).max(1)
-    })
+/// Marks, while it lives, a connection whose peer runs on this machine (see [`spin_slots`]).
+#[derive(Debug)]
+pub(crate) struct LocalPeer(());
+
+impl LocalPeer {
+    /// A mark if the peer at `peer` is on this machine as seen from `local` (the same
+    /// address, or a loopback one).
+    pub(crate) fn of(local: IpAddr, peer: IpAddr) -> Option<Self> {
+        let peer = peer.to_canonical();
+        (peer == local.to_canonical() || peer.is_loopback()).then(|| {
+            LOCAL_PEERS.fetch_add(1, Ordering::AcqRel);
+            Self(())
+        })
+    }
+}
+
+impl Drop for LocalPeer {
+    fn drop(&mut self) {
+        LOCAL_PEERS.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// How many threads of this process may spin at once now: as many as the CPUs it may run
+/// on, or half of them (at least one) while one of its connections has its peer on this
+/// machine. An RPC keeps a thread busy on each side, the client's and the NAA's: when both
+/// run on one machine, each side's process leaves the other half to its peer; with the peer
+/// elsewhere (an FPGA, an NAA host of its own) every core may spin.
+pub fn spin_slots() -> usize {
+    static CPUS: OnceLock<usize> = OnceLock::new();
+    let cpus = *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from));
+    slots_for(cpus, LOCAL_PEERS.load(Ordering::Acquire))
+}
+
+/// Spin slots of a process with `cpus` CPUs and `local_peers` connections to this machine.
+fn slots_for(cpus: usize, local_peers: usize) -> usize {
+    if local_peers > 0 { cpus / 2 } else { cpus }.max(1)
 }
 
 /// How one wait ended, as the transport saw it.
@@ -418,6 +449,27 @@ mod tests {
         drop((b, c));
         assert_eq!(SPINNING.load(Ordering::Acquire), base);
         assert!(spin_slots() >= 1);
+    }
+
+    #[test]
+    fn half_the_cpus_spin_while_a_peer_is_on_this_machine() {
+        assert_eq!(slots_for(16, 0), 16, "peers elsewhere: every core");
+        assert_eq!(slots_for(16, 3), 8, "a peer here: half");
+        assert_eq!(slots_for(2, 1), 1);
+        assert_eq!((slots_for(1, 0), slots_for(1, 1)), (1, 1), "at least one");
+        assert_eq!(slots_for(0, 0), 1);
+    }
+
+    #[test]
+    fn a_peer_at_the_same_or_a_loopback_address_is_local() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let local = |l: &str, p: &str| LocalPeer::of(ip(l), ip(p)).is_some();
+        assert!(local("10.0.0.5", "10.0.0.5"));
+        assert!(local("10.0.0.5", "127.0.0.1"));
+        assert!(local("::", "::1"));
+        assert!(local("10.0.0.5", "::ffff:10.0.0.5"), "IPv4-mapped");
+        assert!(!local("10.0.0.5", "10.0.0.6"));
+        assert!(!local("fe80::1", "fe80::2"));
     }
 
     const US: Duration = Duration::from_micros(1);

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use super::sys::{
     ibv_recv_wr, ibv_send_flags, ibv_send_wr, ibv_sge, ibv_wc, ibv_wc_flags, ibv_wc_opcode,
-    ibv_wc_status, ibv_wr_opcode, rdma_cm_event_type, rdma_disconnect, rdma_get_peer_addr,
+    ibv_wc_status, ibv_wr_opcode, rdma_cm_event_type, rdma_disconnect, rdma_get_local_addr,
+    rdma_get_peer_addr,
 };
 
 use super::cm::{CmId, wait_readable};
@@ -20,7 +21,7 @@ use super::pd::ProtectionDomain;
 use super::qp::QueuePair;
 use super::{RECV_WR, SEND_WR, VerbsConfig, sockaddr};
 use crate::memory::Buffer;
-use crate::transport::waiting::{SpinSlot, WaitEnd, Waiter};
+use crate::transport::waiting::{LocalPeer, SpinSlot, WaitEnd, Waiter};
 use crate::transport::{
     Completion, ConnectionEvent, Endpoint, Result, SendOp, SendWr, Sge, TransportError, WcOpcode,
     WcStatus,
@@ -108,6 +109,8 @@ pub struct VerbsEndpoint {
     send_wrs: Vec<ibv_send_wr>,
     send_sges: Vec<ibv_sge>,
     peer: Option<SocketAddr>,
+    /// Held while the peer runs on this machine: spinning leaves it half the CPUs.
+    _local_peer: Option<LocalPeer>,
 }
 
 impl std::fmt::Debug for VerbsEndpoint {
@@ -134,6 +137,11 @@ impl VerbsEndpoint {
         let qp = QueuePair::new(&id, &pd, &cq)?;
         // SAFETY: the id is live; rdma_cm keeps its addresses in `sockaddr_storage` fields.
         let peer = unsafe { sockaddr::from_c(rdma_get_peer_addr(&*id.as_ptr())) };
+        // SAFETY: as above.
+        let local = unsafe { sockaddr::from_c(rdma_get_local_addr(&*id.as_ptr())) };
+        let local_peer = local
+            .zip(peer)
+            .and_then(|(local, peer)| LocalPeer::of(local.ip(), peer.ip()));
         Ok(Self {
             ready_fd: None,
             qp,
@@ -157,6 +165,7 @@ impl VerbsEndpoint {
             send_wrs: Vec::new(),
             send_sges: Vec::new(),
             peer,
+            _local_peer: local_peer,
         })
     }
 
