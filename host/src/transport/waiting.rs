@@ -177,13 +177,15 @@ impl Drop for SpinSlot {
 }
 
 /// Marks, while it lives, a connection whose peer runs on this machine (see [`spin_slots`]).
+/// The verbs transport holds one per such connection; a transport of your own that spins in
+/// its waits can do the same.
 #[derive(Debug)]
-pub(crate) struct LocalPeer(());
+pub struct LocalPeer(());
 
 impl LocalPeer {
     /// A mark if the peer at `peer` is on this machine as seen from `local` (the same
     /// address, or a loopback one).
-    pub(crate) fn of(local: IpAddr, peer: IpAddr) -> Option<Self> {
+    pub fn of(local: IpAddr, peer: IpAddr) -> Option<Self> {
         let peer = peer.to_canonical();
         (peer == local.to_canonical() || peer.is_loopback()).then(|| {
             LOCAL_PEERS.fetch_add(1, Ordering::AcqRel);
