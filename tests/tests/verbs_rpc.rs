@@ -540,6 +540,24 @@ fn a_connection_in_use_keeps_its_slot_however_old() {
     });
 }
 
+/// A connection to the SLEEP kernel at `addr` with `config`, one in-place 64-byte region, MRSP
+/// done (the region is returned: it must outlive the connection).
+fn sleep_connection(addr: SocketAddr, config: VerbsConfig) -> (Conn, Buffer) {
+    let mut conn = Connection::connect(
+        &VerbsTransport::new(config),
+        addr,
+        None,
+        ClientConfig::new(code(SLEEP)),
+    )
+    .unwrap();
+    let buf = Buffer::zeroed(64);
+    let id = conn.add_param(&buf).unwrap();
+    conn.set_input(id).unwrap();
+    conn.set_output(id).unwrap();
+    conn.do_mrsp().unwrap();
+    (conn, buf)
+}
+
 /// The server disconnects (shutdown) while a client waits for its reply: the client gets an
 /// error, not a hang, also while it polls without ever sleeping (polling still looks at
 /// connection events).
@@ -552,18 +570,7 @@ fn naa_shutdown_mid_rpc_fails_the_client() {
         };
         for config in [VerbsConfig::default(), spinning] {
             let naa = start_naa(ip, SoftNaaConfig::default());
-            let mut conn = Connection::connect(
-                &VerbsTransport::new(config.clone()),
-                naa.local_addr(),
-                None,
-                ClientConfig::new(code(SLEEP)),
-            )
-            .unwrap();
-            let buf = Buffer::zeroed(64);
-            let id = conn.add_param(&buf).unwrap();
-            conn.set_input(id).unwrap();
-            conn.set_output(id).unwrap();
-            conn.do_mrsp().unwrap();
+            let (mut conn, _buf) = sleep_connection(naa.local_addr(), config.clone());
             conn.set_immediate([100, 0, 0]).unwrap(); // 1 s kernel
             conn.init_transfer().unwrap();
             let (r, took) = wait_through_shutdown(&mut conn, naa, Duration::from_millis(100));
@@ -607,18 +614,7 @@ fn waits_sleep_while_every_spin_slot_is_taken() {
             wait: WaitPolicy::Spin(Duration::from_secs(2)),
             ..VerbsConfig::default()
         };
-        let mut conn = Connection::connect(
-            &VerbsTransport::new(spin),
-            naa.local_addr(),
-            None,
-            ClientConfig::new(code(SLEEP)),
-        )
-        .unwrap();
-        let buf = Buffer::zeroed(64);
-        let id = conn.add_param(&buf).unwrap();
-        conn.set_input(id).unwrap();
-        conn.set_output(id).unwrap();
-        conn.do_mrsp().unwrap();
+        let (mut conn, _buf) = sleep_connection(naa.local_addr(), spin);
         let cpu_of_rpc = |conn: &mut Conn| {
             conn.set_immediate([50, 0, 0]).unwrap(); // 500 ms kernel
             let before = thread_cpu_time();
