@@ -142,6 +142,12 @@ impl VerbsEndpoint {
         let local_peer = local
             .zip(peer)
             .and_then(|(local, peer)| LocalPeer::of(local.ip(), peer.ip()));
+        if local_peer.is_some() {
+            tracing::debug!(
+                ?peer,
+                "verbs: the peer is on this machine (spinning leaves it half the CPUs)"
+            );
+        }
         Ok(Self {
             ready_fd: None,
             qp,
