@@ -108,9 +108,9 @@ pub(crate) struct Args {
     /// is microseconds).
     #[arg(long, value_name = "DURATION", alias = "ack-delay-us", value_parser = micros)]
     pub ack_delay: Option<Duration>,
-    /// Verbs transport: how client and in-process NAA wait for completions: `adaptive`
-    /// (default: spin for a budget learned from recent waits, at most 200 µs, then sleep;
-    /// `adaptive:CAP_US` sets the cap), `poll` (never sleep: a core per connection), `sleep`
+    /// How client and in-process NAA wait for completions: `adaptive` (default: spin for a
+    /// budget learned from recent waits, at most 200 µs, while the connections leave a core
+    /// to spare, then sleep; `adaptive:CAP_US` sets the cap), `poll` (never sleep: a core per connection), `sleep`
     /// (sleep at once) or `spin:US` (spin a fixed time, then sleep).
     #[arg(
         long,
@@ -119,7 +119,7 @@ pub(crate) struct Args {
         conflicts_with = "busy_poll"
     )]
     pub wait: Option<WaitPolicy>,
-    /// Verbs transport: spin this long before sleeping (the same as --wait spin:US; `100ms`
+    /// Spin this long before sleeping (the same as --wait spin:US; `100ms`
     /// to spin like perftest does; a bare number is microseconds).
     #[arg(long, value_name = "DURATION", alias = "busy-poll-us", value_parser = micros)]
     pub busy_poll: Option<Duration>,

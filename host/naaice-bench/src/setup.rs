@@ -19,10 +19,10 @@ pub(crate) fn transport(args: &Args) -> Result<AnyTransport, Error> {
              name it (soft or verbs)"
             .into()),
         AnyTransport::Soft(_) => {
-            if args.wait_policy().is_some() {
-                return Err("--wait and --busy-poll apply to the verbs transport only".into());
-            }
             let mut config = SoftConfig::default();
+            if let Some(policy) = args.wait_policy() {
+                config.wait = policy;
+            }
             if let Some(delay) = args.ack_delay {
                 config.ack_delay = delay;
             }

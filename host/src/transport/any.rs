@@ -202,20 +202,16 @@ impl AnyListener {
 }
 
 impl AnyTransport {
-    /// Sets how endpoints created from now on wait for completions. Only the verbs transport
-    /// spins; the software transport always blocks in its socket read (its cheapest wake-up)
-    /// and ignores the policy.
+    /// Sets how endpoints created from now on wait for completions (both transports, and
+    /// both choices of `auto`).
     pub fn set_wait(&mut self, policy: WaitPolicy) {
         match self {
-            Self::Soft(_) => {
-                let _ = policy;
+            Self::Soft(t) => t.set_wait(policy),
+            Self::Auto(a) => {
+                a.soft.set_wait(policy);
+                #[cfg(feature = "verbs")]
+                a.verbs.set_wait(policy);
             }
-            #[cfg(not(feature = "verbs"))]
-            Self::Auto(_) => {
-                let _ = policy;
-            }
-            #[cfg(feature = "verbs")]
-            Self::Auto(a) => a.verbs.set_wait(policy),
             #[cfg(feature = "verbs")]
             Self::Verbs(t) => t.set_wait(policy),
         }

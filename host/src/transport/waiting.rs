@@ -12,24 +12,29 @@
 //!   effectively has);
 //! * [`WaitPolicy::Sleep`] sleeps at once; [`WaitPolicy::Spin`] spins for a fixed time.
 //!
-//! Spinning only uses idle cores: at most as many threads of a process spin at once as it has
-//! CPUs, or half of them while one of its connections has its peer on the same machine
-//! ([`SpinSlot`], [`spin_slots`]); the others sleep at once. A software NAA serving more
-//! clients than it has cores thus spins on as many connections as it has cores and sleeps on
-//! the rest, instead of taking the CPU from the threads that produce the completions.
+//! Spinning only uses idle cores. The adaptive policy spins only while every thread that the
+//! process's open connections keep busy, theirs and their peers' on this machine, has a CPU of
+//! its own ([`cpu_demand`], [`OpenConnection`]); with more connections than cores (a software
+//! NAA serving many clients, many clients of an NAA on the same machine) it sleeps at once,
+//! instead of taking the CPU from the threads that produce the completions. Fixed spinning
+//! ([`WaitPolicy::Spin`]) spins on at most one thread per CPU ([`SpinSlot`]).
 //!
 //! The policy is chosen in Rust with the transport's configuration
 //! ([`VerbsConfig::wait`](crate::transport::verbs::VerbsConfig)), in the C ABI with
 //! `NAAICE_WAIT` ([`crate::discovery::environment`]) and on the `naaice-swnaa` command line with `--wait`.
-//! It applies to the verbs transport; the software transport always blocks in its socket read,
-//! which is its cheapest wake-up.
+//! The software transport ([`SoftConfig::wait`](crate::transport::soft::SoftConfig)) spins by
+//! reading its socket without blocking, the verbs transport by polling its completion queue.
 
 use std::fmt;
-use std::net::IpAddr;
 use std::str::FromStr;
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+// System V semaphores through `libc` (no safe wrapper crate covers them).
+#[allow(unsafe_code)]
+mod census;
+mod cores;
+
+pub use cores::{OpenConnection, SpinSlot, cores_to_spare, cpu_demand, cpus, spin_slots};
 
 /// Default cap of the adaptive spin budget.
 pub const DEFAULT_SPIN_CAP: Duration = Duration::from_micros(200);
@@ -139,83 +144,6 @@ impl fmt::Display for WaitPolicy {
     }
 }
 
-/// Threads of this process spinning in a wait right now (see [`SpinSlot`]).
-static SPINNING: AtomicUsize = AtomicUsize::new(0);
-/// Connections of this process whose peer runs on this machine (see [`LocalPeer`]).
-static LOCAL_PEERS: AtomicUsize = AtomicUsize::new(0);
-
-/// Leave to spin in a wait: at most [`spin_slots`] threads of the process spin at once, so
-/// that spinning uses idle cores only. A connection that finds every slot taken sleeps at
-/// once: with more connections than cores (a software NAA serving many clients), spinning
-/// threads would take the CPU from the threads that produce what they wait for. The slot is
-/// given back when dropped. [`WaitPolicy::Poll`] does not ask for one (it asked for a core
-/// per connection).
-#[derive(Debug)]
-pub struct SpinSlot(());
-
-impl SpinSlot {
-    /// A slot, if one is free.
-    pub fn take() -> Option<Self> {
-        Self::take_of(spin_slots())
-    }
-
-    /// A slot, if fewer than `slots` are taken.
-    fn take_of(slots: usize) -> Option<Self> {
-        SPINNING
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < slots).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| Self(()))
-    }
-}
-
-impl Drop for SpinSlot {
-    fn drop(&mut self) {
-        SPINNING.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// Marks, while it lives, a connection whose peer runs on this machine (see [`spin_slots`]).
-/// The verbs transport holds one per such connection; a transport of your own that spins in
-/// its waits can do the same.
-#[derive(Debug)]
-pub struct LocalPeer(());
-
-impl LocalPeer {
-    /// A mark if the peer at `peer` is on this machine as seen from `local` (the same
-    /// address, or a loopback one).
-    pub fn of(local: IpAddr, peer: IpAddr) -> Option<Self> {
-        let peer = peer.to_canonical();
-        (peer == local.to_canonical() || peer.is_loopback()).then(|| {
-            LOCAL_PEERS.fetch_add(1, Ordering::AcqRel);
-            Self(())
-        })
-    }
-}
-
-impl Drop for LocalPeer {
-    fn drop(&mut self) {
-        LOCAL_PEERS.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// How many threads of this process may spin at once now: as many as the CPUs it may run
-/// on, or half of them (at least one) while one of its connections has its peer on this
-/// machine. An RPC keeps a thread busy on each side, the client's and the NAA's: when both
-/// run on one machine, each side's process leaves the other half to its peer; with the peer
-/// elsewhere (an FPGA, an NAA host of its own) every core may spin.
-pub fn spin_slots() -> usize {
-    static CPUS: OnceLock<usize> = OnceLock::new();
-    let cpus = *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from));
-    slots_for(cpus, LOCAL_PEERS.load(Ordering::Acquire))
-}
-
-/// Spin slots of a process with `cpus` CPUs and `local_peers` connections to this machine.
-fn slots_for(cpus: usize, local_peers: usize) -> usize {
-    if local_peers > 0 { cpus / 2 } else { cpus }.max(1)
-}
-
 /// How one wait ended, as the transport saw it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WaitEnd {
@@ -226,6 +154,24 @@ pub enum WaitEnd {
     Slept(Duration),
     /// The deadline passed after this long, with nothing ready.
     TimedOut(Duration),
+}
+
+/// How one wait spins (see [`Waiter::plan`]).
+#[derive(Debug)]
+pub struct SpinPlan {
+    /// How long it spins before it sleeps; `None`: until its deadline (never sleep).
+    pub budget: Option<Duration>,
+    /// Held while it spins; drop it before sleeping.
+    pub slot: Option<SpinSlot>,
+}
+
+impl SpinPlan {
+    /// When a wait that started at `start` stops spinning (`deadline` at the latest).
+    pub fn spin_until(&self, start: Instant, deadline: Instant) -> Instant {
+        self.budget
+            .and_then(|b| start.checked_add(b))
+            .map_or(deadline, |t| t.min(deadline))
+    }
 }
 
 /// The waiting state of one connection: how long its next wait spins, learned from how its
@@ -319,6 +265,36 @@ impl Waiter {
         let budget = self.next_budget();
         self.spinning = budget.unwrap_or(Duration::ZERO);
         budget
+    }
+
+    /// Plans the next wait: the policy's spin budget, and the [`SpinSlot`] it holds while it
+    /// spins. It sleeps at once instead when every slot is taken, or under the adaptive policy
+    /// while the process's connections keep more threads busy than there are CPUs
+    /// ([`cores_to_spare`]).
+    pub fn plan(&mut self) -> SpinPlan {
+        let budget = self.spin_budget();
+        let sleep = SpinPlan {
+            budget: Some(Duration::ZERO),
+            slot: None,
+        };
+        match budget {
+            None => SpinPlan { budget, slot: None },
+            Some(b) if b.is_zero() => sleep,
+            Some(_) if matches!(self.policy, WaitPolicy::Adaptive { .. }) && !cores_to_spare() => {
+                self.spin_denied();
+                sleep
+            }
+            Some(_) => match SpinSlot::take() {
+                Some(slot) => SpinPlan {
+                    budget,
+                    slot: Some(slot),
+                },
+                None => {
+                    self.spin_denied();
+                    sleep
+                }
+            },
+        }
     }
 
     /// The next wait sleeps at once after all (no [`SpinSlot`] was free): it is learned from
@@ -439,40 +415,6 @@ impl Waiter {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn spin_slots_are_bounded_and_given_back() {
-        let base = SPINNING.load(Ordering::Acquire);
-        let a = SpinSlot::take_of(base + 2).expect("first slot");
-        let b = SpinSlot::take_of(base + 2).expect("second slot");
-        assert!(SpinSlot::take_of(base + 2).is_none(), "only two slots");
-        drop(a);
-        let c = SpinSlot::take_of(base + 2).expect("a slot given back is free again");
-        drop((b, c));
-        assert_eq!(SPINNING.load(Ordering::Acquire), base);
-        assert!(spin_slots() >= 1);
-    }
-
-    #[test]
-    fn half_the_cpus_spin_while_a_peer_is_on_this_machine() {
-        assert_eq!(slots_for(16, 0), 16, "peers elsewhere: every core");
-        assert_eq!(slots_for(16, 3), 8, "a peer here: half");
-        assert_eq!(slots_for(2, 1), 1);
-        assert_eq!((slots_for(1, 0), slots_for(1, 1)), (1, 1), "at least one");
-        assert_eq!(slots_for(0, 0), 1);
-    }
-
-    #[test]
-    fn a_peer_at_the_same_or_a_loopback_address_is_local() {
-        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
-        let local = |l: &str, p: &str| LocalPeer::of(ip(l), ip(p)).is_some();
-        assert!(local("10.0.0.5", "10.0.0.5"));
-        assert!(local("10.0.0.5", "127.0.0.1"));
-        assert!(local("::", "::1"));
-        assert!(local("10.0.0.5", "::ffff:10.0.0.5"), "IPv4-mapped");
-        assert!(!local("10.0.0.5", "10.0.0.6"));
-        assert!(!local("fe80::1", "fe80::2"));
-    }
 
     const US: Duration = Duration::from_micros(1);
 

@@ -5,7 +5,7 @@ use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::BorrowedFd;
 use std::sync::{Arc, PoisonError, Weak};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::config::SoftConfig;
 use super::engine::Engine;
@@ -16,6 +16,7 @@ use super::queue_pair::{POST_BUDGET, ReadSlot, Shared};
 use super::receive::receive_inline;
 use super::socket::Socket;
 use crate::memory::Buffer;
+use crate::transport::waiting::{OpenConnection, WaitEnd, Waiter};
 use crate::transport::{
     Completion, ConnectionEvent, Endpoint, MemoryRegion, Result, SendWr, Sge, TransportError,
 };
@@ -65,6 +66,12 @@ pub struct SoftEndpoint {
     shared: Arc<Shared>,
     nic: Option<JoinHandle<()>>,
     peer: Option<SocketAddr>,
+    /// How `wait` spins (see `waiting`).
+    waiter: Waiter,
+    /// The last wait ended while spinning after this long (recorded at the next wait).
+    unrecorded: Option<Duration>,
+    /// Counts this connection in the process's CPU demand (see `waiting`).
+    _open: OpenConnection,
 }
 
 impl SoftEndpoint {
@@ -75,6 +82,8 @@ impl SoftEndpoint {
             source,
         })?;
         let peer = socket.peer_addr();
+        let open = OpenConnection::new(socket.stream().local_addr().ok(), peer);
+        let waiter = Waiter::new(config.wait);
         let rc = Engine::new(config.settings(), Instant::now());
         let ready = ReadyBell::new().map_err(|source| TransportError::Io {
             call: "eventfd",
@@ -84,6 +93,9 @@ impl SoftEndpoint {
             shared: Arc::new(Shared::new(config, socket, rc, ready)),
             nic: None,
             peer,
+            waiter,
+            unrecorded: None,
+            _open: open,
         })
     }
 
@@ -107,6 +119,57 @@ impl SoftEndpoint {
                 self.disconnect();
                 Err(e)
             }
+        }
+    }
+
+    /// Receives what has arrived if no other thread is receiving; true if a completion or
+    /// event is ready.
+    fn receive_now(&self) -> Result<bool> {
+        let shared = &*self.shared;
+        let mut st = shared.lock();
+        if !st.rc.has_ready()
+            && let Some(r) = st.take_reader_for_app()
+        {
+            st = receive_inline(shared, st, r, None);
+        }
+        if st.rc.has_ready() {
+            Ok(true)
+        } else if st.rc.is_closed() {
+            Err(TransportError::NotConnected)
+        } else {
+            Ok(false)
+        }
+    }
+
+    /// Sleeps until a completion or event is ready (true) or `deadline` passes (false),
+    /// receiving on this thread if no other thread is.
+    fn sleep(&mut self, deadline: Instant) -> Result<bool> {
+        let shared = &*self.shared;
+        let mut st = shared.lock();
+        loop {
+            if st.rc.has_ready() {
+                return Ok(true);
+            }
+            if st.rc.is_closed() {
+                return Err(TransportError::NotConnected);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(false);
+            }
+            // The NIC thread is not receiving: receive on this thread (no hand-off).
+            if let Some(r) = st.take_reader_for_app() {
+                st = receive_inline(shared, st, r, Some(deadline));
+                continue;
+            }
+            // It is (streaming a payload, waiting for a receive): wait for what it produces.
+            st.app_waiters += 1;
+            st = shared
+                .app_cv
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+            st.app_waiters -= 1;
         }
     }
 
@@ -210,33 +273,33 @@ impl Endpoint for SoftEndpoint {
     }
 
     fn wait(&mut self, deadline: Instant) -> Result<bool> {
-        let shared = &*self.shared;
-        let mut st = shared.lock();
-        loop {
-            if st.rc.has_ready() {
+        let start = Instant::now();
+        if let Some(spun) = self.unrecorded.take() {
+            self.waiter.record(WaitEnd::Spun(spun));
+        }
+        // Spin for the policy's budget, reading the socket without blocking, while this
+        // process has a core to spare (`Waiter::plan`); then sleep in the socket.
+        let plan = self.waiter.plan();
+        let spin_until = plan.spin_until(start, deadline);
+        let mut now = start;
+        while now < spin_until {
+            if self.receive_now()? {
+                self.unrecorded = Some(now - start);
                 return Ok(true);
             }
-            if st.rc.is_closed() {
-                return Err(TransportError::NotConnected);
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Ok(false);
-            }
-            // The NIC thread is not receiving: receive on this thread (no hand-off).
-            if let Some(r) = st.take_reader_for_app() {
-                st = receive_inline(shared, st, r, Some(deadline));
-                continue;
-            }
-            // It is (streaming a payload, waiting for a receive): wait for what it produces.
-            st.app_waiters += 1;
-            st = shared
-                .app_cv
-                .wait_timeout(st, deadline - now)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-            st.app_waiters -= 1;
+            now = Instant::now();
         }
+        drop(plan);
+        let ready = self.sleep(deadline);
+        if let Ok(ready) = ready {
+            let took = Instant::now() - start;
+            self.waiter.record(if ready {
+                WaitEnd::Slept(took)
+            } else {
+                WaitEnd::TimedOut(took)
+            });
+        }
+        ready
     }
 
     fn arm_ready(&mut self) -> Result<bool> {

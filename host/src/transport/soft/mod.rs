@@ -66,6 +66,7 @@ pub use endpoint::{SoftEndpoint, SoftRegion};
 pub use fault::{Direction, Fault, FaultAction, FaultPlan, FrameKind};
 pub use listener::{MAX_PENDING_HANDSHAKES, STALLED_HANDSHAKE, SoftIncoming, SoftListener};
 
+use super::waiting::WaitPolicy;
 use super::{Result, Transport};
 
 /// The software transport (RC semantics over TCP; any IPv4 or IPv6 address).
@@ -85,6 +86,11 @@ impl SoftTransport {
     /// The configuration in use.
     pub fn config(&self) -> &SoftConfig {
         &self.config
+    }
+
+    /// Sets how endpoints created from now on wait for completions.
+    pub fn set_wait(&mut self, policy: WaitPolicy) {
+        self.config.wait = policy;
     }
 }
 

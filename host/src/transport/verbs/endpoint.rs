@@ -21,7 +21,7 @@ use super::pd::ProtectionDomain;
 use super::qp::QueuePair;
 use super::{RECV_WR, SEND_WR, VerbsConfig, sockaddr};
 use crate::memory::Buffer;
-use crate::transport::waiting::{LocalPeer, SpinSlot, WaitEnd, Waiter};
+use crate::transport::waiting::{OpenConnection, WaitEnd, Waiter};
 use crate::transport::{
     Completion, ConnectionEvent, Endpoint, Result, SendOp, SendWr, Sge, TransportError, WcOpcode,
     WcStatus,
@@ -110,7 +110,8 @@ pub struct VerbsEndpoint {
     send_sges: Vec<ibv_sge>,
     peer: Option<SocketAddr>,
     /// Held while the peer runs on this machine: spinning leaves it half the CPUs.
-    _local_peer: Option<LocalPeer>,
+    /// Counts this connection in the process's CPU demand (see `waiting`).
+    _open: OpenConnection,
 }
 
 impl std::fmt::Debug for VerbsEndpoint {
@@ -139,15 +140,13 @@ impl VerbsEndpoint {
         let peer = unsafe { sockaddr::from_c(rdma_get_peer_addr(&*id.as_ptr())) };
         // SAFETY: as above.
         let local = unsafe { sockaddr::from_c(rdma_get_local_addr(&*id.as_ptr())) };
-        let local_peer = local
-            .zip(peer)
-            .and_then(|(local, peer)| LocalPeer::of(local.ip(), peer.ip()));
-        if local_peer.is_some() {
-            tracing::debug!(
-                ?peer,
-                "verbs: the peer is on this machine (spinning leaves it half the CPUs)"
-            );
-        }
+        let open = OpenConnection::new(local, peer);
+        tracing::debug!(
+            ?local,
+            ?peer,
+            cpu_demand = crate::transport::waiting::cpu_demand(),
+            "verbs: connection registered"
+        );
         Ok(Self {
             ready_fd: None,
             qp,
@@ -171,7 +170,7 @@ impl VerbsEndpoint {
             send_wrs: Vec::new(),
             send_sges: Vec::new(),
             peer,
-            _local_peer: local_peer,
+            _open: open,
         })
     }
 
@@ -555,23 +554,9 @@ impl Endpoint for VerbsEndpoint {
         if let Some((from, to)) = self.unrecorded.take() {
             self.waiter.record(WaitEnd::Spun(to - from));
         }
-        let mut budget = self.waiter.spin_budget();
-        // Spinning takes a core: only while this process has one to spare (`SpinSlot`).
-        let slot = match budget {
-            Some(b) if b.is_zero() => None,
-            None => None,
-            Some(_) => {
-                let slot = SpinSlot::take();
-                if slot.is_none() {
-                    self.waiter.spin_denied();
-                    budget = Some(Duration::ZERO);
-                }
-                slot
-            }
-        };
-        let spin_until = budget
-            .and_then(|b| start.checked_add(b))
-            .map_or(deadline, |t| t.min(deadline));
+        // Spinning takes a core: only while this process has one to spare (`Waiter::plan`).
+        let plan = self.waiter.plan();
+        let spin_until = plan.spin_until(start, deadline);
         let mut now = start;
         while now < spin_until {
             if self.fill()? > 0 {
@@ -586,8 +571,9 @@ impl Endpoint for VerbsEndpoint {
             }
             now = Instant::now();
         }
-        drop(slot);
-        if budget.is_none() || now >= deadline {
+        let polls_forever = plan.budget.is_none();
+        drop(plan);
+        if polls_forever || now >= deadline {
             // Polling never sleeps; a wait that spun until its deadline is over.
             if self.fill()? > 0 {
                 self.unrecorded = Some((start, now));
