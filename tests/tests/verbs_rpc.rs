@@ -23,7 +23,7 @@ use naaice::core::ClientConfig;
 use naaice::swnaa::{SoftNaa, SoftNaaConfig, SoftNaaHandle};
 use naaice::transport::verbs::{VerbsConfig, VerbsEndpoint, VerbsTransport, device_names};
 use naaice::transport::{Transport, TransportError};
-use naaice::waiting::{SpinSlot, WaitPolicy, spin_slots};
+use naaice::waiting::{SpinSlot, WaitPolicy, cpu_demand};
 use naaice::{Buffer, Connection, Error, Naa, NaaOptions, Param};
 use naaice_tests::suite::{self, Site, pattern, plus};
 use naaice_tests::{SLEEP, code, test_kernels, wait_through_shutdown};
@@ -651,15 +651,31 @@ fn waits_sleep_while_every_spin_slot_is_taken() {
     });
 }
 
-/// A connection whose peer runs on this machine (here the in-process NAA, at the same address)
-/// leaves half the CPUs to it: while it lives, half as many threads of the process may spin.
+/// A connection counts in the machine's CPU demand while it lives: with the NAA in this
+/// process, one busy thread per end. Other tests of this binary open and close connections
+/// meanwhile: a few tries, one of which must see exactly the two ends come and go.
 #[test]
-fn a_peer_on_this_machine_halves_the_spin_slots() {
-    verbs_test("local_peer_slots", 60, |ip| {
-        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+fn a_connection_counts_one_busy_thread_per_end_while_it_lives() {
+    verbs_test("cpu_demand", 60, |ip| {
         let naa = start_naa(ip, SoftNaaConfig::default());
-        let conn = connect(naa.local_addr(), 1);
-        assert_eq!(spin_slots(), (cpus / 2).max(1), "{cpus} CPUs");
-        drop(conn);
+        let settle = || {
+            std::thread::sleep(Duration::from_millis(5));
+            cpu_demand()
+        };
+        let seen: Vec<(usize, usize, usize)> = (0..8)
+            .map(|_| {
+                let before = settle();
+                let conn = connect(naa.local_addr(), 1);
+                let during = settle();
+                drop(conn);
+                // The NAA closes its end when it notices.
+                std::thread::sleep(Duration::from_millis(50));
+                (before, during, settle())
+            })
+            .collect();
+        assert!(
+            seen.iter().any(|&(b, d, a)| d == b + 2 && a == b),
+            "demand before / during / after a connection: {seen:?}"
+        );
     });
 }

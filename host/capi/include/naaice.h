@@ -9,8 +9,8 @@
  * All functions return 0 on success and -1 on failure (the reason is logged on stderr and
  * kept for naa_last_error()), unless their comment says otherwise.
  * Environment: NAAICE_TRANSPORT=auto|soft|verbs (default auto), NAAICE_RPC_TIMEOUT (seconds,
- * default 3600), NAAICE_LOG (default warn), NAAICE_WAIT=adaptive|poll|sleep (how verbs
- * waits for completions, default adaptive).
+ * default 3600), NAAICE_LOG (default warn), NAAICE_WAIT=adaptive|poll|sleep (how
+ * connections wait for completions, default adaptive).
  *
  * Reference functions provided: naaice_init_communication_context, naaice_setup_connection,
  * naaice_poll_and_handle_connection_event, naaice_set_input_mr, naaice_set_output_mr,

@@ -12,7 +12,7 @@
  * kept for naa_last_error()).
  * Environment: NAA_SPEC, NAA_LOCAL_IP (spec 6.3), NAAICE_TRANSPORT=auto|soft|verbs (default auto),
  * NAAICE_RPC_TIMEOUT (seconds, default 3600), NAAICE_LOG (default warn),
- * NAAICE_WAIT=adaptive|poll|sleep (how verbs waits for completions, default adaptive).
+ * NAAICE_WAIT=adaptive|poll|sleep (how connections wait for completions, default adaptive).
  * C++20 programs can use naaice_ap2_cpp.h (class NAAHandler) over these functions.
  *
  * Reference names left out: the reference's naaice_swnaa.h (not provided) declares the

@@ -41,7 +41,7 @@
 //! | `NAAICE_TRANSPORT` | `auto` (default: verbs where an RDMA device reaches the NAA and it answers over verbs, else the software transport; a software NAA serves both), `verbs` (RDMA, RoCEv2 only) or `soft` (the software transport over TCP only) |
 //! | `NAAICE_RPC_TIMEOUT` | per-RPC deadline in seconds (default 3600, like the reference) |
 //! | `NAAICE_CONNECT_TIMEOUT` | connect deadline in seconds, retries and failover included (default 10) |
-//! | `NAAICE_WAIT` | how the verbs transport waits for completions: `adaptive` (default: spin for a budget learned from recent waits, at most 200 µs, then sleep; `adaptive:CAP_US` sets the cap), `poll` (never sleep: a dedicated core per connection), `sleep` (sleep at once), `spin:US` (spin a fixed time) |
+//! | `NAAICE_WAIT` | how connections wait for completions: `adaptive` (default: spin for a budget learned from recent waits, at most 200 µs, while the connections on this machine leave a core to spare, then sleep; `adaptive:CAP_US` sets the cap), `poll` (never sleep: a dedicated core per connection), `sleep` (sleep at once), `spin:US` (spin a fixed time) |
 //! | `NAAICE_RANK`/`NAAICE_NRANKS`, else `SLURM_PROCID`/`SLURM_NTASKS`, `OMPI_COMM_WORLD_RANK`/`_SIZE`, `PMI_RANK`/`PMI_SIZE`, `PMIX_RANK` | this process's rank: which `NAA_SPEC` entry it prefers (`naaice::select`) |
 //! | `NAAICE_LOG` | log filter for the messages on stderr (`error`, `warn` (default), `info`, `debug`, `trace`, or a `tracing` filter) |
 //!

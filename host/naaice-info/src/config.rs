@@ -51,7 +51,7 @@ pub(crate) struct Configuration {
     pub transport: Option<String>,
     /// What the transport choice means on this machine.
     pub transport_here: Option<String>,
-    /// How the verbs transport waits for completions.
+    /// How connections wait for completions.
     pub wait: Option<String>,
     /// Per-RPC deadline in seconds.
     pub rpc_timeout_s: Option<f64>,

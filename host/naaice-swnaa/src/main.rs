@@ -51,9 +51,9 @@ struct Args {
     /// only: RoCEv2, InfiniBand, Soft-RoCE).
     #[arg(short, long, env = "NAAICE_TRANSPORT", default_value = "auto", value_parser = parse_transport)]
     transport: AnyTransport,
-    /// How each connection waits for completions (verbs transport): `adaptive` (spin for a
-    /// budget learned from recent waits, at most 200 µs, then sleep; `adaptive:CAP_US` sets
-    /// the cap), `poll` (never sleep: a dedicated core per connection, like the C software
+    /// How each connection waits for completions: `adaptive` (spin for a budget learned from
+    /// recent waits, at most 200 µs, while the connections on this machine leave a core to
+    /// spare, then sleep; `adaptive:CAP_US` sets the cap), `poll` (never sleep: a dedicated core per connection, like the C software
     /// NAA), `sleep` (sleep at once) or `spin:US` (spin a fixed time, then sleep).
     #[arg(short, long, env = "NAAICE_WAIT", value_name = "POLICY", default_value_t = WaitPolicy::default())]
     wait: WaitPolicy,

@@ -8,7 +8,7 @@
 //! | `NAAICE_RPC_TIMEOUT` | per-RPC deadline, a duration (`30s`, `500ms`; a bare number is seconds) ([`DEFAULT_RPC_TIMEOUT`] when unset) |
 //! | `NAAICE_CONNECT_TIMEOUT` | connect deadline (a duration), retries and failover included ([`crate::client::connection::CONNECT_TIMEOUT`] when unset) |
 //! | `NAAICE_TRANSPORT` | `auto` (default: verbs where an RDMA device reaches the NAA, else the software transport), `soft` or `verbs` ([`transport_from_env`]) |
-//! | `NAAICE_WAIT` | how the verbs transport waits for completions: `adaptive` (default), `adaptive:CAP_US`, `poll`, `sleep`, `spin:US` ([`crate::transport::waiting`]) |
+//! | `NAAICE_WAIT` | how connections wait for completions: `adaptive` (default), `adaptive:CAP_US`, `poll`, `sleep`, `spin:US` ([`crate::transport::waiting`]) |
 //! | `NAAICE_RANK`, `NAAICE_NRANKS` | this process's rank and the number of ranks (win over the launcher's) |
 //! | `SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID` | rank, size and node-local rank under `srun` |
 //! | `OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE`, `OMPI_COMM_WORLD_LOCAL_RANK` | the same under Open MPI's `mpirun` |
@@ -35,7 +35,7 @@ pub const TRANSPORT_VAR: &str = "NAAICE_TRANSPORT";
 pub const RPC_TIMEOUT_VAR: &str = "NAAICE_RPC_TIMEOUT";
 /// Connect deadline in seconds (may be fractional), retries and failover included.
 pub const CONNECT_TIMEOUT_VAR: &str = "NAAICE_CONNECT_TIMEOUT";
-/// How the verbs transport waits for completions ([`WaitPolicy`] text).
+/// How connections wait for completions ([`WaitPolicy`] text).
 pub const WAIT_VAR: &str = "NAAICE_WAIT";
 /// Default per-RPC deadline: the C reference's receive timeout (one hour).
 pub const DEFAULT_RPC_TIMEOUT: Duration = Duration::from_secs(3600);
@@ -83,7 +83,7 @@ pub const VARIABLES: &[Variable] = &[
     Variable {
         name: WAIT_VAR,
         default: "adaptive",
-        meaning: "how verbs waits for completions: adaptive[:CAP_US], poll, sleep, spin:US",
+        meaning: "how connections wait for completions: adaptive[:CAP_US], poll, sleep, spin:US",
     },
     Variable {
         name: "NAAICE_RANK",

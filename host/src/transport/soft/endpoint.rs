@@ -122,28 +122,10 @@ impl SoftEndpoint {
         }
     }
 
-    /// Receives what has arrived if no other thread is receiving; true if a completion or
-    /// event is ready.
-    fn receive_now(&self) -> Result<bool> {
-        let shared = &*self.shared;
-        let mut st = shared.lock();
-        if !st.rc.has_ready()
-            && let Some(r) = st.take_reader_for_app()
-        {
-            st = receive_inline(shared, st, r, None);
-        }
-        if st.rc.has_ready() {
-            Ok(true)
-        } else if st.rc.is_closed() {
-            Err(TransportError::NotConnected)
-        } else {
-            Ok(false)
-        }
-    }
-
-    /// Sleeps until a completion or event is ready (true) or `deadline` passes (false),
-    /// receiving on this thread if no other thread is.
-    fn sleep(&mut self, deadline: Instant) -> Result<bool> {
+    /// Waits until a completion or event is ready (true) or `deadline` passes (false),
+    /// receiving on this thread if no other thread is; until `spin_until` it reads the socket
+    /// without sleeping.
+    fn receive_until(&mut self, deadline: Instant, spin_until: Option<Instant>) -> Result<bool> {
         let shared = &*self.shared;
         let mut st = shared.lock();
         loop {
@@ -159,7 +141,7 @@ impl SoftEndpoint {
             }
             // The NIC thread is not receiving: receive on this thread (no hand-off).
             if let Some(r) = st.take_reader_for_app() {
-                st = receive_inline(shared, st, r, Some(deadline));
+                st = receive_inline(shared, st, r, Some(deadline), spin_until);
                 continue;
             }
             // It is (streaming a payload, waiting for a receive): wait for what it produces.
@@ -256,7 +238,7 @@ impl Endpoint for SoftEndpoint {
             && let Some(r) = st.take_reader_for_app()
         {
             // Nothing ready: receive what has arrived, if the NIC thread is not receiving.
-            st = receive_inline(shared, st, r, None);
+            st = receive_inline(shared, st, r, None, None);
         }
         let mut n = 0;
         while n < out.len()
@@ -280,24 +262,21 @@ impl Endpoint for SoftEndpoint {
         // Spin for the policy's budget, reading the socket without blocking, while this
         // process has a core to spare (`Waiter::plan`); then sleep in the socket.
         let plan = self.waiter.plan();
-        let spin_until = plan.spin_until(start, deadline);
-        let mut now = start;
-        while now < spin_until {
-            if self.receive_now()? {
-                self.unrecorded = Some(now - start);
-                return Ok(true);
-            }
-            now = Instant::now();
-        }
+        let spin_until = Some(plan.spin_until(start, deadline)).filter(|t| *t > start);
+        let ready = self.receive_until(deadline, spin_until);
         drop(plan);
-        let ready = self.sleep(deadline);
         if let Ok(ready) = ready {
-            let took = Instant::now() - start;
-            self.waiter.record(if ready {
-                WaitEnd::Slept(took)
+            let now = Instant::now();
+            let took = now - start;
+            if ready && spin_until.is_some_and(|t| now < t) {
+                self.unrecorded = Some(took);
             } else {
-                WaitEnd::TimedOut(took)
-            });
+                self.waiter.record(if ready {
+                    WaitEnd::Slept(took)
+                } else {
+                    WaitEnd::TimedOut(took)
+                });
+            }
         }
         ready
     }

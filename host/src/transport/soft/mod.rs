@@ -22,6 +22,8 @@
 //!   (larger ones one per direction). The NIC thread does the rest: the remainder of
 //!   larger frames, what arrives while no application thread waits, a message waiting for a
 //!   receive, timers, and teardown. The wire format is unchanged by this division of work.
+//!   A waiting application thread first reads the socket without blocking for the budget of
+//!   its wait policy (`SoftConfig::wait`, see [`crate::waiting`]), then sleeps in it.
 //! * `eventfd`: for a thread that waits on many endpoints (or an async reactor) instead of
 //!   in `wait`, an eventfd rung when a completion or event is ready; arming it hands the
 //!   reader to the NIC thread at once.

@@ -329,16 +329,19 @@ fn dry(st: &mut Guard<'_>) -> Stop {
 
 /// Receives on the calling application thread with `r` (taken from the slot) until a
 /// completion or event is ready, `deadline` passes (`None`: do not block), or the NIC thread
-/// must take over. Puts the reader back in every case.
+/// must take over; until `spin_until` it reads the socket again at once instead of sleeping
+/// in it. Puts the reader back in every case.
 pub(crate) fn receive_inline<'a>(
     shared: &'a Shared,
     mut st: Guard<'a>,
     mut r: Reader,
     deadline: Option<Instant>,
+    spin_until: Option<Instant>,
 ) -> Guard<'a> {
     // A blocking caller has just found nothing ready (its `poll` read the socket): it sleeps
-    // in the socket first instead of reading once more.
-    let mut sleep_first = deadline.is_some() && !r.is_placing() && r.peek().is_none();
+    // in the socket first instead of reading once more, unless it spins.
+    let mut sleep_first =
+        deadline.is_some() && spin_until.is_none() && !r.is_placing() && r.peek().is_none();
     let hand_back = loop {
         if !std::mem::take(&mut sleep_first) {
             let (g, stop) = drive(shared, st, &mut r, Mode::App);
@@ -366,12 +369,14 @@ pub(crate) fn receive_inline<'a>(
             break false;
         }
         drop(st);
-        let read = Interest {
-            read: true,
-            ..Interest::default()
-        };
-        shared.socket.set_read_mark(r.read_mark(CHUNK));
-        shared.socket.wait(read, Some((deadline - now).min(SLICE)));
+        if spin_until.is_none_or(|t| now >= t) {
+            let read = Interest {
+                read: true,
+                ..Interest::default()
+            };
+            shared.socket.set_read_mark(r.read_mark(CHUNK));
+            shared.socket.wait(read, Some((deadline - now).min(SLICE)));
+        }
         st = shared.lock();
     };
     // Whoever reads next may wait for a header: the mark stays raised only mid-payload.
