@@ -12,6 +12,12 @@ use crate::cpu::{CpuStamp, CpuUse};
 use crate::process_clock::ProcessClock;
 use crate::raw::{RawPeer, STREAM_CHUNK};
 use crate::sizes::{MIB, Size};
+
+/// Steady RPCs and raw round trips are measured in blocks of this many, alternately.
+const BLOCK: usize = 50;
+/// Pause after each block: long enough for the threads of the other block to stop spinning
+/// (the adaptive wait policy's cap is 200 µs).
+const PAUSE: Duration = Duration::from_millis(2);
 use crate::stats::Samples;
 
 /// How often a new connection is tried (a just-closed connection may still hold the NAA's
@@ -211,7 +217,7 @@ impl Target<'_> {
             Self::rpc(&mut conn)?;
             round_trip(None)?;
         }
-        // Alternate which goes first so that machine noise hits both alike. The CPU clocks
+        // Alternate RPCs and raw round trips so that machine noise hits both alike. The CPU clocks
         // are read around each RPC only when raw round trips run between them (reading them
         // costs system calls, which under emulation take as long as a small RPC).
         let naa_cpu = self.naa_cpu;
@@ -224,14 +230,25 @@ impl Target<'_> {
             Ok(())
         };
         let whole = (!per_rpc).then(|| CpuStamp::now(naa_cpu));
-        for i in 0..n {
-            if i % 2 == 0 {
-                round_trip(Some(&mut m.raw))?;
-                rpc(m)?;
-            } else {
-                rpc(m)?;
-                round_trip(Some(&mut m.raw))?;
+        // Blocks of RPCs and of raw round trips, alternating which goes first, with a pause
+        // between them: a raw round trip right after an RPC would share the CPUs with the
+        // client and NAA threads still spinning for the next one.
+        let mut left = n;
+        let mut raw_first = true;
+        while left > 0 {
+            let block = left.min(BLOCK);
+            for raw_pass in [raw_first, !raw_first] {
+                match (raw_pass, per_rpc) {
+                    (true, true) => (0..block).try_for_each(|_| round_trip(Some(&mut m.raw)))?,
+                    (true, false) => continue,
+                    (false, _) => (0..block).try_for_each(|_| rpc(m))?,
+                }
+                if per_rpc {
+                    std::thread::sleep(PAUSE);
+                }
             }
+            raw_first = !raw_first;
+            left -= block;
         }
         if let Some(whole) = whole {
             let rpcs = u32::try_from(n).unwrap_or(u32::MAX);
