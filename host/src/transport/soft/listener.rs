@@ -216,7 +216,8 @@ fn classify(e: &io::Error) -> AcceptError {
 #[derive(Debug)]
 pub struct SoftListener {
     listener: TcpListener,
-    config: SoftConfig,
+    /// Boxed: the listener sits in `AnyListener` beside much smaller variants.
+    config: Box<SoftConfig>,
     local: SocketAddr,
     /// Oldest first.
     pending: Vec<Handshake>,
@@ -240,7 +241,7 @@ impl SoftListener {
         tracing::debug!(%local, "soft transport: listening");
         Ok(Self {
             listener,
-            config,
+            config: Box::new(config),
             local,
             pending: Vec::new(),
             paused_until: None,
@@ -379,7 +380,7 @@ impl Listener for SoftListener {
                 if stream.set_nonblocking(false).is_err() {
                     continue;
                 }
-                match SoftEndpoint::new(self.config.clone(), stream) {
+                match SoftEndpoint::new((*self.config).clone(), stream) {
                     Ok(endpoint) => return Ok(Some(SoftIncoming { endpoint })),
                     Err(e) => tracing::debug!(error = %e, "soft transport: request dropped"),
                 }
