@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use naaice::Buffer;
 use naaice::transport::soft::SoftTransport;
 use naaice::transport::{
-    Completion, ConnectionEvent, Endpoint, MemoryRegion, SendOp, SendWr, Sge, Transport, WcStatus,
+    Completion, ConnectionEvent, Endpoint, MemoryRegion, SendOp, SendWr, Sge, Transport,
+    TransportError, WcStatus,
 };
 
 /// What the NAA did with a raw MRSP request.
@@ -20,10 +21,18 @@ pub enum MrspAnswer {
 }
 
 /// Connects to `addr`, sends `request` as the MRSP SEND and waits (up to 10 s) for the answer.
+/// A connection refused as overloaded is tried again: the worker of the previous connection
+/// holds its slot until just after its answer went out, and the client may be back sooner.
 pub fn raw_mrsp(addr: SocketAddr, request: &[u8]) -> MrspAnswer {
-    let mut ep = SoftTransport::default()
-        .connect(addr, None, Instant::now() + Duration::from_secs(10))
-        .expect("raw client: connect");
+    let connect_by = Instant::now() + Duration::from_secs(10);
+    let mut ep = loop {
+        match SoftTransport::default().connect(addr, None, connect_by) {
+            Err(TransportError::Rejected(_)) if Instant::now() < connect_by => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            other => break other.expect("raw client: connect"),
+        }
+    };
     let recv = Buffer::zeroed(1024);
     // A zero-length SEND still needs a registered region; it just has no SGE.
     let send = Buffer::from_slice(if request.is_empty() { &[0] } else { request });

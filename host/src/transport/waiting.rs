@@ -161,7 +161,8 @@ pub enum WaitEnd {
 pub struct SpinPlan {
     /// How long it spins before it sleeps; `None`: until its deadline (never sleep).
     pub budget: Option<Duration>,
-    /// Held while it spins; drop it before sleeping.
+    /// Held while it spins (the verbs transport drops it before sleeping, the software
+    /// transport when the wait returns).
     pub slot: Option<SpinSlot>,
 }
 
