@@ -41,8 +41,10 @@ pub fn spin_slots() -> usize {
     cpus()
 }
 
-/// Threads on this machine kept busy by open connections, as far as this process can tell
-/// (see the [module](self) documentation).
+/// Threads on this machine kept busy by open connections, as far as this process can tell:
+/// one per open connection end of this user's naaice processes on the machine (counted in a
+/// System V semaphore), or, if larger, one per open connection of this process plus one per
+/// peer of them running in another process of this machine ([`OpenConnection`]).
 pub fn cpu_demand() -> usize {
     let own = DEMAND.load(Ordering::Acquire);
     census::count().map_or(own, |machine| machine.max(own))
@@ -90,9 +92,9 @@ struct Ends {
     peer: Option<SocketAddr>,
 }
 
-/// Registers an open connection while it lives (see the [module](self) documentation).
-/// Both transports hold one per connection; a transport of your own that spins in its waits
-/// can do the same.
+/// Registers an open connection while it lives, counting it in [`cpu_demand`]. Both
+/// transports hold one per connection; a transport of your own that spins in its waits can
+/// do the same.
 #[derive(Debug)]
 pub struct OpenConnection {
     id: u64,
