@@ -37,7 +37,9 @@ echo "--- naaice-bench with its own software NAA"
 echo "--- naaice-swnaa, then naaice-bench --naa against it"
 # swnaa_start
 . "$HERE/swnaa.sh"
-swnaa_start "$swnaa" "$out/swnaa.log" --address 127.0.0.1 --max-connections 8 || exit 1
+# It sleeps in its waits: the kernel brings a spinning thread's CPU time up to date only at
+# scheduler ticks, so a steady run of 20 RPCs would read no NAA CPU time at all.
+swnaa_start "$swnaa" "$out/swnaa.log" --address 127.0.0.1 --max-connections 8 --wait sleep || exit 1
 trap 'kill "$swnaa_pid" 2>/dev/null || true' EXIT
 "$bench" --naa "127.0.0.1:$swnaa_port" --naa-pid "$swnaa_pid" "${sweep[@]}" --compare "$out/own/lowlevel.csv" \
     --out "$out/naa" > "$out/naa.txt" 2>&1 || {
