@@ -1,15 +1,17 @@
 //! How a wait spins over the software transport: under the default (adaptive) policy a
 //! thread waiting for its RPC's reply spins while the connections on this machine leave every
-//! busy thread a core, and sleeps at once when they outnumber the cores. This binary holds a
+//! busy thread a core, and sleeps at once when they outnumber the cores; one thread waiting
+//! for many handles at once (`naa_set::wait_any`) spins by the same rule. This binary holds a
 //! single test, so that no other test's connections change the count while it runs.
 
 use std::time::Duration;
 
 use naaice::core::ClientConfig;
+use naaice::naa_set;
 use naaice::swnaa::SoftNaaConfig;
-use naaice::transport::soft::SoftEndpoint;
+use naaice::transport::soft::{SoftEndpoint, SoftTransport};
 use naaice::waiting::{cpu_demand, cpus};
-use naaice::{Buffer, Connection};
+use naaice::{Buffer, Connection, Naa, NaaOptions, Param};
 use naaice_tests::{code, in_place_connection, start_naa};
 
 /// The empty kernel: the RPC's time is the transport's.
@@ -30,15 +32,42 @@ fn voluntary_switches() -> u64 {
 /// Wake-ups of this thread per RPC over [`RPCS`] steady RPCs (after a warm-up in which the
 /// connection's waiting learns the new situation).
 fn wake_ups_per_rpc(conn: &mut Connection<SoftEndpoint>) -> f64 {
-    let mut rpc = || {
+    wake_ups_per(|| {
         conn.init_transfer().expect("start an RPC");
         let result = conn.wait().expect("wait for the RPC");
         assert!(result.status.is_success(), "{result:?}");
-    };
+    })
+}
+
+/// Wake-ups of this thread per call of `rpc` over [`RPCS`] calls, after 500 of warm-up.
+fn wake_ups_per(mut rpc: impl FnMut()) -> f64 {
     (0..500).for_each(|_| rpc());
     let before = voluntary_switches();
     (0..RPCS).for_each(|_| rpc());
     (voluntary_switches() - before) as f64 / f64::from(RPCS)
+}
+
+/// Wake-ups per RPC of one handle waited for with [`naa_set::wait_any`] (one thread over many
+/// handles, here one).
+fn wake_ups_per_set_wait(naa: &mut Naa<SoftEndpoint>) -> f64 {
+    wake_ups_per(|| {
+        naa.invoke().expect("start an RPC");
+        let done = naa_set::wait_any([&mut *naa]).expect("an RPC in flight");
+        let status = done.result.expect("the RPC");
+        assert!(status.naa_error.is_success(), "{status:?}");
+    })
+}
+
+/// Waits (up to 5 s) until the connections closed on both ends no longer count.
+fn until_demand_at_most(cpus: usize, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while demand() > cpus {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} busy threads 5 s after {what}",
+            cpu_demand()
+        );
+    }
 }
 
 /// The demand as the census reads it now (it reuses a reading for a millisecond).
@@ -57,6 +86,29 @@ fn adaptive_waits_spin_only_while_the_connections_leave_a_core_to_spare() {
         in_place_connection(naa.local_addr(), ClientConfig::new(code(EMPTY)), 64)
             .expect("connect to the in-process NAA")
     };
+    // One handle waited for as a set (one thread over many handles) spins like a single
+    // connection's wait.
+    if demand() + 2 <= cpus() {
+        let mut handle = Naa::create_with(
+            &SoftTransport::default(),
+            EMPTY.into(),
+            vec![Param::zeroed(64)],
+            vec![],
+            &NaaOptions::at(naa.local_addr()),
+        )
+        .expect("create a handle on the in-process NAA");
+        let woken = wake_ups_per_set_wait(&mut handle);
+        assert!(
+            woken < 0.5,
+            "wait_any with {} busy threads on {} CPUs slept ({woken:.2} wake-ups per RPC): it \
+             should spin",
+            cpu_demand(),
+            cpus()
+        );
+        drop(handle);
+        until_demand_at_most(cpus() - 2, "the handle was finalized");
+    }
+
     let (mut conn, _buf) = connect();
     // Client and NAA ends of one connection, both in this process: two busy threads.
     let spins = |conn: &mut Connection<SoftEndpoint>, when: &str| -> bool {
@@ -98,14 +150,7 @@ fn adaptive_waits_spin_only_while_the_connections_leave_a_core_to_spare() {
     // The idle connections close: once the NAA has closed its ends too, spinning resumes.
     drop(idle);
     if spun {
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while demand() > cpus() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{} busy threads 5 s after the idle connections closed",
-                cpu_demand()
-            );
-        }
+        until_demand_at_most(cpus(), "the idle connections closed");
     }
     spins(&mut conn, "after the idle connections closed");
     drop(naa);

@@ -30,6 +30,7 @@ use crate::clock;
 use crate::driver::{Calling, ClientEvent, Driver};
 use crate::error::{Error, Result};
 use crate::memory::Buffer;
+use crate::transport::waiting::WaitPolicy;
 use crate::transport::{AnyEndpoint, Endpoint, Transport};
 
 /// Default time allowed for connection setup.
@@ -331,6 +332,11 @@ impl<E: Endpoint> Connection<E> {
     /// The readiness descriptor (`None`: the transport has none; sleep briefly instead).
     pub(crate) fn ready_fd(&self) -> Option<BorrowedFd<'_>> {
         self.driver.ready_fd()
+    }
+
+    /// How the transport waits (a wait over many connections spins by it).
+    pub(crate) fn wait_policy(&self) -> WaitPolicy {
+        self.driver.wait_policy()
     }
 
     /// When the connection must be polled even without readiness (the RPC's deadline).

@@ -1,6 +1,7 @@
 //! Many handles progressed together, after MPI's `Waitany` / `Waitall` / `Testany` /
-//! `Testall`: one thread keeps RPCs on many NAAs (any function codes) in flight and sleeps in
-//! one poll(2) over the connections' readiness descriptors until one of them has news.
+//! `Testall`: one thread keeps RPCs on many NAAs (any function codes) in flight and waits for
+//! all of them at once (spinning while that pays, then in one poll(2) over the connections'
+//! readiness descriptors) until one of them has news.
 //!
 //! ```no_run
 //! use naaice::{Naa, naa_set};
@@ -34,20 +35,27 @@
 //! connection failed earlier gives its error again (a dead handle is never silently skipped
 //! by a call that is to wait for all).
 //!
-//! **Progress.** Every call progresses each participating connection without blocking,
-//! then (`wait_*` only) sleeps in poll(2) on their readiness descriptors and the earliest RPC
-//! deadline; a transport without a descriptor is polled every millisecond instead.
+//! **Progress.** Every call progresses each participating connection without blocking.
+//! The `wait_*` functions then spin, progressing them again and again, as long as the wait
+//! policy of the first handle in flight lets a single connection's wait spin
+//! ([`WaitPolicy`](crate::transport::waiting::WaitPolicy): by default while the machine has a
+//! core to spare, for a budget learned from this thread's recent waits over sets), and then
+//! sleep in one poll(2) on their readiness descriptors and the earliest RPC deadline; a
+//! transport without a descriptor is polled every millisecond instead.
 
+use std::cell::RefCell;
 use std::os::fd::BorrowedFd;
 use std::task::Poll;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use naaice_core::Phase;
 
 use super::arming::{self, Arming};
+use crate::client::connection::Connection;
 use crate::client::naa::{Naa, Status};
 use crate::error::{Error, Result};
 use crate::transport::Endpoint;
+use crate::transport::waiting::{WaitEnd, WaitPolicy, Waiter};
 
 /// One RPC of a set that finished or failed: the handle's position and its outcome.
 #[derive(Debug)]
@@ -124,17 +132,69 @@ where
     wait_until(&mut handles, test_any_of)
 }
 
-/// Sleeps on `handles` until `test` is ready.
+/// Waits on `handles` until `test` is ready: first spins, calling `test` in a loop, for the
+/// budget that this thread's [`Waiter`] for sets gives under the policy of the first handle in
+/// flight (as a single connection's wait does), then sleeps on their descriptors.
 fn wait_until<E: Endpoint, T>(
     handles: &mut [&mut Naa<E>],
     test: impl Fn(&mut [&mut Naa<E>]) -> Poll<T>,
 ) -> T {
-    loop {
+    if let Poll::Ready(t) = test(handles) {
+        return t;
+    }
+    let start = Instant::now();
+    let policy = handles
+        .iter()
+        .find(|naa| in_flight(naa))
+        .and_then(|naa| naa.connection())
+        .map_or(WaitPolicy::Sleep, Connection::wait_policy);
+    let plan = with_set_waiter(policy, Waiter::plan);
+    let deadline = earliest_deadline(handles).unwrap_or(start + SPIN_HORIZON);
+    let spin_until = plan.spin_until(start, deadline);
+    while Instant::now() < spin_until {
+        std::hint::spin_loop();
         if let Poll::Ready(t) = test(handles) {
+            with_set_waiter(policy, |w| w.record(WaitEnd::Spun(start.elapsed())));
             return t;
         }
-        sleep(handles);
     }
+    drop(plan);
+    loop {
+        sleep(handles);
+        if let Poll::Ready(t) = test(handles) {
+            with_set_waiter(policy, |w| w.record(WaitEnd::Slept(start.elapsed())));
+            return t;
+        }
+    }
+}
+
+/// Longest a wait over handles without a deadline spins under [`WaitPolicy::Poll`] before it
+/// looks at its descriptors once.
+const SPIN_HORIZON: Duration = Duration::from_secs(1);
+
+/// Runs `f` on this thread's waiter for waits over many handles (a set keeps no state
+/// between calls, so what the waits learned lives with the thread), made anew when the
+/// policy changes.
+fn with_set_waiter<R>(policy: WaitPolicy, f: impl FnOnce(&mut Waiter) -> R) -> R {
+    thread_local! {
+        static SET_WAITER: RefCell<Option<Waiter>> = const { RefCell::new(None) };
+    }
+    SET_WAITER.with(|cell| {
+        let mut waiter = cell.borrow_mut();
+        if waiter.as_ref().is_some_and(|w| w.policy() != policy) {
+            *waiter = None;
+        }
+        f(waiter.get_or_insert_with(|| Waiter::new(policy)))
+    })
+}
+
+/// The earliest deadline of the handles in flight.
+fn earliest_deadline<E: Endpoint>(handles: &[&mut Naa<E>]) -> Option<Instant> {
+    handles
+        .iter()
+        .filter(|naa| in_flight(naa))
+        .filter_map(|naa| naa.connection().and_then(Connection::next_deadline))
+        .min()
 }
 
 /// `Testall`: progresses every in-flight handle without blocking. `Ready` with one entry per

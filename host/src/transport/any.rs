@@ -449,6 +449,14 @@ impl Endpoint for AnyEndpoint {
             _ => None,
         }
     }
+    fn wait_policy(&self) -> WaitPolicy {
+        match &self.0 {
+            Ep::Soft(e) => e.wait_policy(),
+            #[cfg(feature = "verbs")]
+            Ep::Verbs(e) => e.wait_policy(),
+            _ => WaitPolicy::Sleep,
+        }
+    }
     fn disconnect(&mut self) {
         with_endpoint!(self, e => e.disconnect())
     }

@@ -40,6 +40,7 @@ pub use auto::{AutoTransport, Served};
 pub use kind::{ParseTransportError, TransportChoice, TransportKind};
 
 use crate::memory::Buffer;
+use waiting::WaitPolicy;
 
 /// The default rdma_cm / software-transport port (spec §1.1).
 pub const DEFAULT_PORT: u16 = 12345;
@@ -290,6 +291,13 @@ pub trait Endpoint: Send {
     /// `arm_ready` was called.
     fn ready_fd(&self) -> Option<BorrowedFd<'_>> {
         None
+    }
+    /// How this endpoint waits ([`WaitPolicy`]): a thread that waits for many endpoints at
+    /// once ([`crate::naa_set`]) spins by the policy of the first of them before it sleeps on
+    /// their descriptors. The default, for a transport that does not spin, is
+    /// [`WaitPolicy::Sleep`].
+    fn wait_policy(&self) -> WaitPolicy {
+        WaitPolicy::Sleep
     }
 }
 

@@ -16,7 +16,7 @@ use super::queue_pair::{POST_BUDGET, ReadSlot, Shared};
 use super::receive::receive_inline;
 use super::socket::Socket;
 use crate::memory::Buffer;
-use crate::transport::waiting::{OpenConnection, WaitEnd, Waiter};
+use crate::transport::waiting::{OpenConnection, WaitEnd, WaitPolicy, Waiter};
 use crate::transport::{
     Completion, ConnectionEvent, Endpoint, MemoryRegion, Result, SendWr, Sge, TransportError,
 };
@@ -301,6 +301,10 @@ impl Endpoint for SoftEndpoint {
 
     fn ready_fd(&self) -> Option<BorrowedFd<'_>> {
         Some(self.shared.ready.fd())
+    }
+
+    fn wait_policy(&self) -> WaitPolicy {
+        self.waiter.policy()
     }
 
     fn disconnect(&mut self) {

@@ -21,7 +21,7 @@ use super::pd::ProtectionDomain;
 use super::qp::QueuePair;
 use super::{RECV_WR, SEND_WR, VerbsConfig, sockaddr};
 use crate::memory::Buffer;
-use crate::transport::waiting::{OpenConnection, WaitEnd, Waiter};
+use crate::transport::waiting::{OpenConnection, WaitEnd, WaitPolicy, Waiter};
 use crate::transport::{
     Completion, ConnectionEvent, Endpoint, Result, SendOp, SendWr, Sge, TransportError, WcOpcode,
     WcStatus,
@@ -618,6 +618,10 @@ impl Endpoint for VerbsEndpoint {
 
     fn ready_fd(&self) -> Option<BorrowedFd<'_>> {
         self.ready_fd.as_ref().map(AsFd::as_fd)
+    }
+
+    fn wait_policy(&self) -> WaitPolicy {
+        self.waiter.policy()
     }
 
     fn disconnect(&mut self) {
