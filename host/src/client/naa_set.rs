@@ -37,11 +37,11 @@
 //!
 //! **Progress.** Every call progresses each participating connection without blocking.
 //! The `wait_*` functions then spin, progressing them again and again, as long as the wait
-//! policy of the first handle in flight lets a single connection's wait spin
-//! ([`WaitPolicy`](crate::transport::waiting::WaitPolicy): by default while the machine has a
-//! core to spare, for a budget learned from this thread's recent waits over sets), and then
-//! sleep in one poll(2) on their readiness descriptors and the earliest RPC deadline; a
-//! transport without a descriptor is polled every millisecond instead.
+//! policy of the first handle in flight lets a single connection's wait spin ([`WaitPolicy`]:
+//! by default while the machine has a core to spare, for a budget learned from this thread's
+//! recent waits over sets), and then sleep in one poll(2) on their readiness descriptors and
+//! the earliest RPC deadline; a transport without a descriptor is polled every millisecond
+//! instead.
 
 use std::cell::RefCell;
 use std::os::fd::BorrowedFd;
