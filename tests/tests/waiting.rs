@@ -47,13 +47,20 @@ fn wake_ups_per(mut rpc: impl FnMut()) -> f64 {
     (voluntary_switches() - before) as f64 / f64::from(RPCS)
 }
 
-/// Wake-ups per RPC of one handle waited for with [`naa_set::wait_any`] (one thread over many
-/// handles, here one).
-fn wake_ups_per_set_wait(naa: &mut Naa<SoftEndpoint>) -> f64 {
+/// Wake-ups per RPC of one handle waited for with [`naa_set::wait_any`] or, if `all`,
+/// [`naa_set::wait_all`] (one thread over many handles, here one).
+fn wake_ups_per_set_wait(naa: &mut Naa<SoftEndpoint>, all: bool) -> f64 {
     wake_ups_per(|| {
         naa.invoke().expect("start an RPC");
-        let done = naa_set::wait_any([&mut *naa]).expect("an RPC in flight");
-        let status = done.result.expect("the RPC");
+        let status = if all {
+            let mut outcomes = naa_set::wait_all([&mut *naa]);
+            outcomes.pop().flatten().expect("an RPC in flight")
+        } else {
+            naa_set::wait_any([&mut *naa])
+                .expect("an RPC in flight")
+                .result
+        };
+        let status = status.expect("the RPC");
         assert!(status.naa_error.is_success(), "{status:?}");
     })
 }
@@ -86,8 +93,8 @@ fn adaptive_waits_spin_only_while_the_connections_leave_a_core_to_spare() {
         in_place_connection(naa.local_addr(), ClientConfig::new(code(EMPTY)), 64)
             .expect("connect to the in-process NAA")
     };
-    // One handle waited for as a set (one thread over many handles) spins like a single
-    // connection's wait.
+    // One handle waited for as a set (one thread over many handles, `wait_any` and
+    // `wait_all`) spins like a single connection's wait.
     if demand() + 2 <= cpus() {
         let mut handle = Naa::create_with(
             &SoftTransport::default(),
@@ -97,14 +104,16 @@ fn adaptive_waits_spin_only_while_the_connections_leave_a_core_to_spare() {
             &NaaOptions::at(naa.local_addr()),
         )
         .expect("create a handle on the in-process NAA");
-        let woken = wake_ups_per_set_wait(&mut handle);
-        assert!(
-            woken < 0.5,
-            "wait_any with {} busy threads on {} CPUs slept ({woken:.2} wake-ups per RPC): it \
-             should spin",
-            cpu_demand(),
-            cpus()
-        );
+        for (all, name) in [(false, "wait_any"), (true, "wait_all")] {
+            let woken = wake_ups_per_set_wait(&mut handle, all);
+            assert!(
+                woken < 0.5,
+                "{name} with {} busy threads on {} CPUs slept ({woken:.2} wake-ups per RPC): \
+                 it should spin",
+                cpu_demand(),
+                cpus()
+            );
+        }
         drop(handle);
         until_demand_at_most(cpus() - 2, "the handle was finalized");
     }

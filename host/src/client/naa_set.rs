@@ -132,44 +132,43 @@ where
     wait_until(&mut handles, test_any_of)
 }
 
-/// Waits on `handles` until `test` is ready: first spins, calling `test` in a loop, for the
-/// budget that this thread's [`Waiter`] for sets gives under the policy of the first handle in
-/// flight (as a single connection's wait does), then sleeps on their descriptors.
+/// Waits on `handles` until `test` is ready, in rounds as a single connection's waits go:
+/// each round spins, calling `test` in a loop, for the budget that this thread's [`Waiter`]
+/// for sets gives under the policy of the first handle in flight, then sleeps once on their
+/// descriptors; the waiter learns from how each round ended.
 fn wait_until<E: Endpoint, T>(
     handles: &mut [&mut Naa<E>],
     test: impl Fn(&mut [&mut Naa<E>]) -> Poll<T>,
 ) -> T {
-    if let Poll::Ready(t) = test(handles) {
-        return t;
-    }
-    let start = Instant::now();
-    let policy = handles
-        .iter()
-        .find(|naa| in_flight(naa))
-        .and_then(|naa| naa.connection())
-        .map_or(WaitPolicy::Sleep, Connection::wait_policy);
-    let plan = with_set_waiter(policy, Waiter::plan);
-    let deadline = earliest_deadline(handles).unwrap_or(start + SPIN_HORIZON);
-    let spin_until = plan.spin_until(start, deadline);
-    while Instant::now() < spin_until {
-        std::hint::spin_loop();
+    loop {
         if let Poll::Ready(t) = test(handles) {
-            with_set_waiter(policy, |w| w.record(WaitEnd::Spun(start.elapsed())));
             return t;
         }
-    }
-    drop(plan);
-    loop {
-        sleep(handles);
-        if let Poll::Ready(t) = test(handles) {
+        let policy = handles
+            .iter()
+            .find(|naa| in_flight(naa))
+            .and_then(|naa| naa.connection())
+            .map_or(WaitPolicy::Sleep, Connection::wait_policy);
+        let start = Instant::now();
+        let plan = with_set_waiter(policy, Waiter::plan);
+        let deadline = earliest_deadline(handles).unwrap_or(start + SPIN_HORIZON);
+        let spin_until = plan.spin_until(start, deadline);
+        while Instant::now() < spin_until {
+            std::hint::spin_loop();
+            if let Poll::Ready(t) = test(handles) {
+                with_set_waiter(policy, |w| w.record(WaitEnd::Spun(start.elapsed())));
+                return t;
+            }
+        }
+        drop(plan);
+        if sleep(handles) {
             with_set_waiter(policy, |w| w.record(WaitEnd::Slept(start.elapsed())));
-            return t;
         }
     }
 }
 
-/// Longest a wait over handles without a deadline spins under [`WaitPolicy::Poll`] before it
-/// looks at its descriptors once.
+/// Longest round of a wait over handles without a deadline under [`WaitPolicy::Poll`]
+/// (which spins until the deadline): it then looks at their descriptors once.
 const SPIN_HORIZON: Duration = Duration::from_secs(1);
 
 /// Runs `f` on this thread's waiter for waits over many handles (a set keeps no state
@@ -252,8 +251,9 @@ where
 }
 
 /// Sleeps until one of the in-flight handles may have news: one poll(2) over their readiness
-/// descriptors, at most until the earliest deadline.
-fn sleep<E: Endpoint>(handles: &mut [&mut Naa<E>]) {
+/// descriptors, at most until the earliest deadline. False if it did not sleep (one of them
+/// had news already).
+fn sleep<E: Endpoint>(handles: &mut [&mut Naa<E>]) -> bool {
     let now = Instant::now();
     let mut until: Option<Instant> = None;
     let mut armed = Vec::with_capacity(handles.len());
@@ -263,7 +263,7 @@ fn sleep<E: Endpoint>(handles: &mut [&mut Naa<E>]) {
         }
         let arming = arming::arm(naa);
         if arming == Arming::Ready {
-            return;
+            return false;
         }
         if let Some(t) = arming.until(now) {
             until = Some(until.map_or(t, |u| u.min(t)));
@@ -277,4 +277,5 @@ fn sleep<E: Endpoint>(handles: &mut [&mut Naa<E>]) {
         .filter_map(|&i| arming::ready_fd(handles[i]))
         .collect();
     arming::poll_fds(&fds, until);
+    true
 }
