@@ -30,8 +30,28 @@ fn semaphore() -> Option<libc::c_int> {
             );
             return None;
         }
+        if !private_to(id, uid) {
+            // Keys are machine-wide: another user may have made a set with this key first.
+            tracing::debug!(
+                key,
+                "System V semaphore of another user or open to others: spinning counts this \
+                 process's connections only"
+            );
+            return None;
+        }
         Some(id)
     })
+}
+
+/// True if the semaphore set `id` was made by user `uid`, belongs to it, and only it may use
+/// it (mode 0600 or narrower): nobody else can skew the count.
+fn private_to(id: libc::c_int, uid: libc::uid_t) -> bool {
+    // SAFETY: `semid_ds` is plain data (integers), valid all zero.
+    let mut ds: libc::semid_ds = unsafe { std::mem::zeroed() };
+    // SAFETY: IPC_STAT writes one `semid_ds` through the pointer passed as the fourth
+    // argument (`union semun`'s `buf`), which points to `ds` on the stack.
+    let rc = unsafe { libc::semctl(id, 0, libc::IPC_STAT, &mut ds as *mut libc::semid_ds) };
+    rc == 0 && ds.sem_perm.uid == uid && ds.sem_perm.cuid == uid && ds.sem_perm.mode & 0o077 == 0
 }
 
 /// Adds `delta` to the count, undone by the kernel when this process exits. False if there is
@@ -84,6 +104,41 @@ pub(super) fn count() -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A set of this user's, made with `mode`; removed when dropped.
+    struct Set(libc::c_int);
+
+    impl Set {
+        fn new(mode: libc::c_int) -> Option<Self> {
+            // SAFETY: plain system call on integers: a new private set of one semaphore.
+            let id = unsafe { libc::semget(libc::IPC_PRIVATE, 1, libc::IPC_CREAT | mode) };
+            (id >= 0).then_some(Self(id))
+        }
+    }
+
+    impl Drop for Set {
+        fn drop(&mut self) {
+            // SAFETY: IPC_RMID on a set this test made; no fourth argument.
+            unsafe { libc::semctl(self.0, 0, libc::IPC_RMID) };
+        }
+    }
+
+    /// Only a set that this user made and that no one else may use is trusted with the count.
+    #[test]
+    fn only_a_private_set_of_this_user_is_trusted() {
+        // SAFETY: `getuid` has no preconditions and cannot fail.
+        let uid = unsafe { libc::getuid() };
+        let (Some(private), Some(open)) = (Set::new(0o600), Set::new(0o666)) else {
+            eprintln!("no System V semaphores here: nothing to check");
+            return;
+        };
+        assert!(private_to(private.0, uid));
+        assert!(!private_to(open.0, uid), "a set others may change");
+        assert!(
+            !private_to(private.0, uid.wrapping_add(1)),
+            "another user's set"
+        );
+    }
 
     /// Joining raises the machine's count and leaving lowers it (other processes of this user
     /// may open connections meanwhile: a few tries).
