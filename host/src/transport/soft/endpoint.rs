@@ -85,7 +85,7 @@ impl SoftEndpoint {
         let open = OpenConnection::new(socket.stream().local_addr().ok(), peer);
         let waiter = Waiter::new(config.wait);
         let rc = Engine::new(config.settings(), Instant::now());
-        let ready = ReadyBell::new().map_err(|source| TransportError::Io {
+        let ready = ReadyBell::new(socket.fd()).map_err(|source| TransportError::Io {
             call: "eventfd",
             source,
         })?;
@@ -283,20 +283,12 @@ impl Endpoint for SoftEndpoint {
 
     fn arm_ready(&mut self) -> Result<bool> {
         let shared = &*self.shared;
-        let mut st = shared.lock();
-        shared.ready.arm();
-        if st.rc.has_ready() || st.rc.is_closed() {
-            return Ok(true);
-        }
-        // This thread will sleep elsewhere, not receive: a reader it left idle goes to the NIC
-        // thread now instead of after the hand-over time.
-        if let ReadSlot::AppIdle(..) = st.read
-            && let ReadSlot::AppIdle(r, _) = std::mem::replace(&mut st.read, ReadSlot::Nic)
-        {
-            st.read = ReadSlot::Reserved(r);
-            shared.nudge(&mut st);
-        }
-        Ok(false)
+        let st = shared.lock();
+        // A reader this thread left idle stays with it: it sleeps on the socket too and reads
+        // what arrives in its next poll (the NIC thread takes the reader after the hand-over
+        // time, as from any idle application thread, and then rings).
+        shared.ready.arm(matches!(st.read, ReadSlot::AppIdle(..)));
+        Ok(st.rc.has_ready() || st.rc.is_closed())
     }
 
     fn ready_fd(&self) -> Option<BorrowedFd<'_>> {

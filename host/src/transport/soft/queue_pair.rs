@@ -339,16 +339,9 @@ mod tests {
         let key = rc.regions.next_key().unwrap();
         rc.regions.insert(buffer, 0, key).unwrap();
         rc.establish(now);
-        (
-            Shared::new(
-                config,
-                Socket::new(ours).unwrap(),
-                rc,
-                ReadyBell::new().unwrap(),
-            ),
-            key,
-            peer,
-        )
+        let socket = Socket::new(ours).unwrap();
+        let ready = ReadyBell::new(socket.fd()).unwrap();
+        (Shared::new(config, socket, rc, ready), key, peer)
     }
 
     fn write_of(key: u32, len: usize) -> SendWr {
