@@ -29,6 +29,25 @@ fn voluntary_switches() -> u64 {
         .expect("voluntary_ctxt_switches in /proc/thread-self/status")
 }
 
+/// Voluntary context switches of this process's software-transport NIC threads, together.
+fn nic_thread_switches() -> u64 {
+    let tasks = std::fs::read_dir("/proc/self/task").expect("/proc/self/task");
+    tasks
+        .filter_map(|t| t.ok())
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm"))
+                .is_ok_and(|c| c.trim() == "naaice-soft-nic")
+        })
+        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+        .filter_map(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        })
+        .sum()
+}
+
 /// Wake-ups of this thread per RPC over [`RPCS`] steady RPCs (after a warm-up in which the
 /// connection's waiting learns the new situation).
 fn wake_ups_per_rpc(conn: &mut Connection<SoftEndpoint>) -> f64 {
@@ -155,6 +174,30 @@ fn adaptive_waits_spin_only_while_the_connections_leave_a_core_to_spare() {
         cpu_demand(),
         cpus()
     );
+
+    // A set wait that sleeps wakes its own thread on input, not the transport's NIC thread
+    // first (which would then wake it: two wake-ups per RPC).
+    let mut handle = Naa::create_with(
+        &SoftTransport::default(),
+        EMPTY.into(),
+        vec![Param::zeroed(64)],
+        vec![],
+        &NaaOptions::at(naa.local_addr()),
+    )
+    .expect("create a handle on the in-process NAA");
+    let nic_before = nic_thread_switches();
+    let woken = wake_ups_per_set_wait(&mut handle, false);
+    let nic_woken = (nic_thread_switches() - nic_before) as f64 / f64::from(RPCS + 500);
+    assert!(
+        woken > 0.5,
+        "the set waits spun ({woken:.2} wake-ups per RPC)"
+    );
+    assert!(
+        nic_woken < 0.5,
+        "the NIC threads woke {nic_woken:.2} times per RPC of a sleeping set wait: its own \
+         thread should read"
+    );
+    drop(handle);
 
     // The idle connections close: once the NAA has closed its ends too, spinning resumes.
     drop(idle);
