@@ -84,6 +84,18 @@ fn wake_ups_per_set_wait(naa: &mut Naa<SoftEndpoint>, all: bool) -> f64 {
     })
 }
 
+/// A middleware handle of the empty kernel on the NAA at `addr` (one 64-byte input).
+fn handle_on(addr: std::net::SocketAddr) -> Naa<SoftEndpoint> {
+    Naa::create_with(
+        &SoftTransport::default(),
+        EMPTY.into(),
+        vec![Param::zeroed(64)],
+        vec![],
+        &NaaOptions::at(addr),
+    )
+    .expect("create a handle on the in-process NAA")
+}
+
 /// Waits (up to 5 s) until the connections closed on both ends no longer count.
 fn until_demand_at_most(cpus: usize, what: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
@@ -115,14 +127,7 @@ fn adaptive_waits_spin_only_while_the_connections_leave_a_core_to_spare() {
     // One handle waited for as a set (one thread over many handles, `wait_any` and
     // `wait_all`) spins like a single connection's wait.
     if demand() + 2 <= cpus() {
-        let mut handle = Naa::create_with(
-            &SoftTransport::default(),
-            EMPTY.into(),
-            vec![Param::zeroed(64)],
-            vec![],
-            &NaaOptions::at(naa.local_addr()),
-        )
-        .expect("create a handle on the in-process NAA");
+        let mut handle = handle_on(naa.local_addr());
         for (all, name) in [(false, "wait_any"), (true, "wait_all")] {
             let woken = wake_ups_per_set_wait(&mut handle, all);
             assert!(
@@ -177,14 +182,7 @@ fn adaptive_waits_spin_only_while_the_connections_leave_a_core_to_spare() {
 
     // A set wait that sleeps wakes its own thread on input, not the transport's NIC thread
     // first (which would then wake it: two wake-ups per RPC).
-    let mut handle = Naa::create_with(
-        &SoftTransport::default(),
-        EMPTY.into(),
-        vec![Param::zeroed(64)],
-        vec![],
-        &NaaOptions::at(naa.local_addr()),
-    )
-    .expect("create a handle on the in-process NAA");
+    let mut handle = handle_on(naa.local_addr());
     let nic_before = nic_thread_switches();
     let woken = wake_ups_per_set_wait(&mut handle, false);
     let nic_woken = (nic_thread_switches() - nic_before) as f64 / f64::from(RPCS + 500);
