@@ -128,11 +128,18 @@ mod tests {
         assert_eq!(switches("Name:\tx\n"), None);
     }
 
-    /// Threads that block count their wake-ups, summed over the process's threads.
+    /// Voluntary context switches in a `/proc/…/status` file.
+    fn voluntary_in(path: &str) -> u64 {
+        let text = std::fs::read_to_string(path).expect("readable");
+        switches(&text).expect("switch counts").0
+    }
+
+    /// Threads that block count their wake-ups, summed over the process's threads. (Other
+    /// tests' threads may end meanwhile and take their counts along, so the check compares
+    /// with counts read from the threads that live through it, not with a reading before.)
     #[test]
     fn sleeping_threads_switch_voluntarily() {
         let me = Process::this().expect("this process");
-        let before = me.read().expect("readable");
         let (tx, rx) = std::sync::mpsc::channel();
         let exit = std::sync::Arc::new(std::sync::Barrier::new(3));
         let threads: Vec<_> = (0..2)
@@ -142,20 +149,28 @@ mod tests {
                     for _ in 0..50 {
                         std::thread::sleep(Duration::from_micros(200));
                     }
-                    tx.send(()).expect("send");
+                    tx.send(voluntary_in("/proc/thread-self/status"))
+                        .expect("send");
                     // Alive while the process is read again.
                     exit.wait();
                 })
             })
             .collect();
-        rx.recv().expect("first");
-        rx.recv().expect("second");
-        let d = me.read().expect("readable") - before;
+        let workers = rx.recv().expect("first") + rx.recv().expect("second");
+        let main = voluntary_in(&format!("/proc/{}/status", std::process::id()));
+        let all = me.read().expect("readable");
         exit.wait();
         for t in threads {
             t.join().expect("join");
         }
-        assert!(d.voluntary >= 100, "{d:?}");
-        assert_eq!(d.per_rpc(0), None);
+        assert!(
+            workers >= 100,
+            "two threads that slept 50 times each: {workers}"
+        );
+        assert!(
+            all.voluntary >= main + workers,
+            "{all:?}: not summed over the threads (main thread {main}, workers {workers})"
+        );
+        assert_eq!(all.per_rpc(0), None);
     }
 }
