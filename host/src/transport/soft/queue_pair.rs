@@ -580,4 +580,48 @@ mod tests {
             r.copied - copied
         );
     }
+
+    /// An application thread that sleeps for its completion (nothing buffered, not spinning)
+    /// sleeps in the receive itself, which reads the acknowledgement as it arrives: one
+    /// system call, no poll before it.
+    #[test]
+    fn an_application_thread_sleeps_in_the_receive() {
+        use std::sync::atomic::Ordering;
+
+        use crate::transport::soft::receive::receive_inline;
+        let (shared, key, mut peer) = queue_pair(64);
+        while shared.lock().rc.poll_event().is_some() {}
+        for msn in 1..=20 {
+            let mut st = shared.lock();
+            st.rc.post_send(&[write_of(key, 1)]).unwrap();
+            st = shared.pump(st, POST_BUDGET);
+            drop(st);
+            let mut frame = header_from(&mut peer);
+            while let Frame::Ack { .. } = frame {
+                frame = header_from(&mut peer);
+            }
+            assert!(matches!(frame, Frame::Write { len: 1, .. }), "{frame:?}");
+            peer.read_exact(&mut [0u8]).unwrap();
+            let acker = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(5));
+                peer.write_all(&Frame::Ack { msn }.encode()).unwrap();
+                peer
+            });
+            let mut st = shared.lock();
+            let r = st.take_reader_for_app().expect("the reader is free");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut st = receive_inline(&shared, st, r, Some(deadline), None);
+            assert!(
+                st.rc.poll_completion().is_some(),
+                "write {msn} did not complete"
+            );
+            drop(st);
+            peer = acker.join().unwrap();
+        }
+        assert_eq!(
+            shared.socket.polls.load(Ordering::Relaxed),
+            0,
+            "the thread slept in poll"
+        );
+    }
 }

@@ -7,7 +7,7 @@
 //! socket to be read into its region. It knows nothing of the protocol; whoever holds it reads
 //! the socket (see `queue_pair::ReadSlot`).
 
-use std::io::{self, IoSliceMut, Read};
+use std::io::{self, IoSliceMut};
 
 use super::frame::{Frame, HDR_LEN};
 use super::regions::Local;
@@ -124,6 +124,16 @@ impl Reader {
     /// One non-blocking read into the free end of the buffer (compacting it first if needed;
     /// at most [`PROBE`] bytes into an empty buffer while large payloads come).
     pub(crate) fn fill(&mut self, socket: &Socket) -> Step {
+        self.read_into_buffer(socket, false)
+    }
+
+    /// Like [`Reader::fill`], sleeping in the receive until input arrives or the socket's
+    /// receive timeout passes (`WouldBlock`).
+    pub(crate) fn fill_wait(&mut self, socket: &Socket) -> Step {
+        self.read_into_buffer(socket, true)
+    }
+
+    fn read_into_buffer(&mut self, socket: &Socket, wait: bool) -> Step {
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
@@ -141,7 +151,12 @@ impl Reader {
         } else {
             self.buf.len()
         };
-        let got = socket.recv(&mut self.buf[self.end..limit]);
+        let dst = &mut self.buf[self.end..limit];
+        let got = if wait {
+            socket.recv_wait(dst)
+        } else {
+            socket.recv(dst)
+        };
         match read_step(got) {
             (Step::Progress, n) => {
                 self.end += n;
@@ -204,7 +219,7 @@ impl Reader {
         let behind: &mut [u8] = if want == left { &mut self.buf } else { &mut [] };
         let Ok(got) = p.local.buffer.nic_write(at, want, |dst| {
             let mut into = [IoSliceMut::new(dst), IoSliceMut::new(behind)];
-            socket.stream().read_vectored(&mut into)
+            socket.recv_vectored(&mut into)
         }) else {
             self.placing = None;
             return Step::Inaccessible;

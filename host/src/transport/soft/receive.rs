@@ -17,11 +17,11 @@ use super::fault::{Direction, FaultAction};
 use super::frame::{Frame, HDR_LEN};
 use super::queue_pair::{CHUNK, Guard, POST_BUDGET, ReadSlot, Shared};
 use super::reader::{RX_BUF, Reader, SMALL_READ, Step};
-use super::socket::{Interest, Socket};
+use super::socket::{Interest, RECV_WAIT, Socket};
 
 /// Longest single sleep of an application thread in the socket (it re-checks the connection
-/// after each).
-const SLICE: Duration = Duration::from_millis(50);
+/// after each): the socket's receive timeout.
+const SLICE: Duration = RECV_WAIT;
 
 /// Most placement steps (each one chunk at most) of an application thread per call: as many
 /// bytes as it may write per call.
@@ -327,6 +327,40 @@ fn dry(st: &mut Guard<'_>) -> Stop {
     }
 }
 
+/// Sleeps until input arrives for `r` or a slice of the time to `deadline` passes. Waiting
+/// for a header, the thread sleeps in the receive itself (one system call: what arrives is
+/// read at once); otherwise (or with less than a slice left) in poll, with the read mark
+/// raised to what a payload streaming in still owes. What the receive got (`WouldBlock` if
+/// nothing, or after a poll).
+fn sleep_for_input(socket: &Socket, r: &mut Reader, now: Instant, deadline: Instant) -> Step {
+    socket.set_read_mark(r.read_mark(CHUNK));
+    let left = deadline - now;
+    if left >= SLICE && !r.is_placing() {
+        match r.fill_wait(socket) {
+            Step::WouldBlock => {}
+            got => return got,
+        }
+        // The receive timed out, or returned at once (the socket was non-blocking for a
+        // `splice`): then the rest of the slice is slept in poll.
+        let slept = now.elapsed();
+        if slept >= SLICE / 2 {
+            return Step::WouldBlock;
+        }
+        let read = Interest {
+            read: true,
+            ..Interest::default()
+        };
+        socket.wait(read, Some(SLICE - slept));
+        return Step::WouldBlock;
+    }
+    let read = Interest {
+        read: true,
+        ..Interest::default()
+    };
+    socket.wait(read, Some(left.min(SLICE)));
+    Step::WouldBlock
+}
+
 /// Receives on the calling application thread with `r` (taken from the slot) until a
 /// completion or event is ready, `deadline` passes (`None`: do not block), or the NIC thread
 /// must take over; until `spin_until` it reads the socket again at once instead of sleeping
@@ -369,15 +403,15 @@ pub(crate) fn receive_inline<'a>(
             break false;
         }
         drop(st);
-        if spin_until.is_none_or(|t| now >= t) {
-            let read = Interest {
-                read: true,
-                ..Interest::default()
-            };
-            shared.socket.set_read_mark(r.read_mark(CHUNK));
-            shared.socket.wait(read, Some((deadline - now).min(SLICE)));
-        }
+        let got = if spin_until.is_none_or(|t| now >= t) {
+            sleep_for_input(&shared.socket, &mut r, now, deadline)
+        } else {
+            Step::WouldBlock
+        };
         st = shared.lock();
+        if matches!(got, Step::Progress) {
+            st.rc.handle_activity(Instant::now());
+        }
     };
     // Whoever reads next may wait for a header: the mark stays raised only mid-payload.
     shared.socket.set_read_mark(r.read_mark(CHUNK));

@@ -1,14 +1,17 @@
 //! The connection's TCP socket and the NIC thread's wake-up bell (an eventfd it polls beside
-//! the socket). Every transfer is non-blocking; threads block only in [`Socket::wait`].
+//! the socket). Every transfer is non-blocking (`MSG_DONTWAIT` per call; a `splice` sets the
+//! socket non-blocking for its call, see [`Socket::nonblocking`]); threads block in
+//! [`Socket::wait`], and an application thread that sleeps for a header in
+//! [`Socket::recv_wait`] (one blocking receive instead of a poll and a receive).
 
-use std::io::{self, IoSlice};
+use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec, eventfd};
-use rustix::net::RecvFlags;
+use rustix::net::{RecvAncillaryBuffer, RecvFlags};
 use socket2::SockRef;
 
 /// What [`Socket::wait`] watches.
@@ -29,6 +32,9 @@ pub(crate) struct Socket {
     bell: OwnedFd,
     /// The receive low-water mark last set (see [`Socket::set_read_mark`]).
     read_mark: AtomicUsize,
+    /// Calls of [`Socket::wait`] (tests tell sleeps in poll from sleeps in a receive).
+    #[cfg(test)]
+    pub(crate) polls: AtomicUsize,
 }
 
 /// True for errors that only mean "try again".
@@ -39,17 +45,24 @@ pub(crate) fn transient(e: &io::Error) -> bool {
     )
 }
 
+/// Longest blocking receive ([`Socket::recv_wait`]): the socket's receive timeout.
+pub(crate) const RECV_WAIT: Duration = Duration::from_millis(50);
+
 impl Socket {
-    /// Wraps a connected stream (TCP_NODELAY set; non-blocking, which `splice` needs: it
-    /// takes no per-call flag for the socket).
+    /// Wraps a connected stream: TCP_NODELAY set; blocking (every transfer but
+    /// [`Socket::recv_wait`] passes `MSG_DONTWAIT`), with [`RECV_WAIT`] as its receive
+    /// timeout.
     pub(crate) fn new(stream: TcpStream) -> io::Result<Self> {
         stream.set_nodelay(true)?;
-        stream.set_nonblocking(true)?;
+        stream.set_nonblocking(false)?;
+        stream.set_read_timeout(Some(RECV_WAIT))?;
         let bell = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
         Ok(Self {
             stream,
             bell,
             read_mark: AtomicUsize::new(1),
+            #[cfg(test)]
+            polls: AtomicUsize::new(0),
         })
     }
 
@@ -93,6 +106,40 @@ impl Socket {
             .map_err(io::Error::from)
     }
 
+    /// Receives into `dst`, sleeping until input arrives (as many bytes as the read mark
+    /// asks, or the end of stream) or [`RECV_WAIT`] passes (`WouldBlock`, as also while a
+    /// `splice` has the socket non-blocking); `Ok(0)` is end of stream.
+    pub(crate) fn recv_wait(&self, dst: &mut [u8]) -> io::Result<usize> {
+        rustix::net::recv(&self.stream, dst, RecvFlags::empty())
+            .map(|(n, _)| n)
+            .map_err(io::Error::from)
+    }
+
+    /// Receives what has arrived into `bufs` in order, without blocking; `Ok(0)` is end of
+    /// stream.
+    pub(crate) fn recv_vectored(&self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        let mut control = RecvAncillaryBuffer::default();
+        rustix::net::recvmsg(&self.stream, bufs, &mut control, RecvFlags::DONTWAIT)
+            .map(|m| m.bytes)
+            .map_err(io::Error::from)
+    }
+
+    /// Runs `io` on the socket's descriptor with the socket non-blocking, for calls that
+    /// take no per-call flag for it (`splice`); a [`Socket::recv_wait`] that starts
+    /// meanwhile returns `WouldBlock` at once.
+    pub(crate) fn nonblocking<T>(
+        &self,
+        io: impl FnOnce(BorrowedFd<'_>) -> io::Result<T>,
+    ) -> io::Result<T> {
+        rustix::io::ioctl_fionbio(&self.stream, true)?;
+        let out = io(self.stream.as_fd());
+        if let Err(e) = rustix::io::ioctl_fionbio(&self.stream, false) {
+            // Left non-blocking, a blocking receive only turns into a poll and a receive.
+            tracing::debug!(error = %e, "soft transport: FIONBIO");
+        }
+        out
+    }
+
     /// Sends all of `bufs`, waiting for room up to `deadline`.
     pub(crate) fn send_all(&self, bufs: &mut [IoSlice<'_>], deadline: Instant) -> io::Result<()> {
         let mut bufs = bufs;
@@ -119,6 +166,8 @@ impl Socket {
     /// Waits until something in `interest` is ready or `timeout` passes; clears the bell if
     /// it rang. Returns false on timeout.
     pub(crate) fn wait(&self, interest: Interest, timeout: Option<Duration>) -> bool {
+        #[cfg(test)]
+        self.polls.fetch_add(1, Ordering::Relaxed);
         // (A timeout beyond `Timespec`'s range is no different from none.)
         let ts = timeout.and_then(|t| Timespec::try_from(t).ok());
         let mut flags = PollFlags::empty();
@@ -173,12 +222,12 @@ impl Socket {
         }
     }
 
-    /// The stream itself (non-blocking; for vectored reads).
+    /// The stream itself (blocking: transfers go through this type's methods).
     pub(crate) fn stream(&self) -> &TcpStream {
         &self.stream
     }
 
-    /// The socket's descriptor (for `splice`).
+    /// The socket's descriptor (to watch it beside others).
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.stream.as_fd()
     }
@@ -186,5 +235,71 @@ impl Socket {
     /// The peer's address.
     pub(crate) fn peer_addr(&self) -> Option<std::net::SocketAddr> {
         self.stream.peer_addr().ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::net::TcpListener;
+
+    use super::*;
+
+    fn pair() -> (TcpStream, Socket) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (ours, _) = listener.accept().unwrap();
+        (peer, Socket::new(ours).unwrap())
+    }
+
+    /// A blocking receive sleeps until input arrives and returns it; with nothing coming it
+    /// ends after the receive timeout; while the socket is non-blocking for a `splice` it
+    /// returns at once, and blocks again afterwards. Non-blocking receives never block.
+    #[test]
+    fn a_blocking_receive_sleeps_until_input_or_its_timeout() {
+        let (mut peer, socket) = pair();
+        let mut buf = [0u8; 16];
+        let start = Instant::now();
+        let err = socket.recv(&mut buf).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        let mut empty = [IoSliceMut::new(&mut buf)];
+        let err = socket.recv_vectored(&mut empty).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        assert!(
+            start.elapsed() < RECV_WAIT / 2,
+            "a non-blocking receive blocked"
+        );
+
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            peer.write_all(b"hello").unwrap();
+            peer
+        });
+        let start = Instant::now();
+        assert_eq!(socket.recv_wait(&mut buf).unwrap(), 5);
+        assert!(start.elapsed() >= Duration::from_millis(15));
+        assert_eq!(&buf[..5], b"hello");
+        let _peer = writer.join().unwrap();
+
+        let start = Instant::now();
+        let err = socket.recv_wait(&mut buf).unwrap_err();
+        assert!(transient(&err), "{err}");
+        assert!(
+            start.elapsed() >= RECV_WAIT / 2,
+            "returned before its timeout"
+        );
+
+        let start = Instant::now();
+        let err = socket
+            .nonblocking(|_| socket.recv_wait(&mut buf))
+            .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        assert!(
+            start.elapsed() < RECV_WAIT / 2,
+            "blocked while non-blocking"
+        );
+        let start = Instant::now();
+        assert!(socket.recv_wait(&mut buf).is_err());
+        assert!(start.elapsed() >= RECV_WAIT / 2, "left non-blocking");
     }
 }

@@ -299,7 +299,7 @@ impl Writer {
         let PipeState::Ready(pipe) = &self.pipe else {
             return self.fail(&std::io::ErrorKind::BrokenPipe.into());
         };
-        match pipe.drain_into(socket.fd(), self.piped) {
+        match socket.nonblocking(|fd| pipe.drain_into(fd, self.piped)) {
             // An empty pipe with bytes owed to the frame cannot be mended.
             Ok(0) => self.fail(&std::io::ErrorKind::UnexpectedEof.into()),
             Ok(n) => {
