@@ -27,7 +27,7 @@ use naaice_core::region::InternalId;
 use naaice_core::{Client, ClientConfig, FunctionCode, Phase, RegionId};
 
 use crate::clock;
-use crate::driver::{Calling, ClientEvent, Driver};
+use crate::driver::{Calling, ClientEvent, Driver, Look};
 use crate::error::{Error, Result};
 use crate::memory::Buffer;
 use crate::transport::waiting::WaitPolicy;
@@ -198,7 +198,7 @@ impl<E: Endpoint> Connection<E> {
     pub fn init_mrsp(&mut self) -> Result<()> {
         self.check_failed()?;
         self.client_mut().start_mrsp(clock::now())?;
-        self.progress(false)
+        self.progress(None)
     }
 
     /// Runs the MRSP to completion (bounded by the MRSP timeout of the [`ClientConfig`]).
@@ -206,7 +206,7 @@ impl<E: Endpoint> Connection<E> {
         self.init_mrsp()?;
         while !self.client().mrsp_done() {
             self.driver.wait(None)?;
-            self.progress(true)?;
+            self.progress(Some(Look::Input))?;
         }
         Ok(())
     }
@@ -245,7 +245,7 @@ impl<E: Endpoint> Connection<E> {
         };
         self.driver.start_rpc(args)?;
         self.finished = None;
-        self.progress(false)
+        self.progress(None)
     }
 
     /// True from [`Connection::init_transfer`] until [`Connection::poll`] or
@@ -261,14 +261,18 @@ impl<E: Endpoint> Connection<E> {
 
     /// Makes progress without blocking. Returns the RPC result once the RPC in flight is done.
     pub fn poll(&mut self) -> Result<Option<RpcResult>> {
-        self.progress(true)?;
+        self.progress(Some(Look::Input))?;
         Ok(self.finished.take())
     }
 
     /// Blocks until the RPC in flight finishes (or fails, or its deadline passes).
     pub fn wait(&mut self) -> Result<RpcResult> {
+        // The first look takes what is ready without reading the transport: its wait reads
+        // (the reply to an RPC just posted has not arrived yet).
+        let mut look = Look::Queued;
         loop {
-            if let Some(r) = self.poll()? {
+            self.progress(Some(std::mem::replace(&mut look, Look::Input)))?;
+            if let Some(r) = self.finished.take() {
                 return Ok(r);
             }
             if !self.client().is_busy() {
@@ -289,13 +293,13 @@ impl<E: Endpoint> Connection<E> {
         self.driver.disconnect();
     }
 
-    /// Executes pending work, after feeding what the transport has ready if `read`, and
-    /// handles the machine's events (the one place they are handled).
-    fn progress(&mut self, read: bool) -> Result<()> {
+    /// Executes pending work, after feeding what the transport has ready (looking as `feed`
+    /// says, if at all), and handles the machine's events (the one place they are handled).
+    fn progress(&mut self, feed: Option<Look>) -> Result<()> {
         self.check_failed()?;
-        if read {
+        if let Some(look) = feed {
             let finished = &mut self.finished;
-            self.driver.pump(&mut Calling { finished })?;
+            self.driver.pump(&mut Calling { finished }, look)?;
         }
         while let Some(event) = self.driver.next_event() {
             // The machine keeps the MRSP state and the error.
@@ -314,7 +318,7 @@ impl<E: Endpoint> Connection<E> {
     /// Makes progress like [`Connection::poll`] without taking the result: `Ok(true)` once
     /// the RPC in flight has finished (a later `poll` or `wait` returns its result).
     pub(crate) fn advance(&mut self) -> Result<bool> {
-        self.progress(true)?;
+        self.progress(Some(Look::Input))?;
         Ok(!self.client().is_busy())
     }
 

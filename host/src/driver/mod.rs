@@ -41,6 +41,16 @@ const IDLE_WAIT: std::time::Duration = std::time::Duration::from_secs(3600);
 /// Completions fetched per [`Endpoint::poll`] call.
 const COMPLETION_BATCH: usize = 64;
 
+/// How [`Driver::pump`] first looks at the transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Look {
+    /// For new input too ([`Endpoint::poll`]).
+    Input,
+    /// Only at what is ready without a system call ([`Endpoint::poll_queued`]): the caller
+    /// waits next if nothing is.
+    Queued,
+}
+
 /// One connection: endpoint, machine, message buffers, region memory and reusable scratch
 /// space (nothing is allocated per RPC).
 pub(crate) struct Driver<E: Endpoint, M: Role> {
@@ -144,13 +154,21 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
     /// The clock is read at most once per call, when first needed: everything fed in one pump
     /// happens at that instant (a time read is a real share of a small RPC's instructions),
     /// except what follows a kernel the lane ran.
-    pub(crate) fn pump(&mut self, lane: &mut impl Lane<E, M>) -> Result<bool> {
+    ///
+    /// The transport is polled for new input first (with [`Look::Input`]); every further
+    /// look takes only what is ready without a system call ([`Endpoint::poll_queued`]): what
+    /// is still on its way is read by the wait that follows.
+    pub(crate) fn pump(&mut self, lane: &mut impl Lane<E, M>, first: Look) -> Result<bool> {
         let mut now = None;
         let mut general = false;
         let mut taken = false;
         let mut events_fed = false;
+        let mut look = first;
         loop {
-            let n = self.ep.poll(&mut self.completions)?;
+            let n = match std::mem::replace(&mut look, Look::Queued) {
+                Look::Input => self.ep.poll(&mut self.completions)?,
+                Look::Queued => self.ep.poll_queued(&mut self.completions)?,
+            };
             for i in 0..n {
                 let wc = self.completions[i];
                 if !general {

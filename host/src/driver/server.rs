@@ -5,7 +5,7 @@ use std::sync::Arc;
 use naaice_core::machine::{KernelCall, Machine, Post, ServerAction};
 use naaice_core::{RegionFlags, RegionId, ReturnCode, Server};
 
-use super::{Driver, MessageBuffers, ServerEvent, Serving};
+use super::{Driver, Look, MessageBuffers, ServerEvent, Serving};
 use crate::clock;
 use crate::memory::Buffer;
 use crate::transport::{Endpoint, Incoming};
@@ -124,7 +124,7 @@ impl<E: Endpoint> Driver<E, Server> {
                 Some(event) => return Ok(Some(event)),
                 None if pumped => return Ok(None),
                 None => {
-                    if !self.pump(&mut Serving::new(kernel))? {
+                    if !self.pump(&mut Serving::new(kernel), Look::Input)? {
                         return Ok(None);
                     }
                     pumped = true;

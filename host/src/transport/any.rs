@@ -431,6 +431,9 @@ impl Endpoint for AnyEndpoint {
     fn poll(&mut self, out: &mut [Completion]) -> Result<usize> {
         with_endpoint!(self, e => e.poll(out))
     }
+    fn poll_queued(&mut self, out: &mut [Completion]) -> Result<usize> {
+        with_endpoint!(self, e => e.poll_queued(out))
+    }
     fn poll_event(&mut self) -> Option<ConnectionEvent> {
         with_endpoint!(self, e => e.poll_event())
     }

@@ -266,6 +266,13 @@ pub trait Endpoint: Send {
     fn post_send(&mut self, wrs: &[SendWr]) -> Result<()>;
     /// Moves ready completions into `out`; returns how many. Never blocks.
     fn poll(&mut self, out: &mut [Completion]) -> Result<usize>;
+    /// Like [`Endpoint::poll`], but moves only completions already produced, without reading
+    /// input where that costs a system call (the software transport, whose
+    /// [`Endpoint::wait`] reads as it sleeps): for a caller that waits next if nothing is
+    /// ready. Never blocks. By default the same as `poll`.
+    fn poll_queued(&mut self, out: &mut [Completion]) -> Result<usize> {
+        self.poll(out)
+    }
     /// Returns the next connection event, if any. Never blocks.
     fn poll_event(&mut self) -> Option<ConnectionEvent>;
     /// Blocks until a completion or connection event is ready, or `deadline` passes

@@ -12,7 +12,7 @@ use super::engine::Engine;
 use super::eventfd::ReadyBell;
 use super::frame::{Frame, MAX_REASON};
 use super::nic;
-use super::queue_pair::{POST_BUDGET, ReadSlot, Shared};
+use super::queue_pair::{Guard, POST_BUDGET, ReadSlot, Shared};
 use super::receive::receive_inline;
 use super::socket::Socket;
 use crate::memory::Buffer;
@@ -206,6 +206,18 @@ impl SoftEndpoint {
     }
 }
 
+/// Moves the engine's ready completions into `out`; returns how many.
+fn take_completions(st: &mut Guard<'_>, out: &mut [Completion]) -> usize {
+    let mut n = 0;
+    while n < out.len()
+        && let Some(c) = st.rc.poll_completion()
+    {
+        out[n] = c;
+        n += 1;
+    }
+    n
+}
+
 impl Endpoint for SoftEndpoint {
     type Region = SoftRegion;
 
@@ -240,14 +252,11 @@ impl Endpoint for SoftEndpoint {
             // Nothing ready: receive what has arrived, if the NIC thread is not receiving.
             st = receive_inline(shared, st, r, None, None);
         }
-        let mut n = 0;
-        while n < out.len()
-            && let Some(c) = st.rc.poll_completion()
-        {
-            out[n] = c;
-            n += 1;
-        }
-        Ok(n)
+        Ok(take_completions(&mut st, out))
+    }
+
+    fn poll_queued(&mut self, out: &mut [Completion]) -> Result<usize> {
+        Ok(take_completions(&mut self.shared.lock(), out))
     }
 
     fn poll_event(&mut self) -> Option<ConnectionEvent> {
@@ -344,5 +353,51 @@ impl Drop for SoftEndpoint {
             tracing::error!("soft transport: NIC thread panicked");
         }
         self.shared.socket.shutdown(Shutdown::Both);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use crate::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig};
+    use crate::transport::AnyTransport;
+    use crate::transport::soft::socket::watch;
+    use crate::transport::waiting::WaitPolicy;
+    use crate::{Naa, NaaOptions, Param};
+
+    /// A client and an NAA that sleep in their waits do not read the socket before they
+    /// sleep (the sleep reads): neither the client's wait for its reply nor the NAA's look
+    /// after posting an answer makes a receive that finds nothing.
+    #[test]
+    fn sleeping_waits_make_no_empty_reads() {
+        const RPCS: usize = 200;
+        let mut transport: AnyTransport = "soft".parse().unwrap();
+        transport.set_wait(WaitPolicy::Sleep);
+        let naa = SoftNaa::bind(
+            transport.clone(),
+            "127.0.0.1:0".parse().unwrap(),
+            SoftNaaConfig::default(),
+            KernelRegistry::builtin(),
+        )
+        .unwrap()
+        .spawn()
+        .unwrap();
+        let options = NaaOptions::at(naa.local_addr());
+        let p = Param::from_vec(vec![1u8; 64]);
+        let mut h: Naa =
+            Naa::create_with(&transport, 3, vec![p.clone()], vec![p], &options).unwrap();
+        h.invoke().unwrap();
+        h.wait().unwrap();
+        watch::EMPTY_READS.store(0, Ordering::Relaxed);
+        watch::PORT.store(naa.local_addr().port(), Ordering::Relaxed);
+        for _ in 0..RPCS {
+            h.invoke().unwrap();
+            assert!(h.wait().unwrap().naa_error.is_success());
+        }
+        watch::PORT.store(0, Ordering::Relaxed);
+        let empty = watch::EMPTY_READS.load(Ordering::Relaxed);
+        h.finalize();
+        assert!(empty <= RPCS / 10, "{empty} empty reads in {RPCS} RPCs");
     }
 }

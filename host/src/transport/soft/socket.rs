@@ -35,6 +35,21 @@ pub(crate) struct Socket {
     /// Calls of [`Socket::wait`] (tests tell sleeps in poll from sleeps in a receive).
     #[cfg(test)]
     pub(crate) polls: AtomicUsize,
+    /// The local and the peer's port (tests count reads per connection, see [`watch`]).
+    #[cfg(test)]
+    ports: [u16; 2],
+}
+
+/// Counts the non-blocking receives that found nothing, on the connections of one port
+/// (tests only: each test that counts uses a port of its own).
+#[cfg(test)]
+pub(crate) mod watch {
+    use std::sync::atomic::{AtomicU16, AtomicUsize};
+
+    /// The port whose connections (as local or peer port) are counted; 0 for none.
+    pub(crate) static PORT: AtomicU16 = AtomicU16::new(0);
+    /// Receives that found nothing on those connections.
+    pub(crate) static EMPTY_READS: AtomicUsize = AtomicUsize::new(0);
 }
 
 /// True for errors that only mean "try again".
@@ -57,12 +72,19 @@ impl Socket {
         stream.set_nonblocking(false)?;
         stream.set_read_timeout(Some(RECV_WAIT))?;
         let bell = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
+        #[cfg(test)]
+        let ports = [
+            stream.local_addr().map_or(0, |a| a.port()),
+            stream.peer_addr().map_or(0, |a| a.port()),
+        ];
         Ok(Self {
             stream,
             bell,
             read_mark: AtomicUsize::new(1),
             #[cfg(test)]
             polls: AtomicUsize::new(0),
+            #[cfg(test)]
+            ports,
         })
     }
 
@@ -101,9 +123,18 @@ impl Socket {
 
     /// Receives what has arrived into `dst` without blocking; `Ok(0)` is end of stream.
     pub(crate) fn recv(&self, dst: &mut [u8]) -> io::Result<usize> {
-        rustix::net::recv(&self.stream, dst, RecvFlags::DONTWAIT)
-            .map(|(n, _)| n)
-            .map_err(io::Error::from)
+        let got = rustix::net::recv(&self.stream, dst, RecvFlags::DONTWAIT).map(|(n, _)| n);
+        #[cfg(test)]
+        self.count_empty(got.is_err_and(|e| e == rustix::io::Errno::AGAIN));
+        got.map_err(io::Error::from)
+    }
+
+    #[cfg(test)]
+    fn count_empty(&self, empty: bool) {
+        let port = watch::PORT.load(Ordering::Relaxed);
+        if empty && port != 0 && self.ports.contains(&port) {
+            watch::EMPTY_READS.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Receives into `dst`, sleeping until input arrives (as many bytes as the read mark
@@ -119,9 +150,11 @@ impl Socket {
     /// stream.
     pub(crate) fn recv_vectored(&self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
         let mut control = RecvAncillaryBuffer::default();
-        rustix::net::recvmsg(&self.stream, bufs, &mut control, RecvFlags::DONTWAIT)
-            .map(|m| m.bytes)
-            .map_err(io::Error::from)
+        let got = rustix::net::recvmsg(&self.stream, bufs, &mut control, RecvFlags::DONTWAIT)
+            .map(|m| m.bytes);
+        #[cfg(test)]
+        self.count_empty(got.is_err_and(|e| e == rustix::io::Errno::AGAIN));
+        got.map_err(io::Error::from)
     }
 
     /// Runs `io` on the socket's descriptor with the socket non-blocking, for calls that
