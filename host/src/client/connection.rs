@@ -267,9 +267,8 @@ impl<E: Endpoint> Connection<E> {
 
     /// Blocks until the RPC in flight finishes (or fails, or its deadline passes).
     pub fn wait(&mut self) -> Result<RpcResult> {
-        // The first look takes what is ready without reading the transport: its wait reads
-        // (the reply to an RPC just posted has not arrived yet).
-        let mut look = Look::Queued;
+        // The first look comes just after the RPC was posted: a look ahead (the wait reads).
+        let mut look = Look::Ahead;
         loop {
             self.progress(Some(std::mem::replace(&mut look, Look::Input)))?;
             if let Some(r) = self.finished.take() {

@@ -13,6 +13,7 @@
 
 mod client;
 mod lane;
+mod look;
 mod ready_fd;
 mod regions;
 mod role;
@@ -20,6 +21,7 @@ mod server;
 mod work;
 
 pub(crate) use lane::{Calling, Lane, Offer, Serving, Took};
+pub(crate) use look::Look;
 pub(crate) use regions::MessageBuffers;
 pub(crate) use role::{ClientEvent, Event, Role, ServerEvent};
 pub(crate) use server::accept;
@@ -41,16 +43,6 @@ const IDLE_WAIT: std::time::Duration = std::time::Duration::from_secs(3600);
 /// Completions fetched per [`Endpoint::poll`] call.
 const COMPLETION_BATCH: usize = 64;
 
-/// How [`Driver::pump`] first looks at the transport.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Look {
-    /// For new input too ([`Endpoint::poll`]).
-    Input,
-    /// Only at what is ready without a system call ([`Endpoint::poll_queued`]): the caller
-    /// waits next if nothing is.
-    Queued,
-}
-
 /// One connection: endpoint, machine, message buffers, region memory and reusable scratch
 /// space (nothing is allocated per RPC).
 pub(crate) struct Driver<E: Endpoint, M: Role> {
@@ -64,6 +56,8 @@ pub(crate) struct Driver<E: Endpoint, M: Role> {
     /// The write list the machine's express lane posts on every RPC (built once).
     express: Vec<SendWr>,
     connected: bool,
+    /// Whether looks before a likely wait read the transport.
+    ahead: look::LookAhead,
 }
 
 impl<E: Endpoint, M: Role> Driver<E, M> {
@@ -88,6 +82,7 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
             completions: vec![blank; COMPLETION_BATCH],
             express: Vec::new(),
             connected: true,
+            ahead: look::LookAhead::default(),
         }
     }
 
@@ -155,9 +150,9 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
     /// happens at that instant (a time read is a real share of a small RPC's instructions),
     /// except what follows a kernel the lane ran.
     ///
-    /// The transport is polled for new input first (with [`Look::Input`]); every further
-    /// look takes only what is ready without a system call ([`Endpoint::poll_queued`]): what
-    /// is still on its way is read by the wait that follows.
+    /// The first look at the transport is `first`; every further one (after the lane
+    /// posted something) is a look ahead ([`Look::Ahead`]): a wait that reads follows if it
+    /// finds nothing.
     pub(crate) fn pump(&mut self, lane: &mut impl Lane<E, M>, first: Look) -> Result<bool> {
         let mut now = None;
         let mut general = false;
@@ -165,10 +160,7 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
         let mut events_fed = false;
         let mut look = first;
         loop {
-            let n = match std::mem::replace(&mut look, Look::Queued) {
-                Look::Input => self.ep.poll(&mut self.completions)?,
-                Look::Queued => self.ep.poll_queued(&mut self.completions)?,
-            };
+            let n = self.look(std::mem::replace(&mut look, Look::Ahead))?;
             for i in 0..n {
                 let wc = self.completions[i];
                 if !general {
@@ -206,6 +198,22 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
             self.machine.handle_timeout(now.unwrap_or_else(clock::now));
         }
         Ok(true)
+    }
+
+    /// Moves ready completions into the scratch list as `look` says; how many.
+    fn look(&mut self, look: Look) -> Result<usize> {
+        let read = match look {
+            Look::Input => true,
+            Look::Ahead => self.ahead.reads(),
+        };
+        if !read {
+            return self.ep.poll_queued(&mut self.completions);
+        }
+        let n = self.ep.poll(&mut self.completions)?;
+        if look == Look::Ahead {
+            self.ahead.learn(n > 0);
+        }
+        Ok(n)
     }
 
     /// Feeds the ready connection events.

@@ -367,8 +367,9 @@ mod tests {
     use crate::{Naa, NaaOptions, Param};
 
     /// A client and an NAA that sleep in their waits do not read the socket before they
-    /// sleep (the sleep reads): neither the client's wait for its reply nor the NAA's look
-    /// after posting an answer makes a receive that finds nothing.
+    /// sleep (the sleep reads): the client's look after posting an RPC and the NAA's look
+    /// after posting an answer make a receive that finds nothing only when they probe
+    /// (one look in 16 on each side, see `driver::look`).
     #[test]
     fn sleeping_waits_make_no_empty_reads() {
         const RPCS: usize = 200;
@@ -398,6 +399,6 @@ mod tests {
         watch::PORT.store(0, Ordering::Relaxed);
         let empty = watch::EMPTY_READS.load(Ordering::Relaxed);
         h.finalize();
-        assert!(empty <= RPCS / 10, "{empty} empty reads in {RPCS} RPCs");
+        assert!(empty <= RPCS / 4, "{empty} empty reads in {RPCS} RPCs");
     }
 }
