@@ -125,9 +125,16 @@ impl SoftEndpoint {
     /// Waits until a completion or event is ready (true) or `deadline` passes (false),
     /// receiving on this thread if no other thread is; until `spin_until` it reads the socket
     /// without sleeping.
-    fn receive_until(&mut self, deadline: Instant, spin_until: Option<Instant>) -> Result<bool> {
+    fn receive_until(
+        &mut self,
+        start: Instant,
+        deadline: Instant,
+        spin_until: Option<Instant>,
+    ) -> Result<bool> {
         let shared = &*self.shared;
         let mut st = shared.lock();
+        // The clock is read again only when needed after each round.
+        let mut clock = Some(start);
         loop {
             if st.rc.has_ready() {
                 return Ok(true);
@@ -135,13 +142,14 @@ impl SoftEndpoint {
             if st.rc.is_closed() {
                 return Err(TransportError::NotConnected);
             }
-            let now = Instant::now();
+            let now = *clock.get_or_insert_with(Instant::now);
             if now >= deadline {
                 return Ok(false);
             }
+            clock = None;
             // The NIC thread is not receiving: receive on this thread (no hand-off).
             if let Some(r) = st.take_reader_for_app() {
-                st = receive_inline(shared, st, r, Some(deadline), spin_until);
+                st = receive_inline(shared, st, r, now, Some(deadline), spin_until);
                 continue;
             }
             // It is (streaming a payload, waiting for a receive): wait for what it produces.
@@ -250,7 +258,7 @@ impl Endpoint for SoftEndpoint {
             && let Some(r) = st.take_reader_for_app()
         {
             // Nothing ready: receive what has arrived, if the NIC thread is not receiving.
-            st = receive_inline(shared, st, r, None, None);
+            st = receive_inline(shared, st, r, Instant::now(), None, None);
         }
         Ok(take_completions(&mut st, out))
     }
@@ -272,7 +280,7 @@ impl Endpoint for SoftEndpoint {
         // process has a core to spare (`Waiter::plan`); then sleep in the socket.
         let plan = self.waiter.plan();
         let spin_until = Some(plan.spin_until(start, deadline)).filter(|t| *t > start);
-        let ready = self.receive_until(deadline, spin_until);
+        let ready = self.receive_until(start, deadline, spin_until);
         drop(plan);
         if let Ok(ready) = ready {
             let now = Instant::now();

@@ -36,7 +36,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
             held = st.take_reader_for_nic(now);
         }
         if let Some(mut r) = held.take() {
-            let (g, stop) = drive(&shared, st, &mut r, Mode::Nic);
+            let (g, stop) = drive(&shared, st, &mut r, Mode::Nic, now);
             st = g;
             match stop {
                 Stop::Busy => {

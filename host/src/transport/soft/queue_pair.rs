@@ -261,6 +261,8 @@ impl Shared {
         let budget = u64::try_from(budget).unwrap_or(u64::MAX);
         let mut spent = 0u64;
         let mut now = Instant::now();
+        // Bytes written since the clock was read: a chunk takes a while, smaller writes not.
+        let mut unclocked = 0u64;
         loop {
             let Some(mut w) = st.writer.take() else {
                 return st;
@@ -277,10 +279,15 @@ impl Shared {
             drop(st);
             let before = w.written();
             let wrote = w.write(&self.socket, CHUNK, now);
-            spent += w.written() - before;
+            let wrote_bytes = w.written() - before;
+            spent += wrote_bytes;
+            unclocked += wrote_bytes;
             st = self.lock();
-            // A chunk takes a while: the next one is timed afresh.
-            now = Instant::now();
+            if unclocked >= CHUNK as u64 {
+                // A chunk took a while: what follows is timed afresh.
+                now = Instant::now();
+                unclocked = 0;
+            }
             let more = match wrote {
                 Wrote::Progress(done) => {
                     if let Some(msn) = done {
@@ -539,7 +546,7 @@ mod tests {
         let deadline = Instant::now() + Duration::from_secs(10);
         while buffer.lock()[LEN - 1] != 1 {
             assert!(Instant::now() < deadline, "the first write was not placed");
-            st = drive(&shared, st, &mut r, Mode::Nic).0;
+            st = drive(&shared, st, &mut r, Mode::Nic, Instant::now()).0;
         }
         // Our one-byte write goes out; the peer acknowledges it and writes 40 000 bytes more,
         // all of it in our socket before we read.
@@ -567,7 +574,7 @@ mod tests {
         while st.rc.poll_event().is_some() {}
         assert!(!st.rc.has_ready());
         let copied = r.copied;
-        let (st, _) = drive(&shared, st, &mut r, Mode::App);
+        let (st, _) = drive(&shared, st, &mut r, Mode::App, Instant::now());
         assert!(st.rc.has_ready(), "the acknowledged write did not complete");
         assert!(
             !r.is_placing(),
@@ -610,7 +617,7 @@ mod tests {
             let mut st = shared.lock();
             let r = st.take_reader_for_app().expect("the reader is free");
             let deadline = Instant::now() + Duration::from_secs(10);
-            let mut st = receive_inline(&shared, st, r, Some(deadline), None);
+            let mut st = receive_inline(&shared, st, r, Instant::now(), Some(deadline), None);
             assert!(
                 st.rc.poll_completion().is_some(),
                 "write {msn} did not complete"

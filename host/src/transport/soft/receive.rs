@@ -52,19 +52,21 @@ pub(crate) enum Stop {
     Closed,
 }
 
-/// Receives what has arrived, without blocking, until [`Stop`].
+/// Receives what has arrived, without blocking, until [`Stop`]; `now` is the caller's
+/// reading of the clock (the call never blocks, so it stays accurate enough for the engine's
+/// timers, which run in milliseconds).
 pub(crate) fn drive<'a>(
     shared: &'a Shared,
     st: Guard<'a>,
     r: &mut Reader,
     mode: Mode,
+    now: Instant,
 ) -> (Guard<'a>, Stop) {
     let mut rx = Receiver {
         shared,
         r,
         mode,
-        // One reading of the clock per call: it never blocks, so the time stays accurate.
-        now: Instant::now(),
+        now,
         produced: false,
         app_steps: 0,
     };
@@ -364,21 +366,23 @@ fn sleep_for_input(socket: &Socket, r: &mut Reader, now: Instant, deadline: Inst
 /// Receives on the calling application thread with `r` (taken from the slot) until a
 /// completion or event is ready, `deadline` passes (`None`: do not block), or the NIC thread
 /// must take over; until `spin_until` it reads the socket again at once instead of sleeping
-/// in it. Puts the reader back in every case.
+/// in it. `now` is the caller's reading of the clock; the clock is read once more after each
+/// sleep or spin. Puts the reader back in every case.
 pub(crate) fn receive_inline<'a>(
     shared: &'a Shared,
     mut st: Guard<'a>,
     mut r: Reader,
+    mut now: Instant,
     deadline: Option<Instant>,
     spin_until: Option<Instant>,
 ) -> Guard<'a> {
-    // A blocking caller has just found nothing ready (its `poll` read the socket): it sleeps
-    // in the socket first instead of reading once more, unless it spins.
+    // A blocking caller that does not spin sleeps first: the sleep reads what is there (a
+    // non-blocking read first would cost a system call that mostly finds nothing).
     let mut sleep_first =
         deadline.is_some() && spin_until.is_none() && !r.is_placing() && r.peek().is_none();
     let hand_back = loop {
         if !std::mem::take(&mut sleep_first) {
-            let (g, stop) = drive(shared, st, &mut r, Mode::App);
+            let (g, stop) = drive(shared, st, &mut r, Mode::App, now);
             st = g;
             match stop {
                 Stop::Idle | Stop::Busy => {}
@@ -392,7 +396,6 @@ pub(crate) fn receive_inline<'a>(
             break false;
         };
         // This thread cannot post a reply while it sleeps: a due ACK goes out first.
-        let now = Instant::now();
         st.rc.flush_ack(now);
         st = shared.pump(st, POST_BUDGET);
         shared.nudge(&mut st);
@@ -409,8 +412,9 @@ pub(crate) fn receive_inline<'a>(
             Step::WouldBlock
         };
         st = shared.lock();
+        now = Instant::now();
         if matches!(got, Step::Progress) {
-            st.rc.handle_activity(Instant::now());
+            st.rc.handle_activity(now);
         }
     };
     // Whoever reads next may wait for a header: the mark stays raised only mid-payload.
@@ -418,7 +422,7 @@ pub(crate) fn receive_inline<'a>(
     st.read = if hand_back {
         ReadSlot::Reserved(r)
     } else {
-        ReadSlot::AppIdle(r, Instant::now())
+        ReadSlot::AppIdle(r, now)
     };
     shared.nudge(&mut st);
     // Another application thread may wait for the reader (or for what this one received).
