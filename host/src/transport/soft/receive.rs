@@ -143,6 +143,7 @@ impl<'a> Receiver<'a, '_> {
 
     /// Places the next chunk of the payload being placed.
     fn place(&mut self, st: Guard<'a>) -> Flow<'a> {
+        let failed = st.rc.send_failed();
         let (mut st, step) = self.unlocked(st, |r, socket| r.place(socket, CHUNK));
         let flow = match step {
             Step::Placed => {
@@ -155,7 +156,7 @@ impl<'a> Receiver<'a, '_> {
                 self.app_steps += 1;
                 self.after_chunk(&st)
             }
-            Step::WouldBlock => ControlFlow::Break(dry(&mut st)),
+            Step::WouldBlock => ControlFlow::Break(dry(&mut st, failed)),
             Step::Inaccessible => {
                 st.rc.handle_place_failed();
                 self.produced = true;
@@ -195,7 +196,7 @@ impl<'a> Receiver<'a, '_> {
     fn resume(&mut self, mut st: Guard<'a>) -> Flow<'a> {
         let flow = match st.rc.resume() {
             Some(inbound) => self.follow(inbound),
-            None if st.rc.send_failed() => ControlFlow::Break(dry(&mut st)),
+            None if st.rc.send_failed() => ControlFlow::Break(dry(&mut st, true)),
             None if self.mode == Mode::App => ControlFlow::Break(Stop::HandBack),
             None => ControlFlow::Break(Stop::Stalled),
         };
@@ -240,13 +241,14 @@ impl<'a> Receiver<'a, '_> {
 
     /// Reads more input into the buffer.
     fn fill(&mut self, st: Guard<'a>) -> Flow<'a> {
+        let failed = st.rc.send_failed();
         let (mut st, step) = self.unlocked(st, |r, socket| r.fill(socket));
         let flow = match step {
             Step::Progress => {
                 st.rc.handle_activity(self.now);
                 ControlFlow::Continue(())
             }
-            Step::WouldBlock => ControlFlow::Break(dry(&mut st)),
+            Step::WouldBlock => ControlFlow::Break(dry(&mut st, failed)),
             _ => {
                 st.rc.handle_peer_gone();
                 ControlFlow::Break(Stop::Closed)
@@ -280,9 +282,10 @@ impl<'a> Receiver<'a, '_> {
     /// the connection is still noticed).
     fn discard(&mut self, st: Guard<'a>) -> Flow<'a> {
         self.r.discard();
+        let failed = st.rc.send_failed();
         let (mut st, step) = self.unlocked(st, |r, socket| r.fill(socket));
         let flow = match step {
-            Step::WouldBlock => ControlFlow::Break(dry(&mut st)),
+            Step::WouldBlock => ControlFlow::Break(dry(&mut st, failed)),
             Step::Gone => {
                 st.rc.handle_peer_gone();
                 ControlFlow::Break(Stop::Closed)
@@ -318,10 +321,13 @@ impl<'a> Receiver<'a, '_> {
     }
 }
 
-/// The input has run dry: idle, unless a write failed (then the peer is gone: everything it
-/// sent before has been read, a NAK among it included).
-fn dry(st: &mut Guard<'_>) -> Stop {
-    if st.rc.send_failed() {
+/// The input has run dry: idle, unless a write had failed before the read that found nothing
+/// began (then the peer is gone: everything it sent before has been read, a NAK among it
+/// included). A write that fails during that read does not count: the peer's last frames
+/// (the NAK, its FIN and reset) may have reached the socket only after the read looked, while
+/// another thread held the socket for the write, so the next read decides.
+fn dry(st: &mut Guard<'_>, failed_before: bool) -> Stop {
+    if failed_before {
         st.rc.handle_peer_gone();
         Stop::Closed
     } else {
