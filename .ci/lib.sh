@@ -28,6 +28,15 @@ free_port() {
     done
 }
 
+# Waits until something listens on 127.0.0.1:PORT (at most SECONDS, default 10); false if not.
+wait_listen() {
+    local port=$1 until=$((SECONDS + ${2:-10}))
+    until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+        [ "$SECONDS" -lt "$until" ] || return 1
+        sleep 0.05
+    done
+}
+
 # Background processes to stop on exit: append their pids to naa_pids; `stop_naas` kills and
 # reaps them.
 naa_pids=()

@@ -60,13 +60,19 @@ for i in 1 2; do
         >"$work/naa$i.log" 2>&1 &
     naa_pids+=($!)
 done
+# Both must listen before the ranks start: a rank whose NAA refuses the connection fails
+# over to the other one, and the check below wants both used.
+for i in 0 1; do
+    wait_listen "${ports[$i]}" || { cat "$work/naa$((i + 1)).log"; exit 1; }
+done
 export NAA_SPEC="127.0.0.1:${ports[0]}:1:1,127.0.0.1:${ports[1]}:1:1"
 root=()
 [ "$(id -u)" != 0 ] || root=(--allow-run-as-root)
 # --oversubscribe: 4 ranks on 2 cores.
 mpirun "${root[@]}" --oversubscribe -np 4 -x NAAICE_TRANSPORT -x NAA_SPEC \
     "$venv/bin/python" host/python/examples/mpi_offload.py | tee "$work/mpi.out"
-grep -q "mpi_offload: 4 ranks, 2 NAAs, 0 wrong bytes" "$work/mpi.out"
+grep -q "mpi_offload: 4 ranks, 2 NAAs, 0 wrong bytes" "$work/mpi.out" ||
+    { tail -n 20 "$work"/naa1.log "$work"/naa2.log; exit 1; }
 for pid in "${naa_pids[@]}"; do kill "$pid"; wait "$pid" || true; done
 naa_pids=()
 unset NAA_SPEC
