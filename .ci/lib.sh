@@ -19,11 +19,15 @@ lap() {
     mark=$SECONDS
 }
 
-# A free TCP port on 127.0.0.1 (nothing answers a connect to it).
+# A free TCP port on 127.0.0.1 (nothing answers a connect to it), below the kernel's
+# ephemeral range: a port in that range may be the local end of some other connection (or
+# of one in TIME-WAIT), which a connect does not see but a listener's bind fails on.
 free_port() {
-    local p
+    local p low=32768
+    read -r low _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+    [ "$low" -gt 11000 ] 2>/dev/null || low=32768
     while :; do
-        p=$((20000 + RANDOM % 30000))
+        p=$((10000 + RANDOM % (low - 10000)))
         (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
     done
 }
