@@ -263,20 +263,12 @@ fn read_step(got: io::Result<usize>) -> (Step, usize) {
 #[cfg(test)]
 mod tests {
     use std::io::Write;
-    use std::net::{TcpListener, TcpStream};
     use std::time::Duration;
 
     use super::*;
     use crate::memory::Buffer;
     use crate::transport::soft::socket::Interest;
-
-    /// A connected pair: the peer's plain stream and our [`Socket`].
-    fn pair() -> (TcpStream, Socket) {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (ours, _) = listener.accept().unwrap();
-        (peer, Socket::new(ours).unwrap())
-    }
+    use crate::transport::soft::socket::tests::pair;
 
     fn wait_input(socket: &Socket) {
         let read = Interest {

@@ -272,13 +272,14 @@ impl Socket {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::io::Write;
     use std::net::TcpListener;
 
     use super::*;
 
-    fn pair() -> (TcpStream, Socket) {
+    /// A connected pair: the peer's plain stream and our [`Socket`].
+    pub(crate) fn pair() -> (TcpStream, Socket) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (ours, _) = listener.accept().unwrap();
