@@ -150,7 +150,7 @@ fn wait_until<E: Endpoint, T>(
             .and_then(|naa| naa.connection())
             .map_or(WaitPolicy::Sleep, Connection::wait_policy);
         let start = Instant::now();
-        let plan = with_set_waiter(policy, Waiter::plan);
+        let plan = with_set_waiter(policy, |w| w.plan(start));
         let deadline = earliest_deadline(handles).unwrap_or(start + SPIN_HORIZON);
         let spin_until = plan.spin_until(start, deadline);
         while Instant::now() < spin_until {

@@ -13,10 +13,13 @@
 //! * [`WaitPolicy::Sleep`] sleeps at once; [`WaitPolicy::Spin`] spins for a fixed time.
 //!
 //! Spinning only uses idle cores. The adaptive policy spins only while every thread that the
-//! process's open connections keep busy, theirs and their peers' on this machine, has a CPU of
-//! its own ([`cpu_demand`], [`OpenConnection`]); with more connections than cores (a software
-//! NAA serving many clients, many clients of an NAA on the same machine) it sleeps at once,
-//! instead of taking the CPU from the threads that produce the completions. Fixed spinning
+//! process's open connections keep busy, theirs and their peers' on this machine, and every
+//! other task of its job on this node has a CPU of its own ([`cpu_demand`],
+//! [`OpenConnection`], [`launcher_local_tasks`]), and while the waiting thread does not have
+//! to wait for its CPU (other busy work on the node: `contention`). Otherwise it sleeps at
+//! once, instead of taking the CPU from the threads that produce the completions: a spinning
+//! thread that the scheduler preempts, and a peer that spins in the run queue, turn a round
+//! trip of microseconds into one of scheduler time slices. Fixed spinning
 //! ([`WaitPolicy::Spin`]) spins on at most one thread per CPU ([`SpinSlot`]).
 //!
 //! The policy is chosen in Rust with the transport's configuration
@@ -29,12 +32,14 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-// System V semaphores through `libc` (no safe wrapper crate covers them).
-#[allow(unsafe_code)]
-mod census;
+mod contention;
 mod cores;
 
-pub use cores::{OpenConnection, SpinSlot, cores_to_spare, cpu_demand, cpus, spin_slots};
+use contention::Contention;
+pub use cores::{
+    LAUNCHER_LOCAL_TASKS_VARS, OpenConnection, SpinSlot, cores_to_spare, cpu_demand, cpus,
+    launcher_local_tasks, spin_slots,
+};
 
 /// Default cap of the adaptive spin budget.
 pub const DEFAULT_SPIN_CAP: Duration = Duration::from_micros(200);
@@ -230,6 +235,8 @@ pub struct Waiter {
     wake: Duration,
     /// How long the current wait spins before it sleeps (the last budget handed out).
     spinning: Duration,
+    /// Whether the waiting thread shares its CPU with other busy work.
+    contention: Contention,
 }
 
 impl Waiter {
@@ -250,6 +257,7 @@ impl Waiter {
             setup_left: SETUP_WAITS,
             wake: Duration::ZERO,
             spinning: Duration::ZERO,
+            contention: Contention::default(),
         };
         waiter.budget = waiter.learned();
         waiter
@@ -268,12 +276,25 @@ impl Waiter {
         budget
     }
 
-    /// Plans the next wait: the policy's spin budget, and the [`SpinSlot`] it holds while it
-    /// spins. It sleeps at once instead when every slot is taken, or under the adaptive policy
-    /// while the process's connections keep more threads busy than there are CPUs
-    /// ([`cores_to_spare`]).
-    pub fn plan(&mut self) -> SpinPlan {
+    /// Plans the next wait, which starts at `now`: the policy's spin budget, and the
+    /// [`SpinSlot`] it holds while it spins. Under the adaptive policy it sleeps at once
+    /// instead while the process's connections keep more threads busy than there are CPUs
+    /// ([`cores_to_spare`]) or while the waiting thread shares its CPU with other busy work
+    /// (it waited for a CPU: see `contention`); under any spinning policy when every slot is
+    /// taken.
+    pub fn plan(&mut self, now: Instant) -> SpinPlan {
         let budget = self.spin_budget();
+        let adaptive = matches!(self.policy, WaitPolicy::Adaptive { .. });
+        let busy = |w: &mut Self| adaptive && (!cores_to_spare() || w.contention.contended(now));
+        self.plan_given(budget, busy)
+    }
+
+    /// [`Waiter::plan`] with `busy` saying whether the CPUs are taken (tests inject it).
+    fn plan_given(
+        &mut self,
+        budget: Option<Duration>,
+        busy: impl FnOnce(&mut Self) -> bool,
+    ) -> SpinPlan {
         let sleep = SpinPlan {
             budget: Some(Duration::ZERO),
             slot: None,
@@ -281,7 +302,7 @@ impl Waiter {
         match budget {
             None => SpinPlan { budget, slot: None },
             Some(b) if b.is_zero() => sleep,
-            Some(_) if matches!(self.policy, WaitPolicy::Adaptive { .. }) && !cores_to_spare() => {
+            Some(_) if busy(self) => {
                 self.spin_denied();
                 sleep
             }
@@ -664,6 +685,21 @@ mod tests {
             w.record(WaitEnd::TimedOut(10 * US));
         }
         assert_eq!(budget(&mut w), before);
+    }
+
+    #[test]
+    fn busy_cpus_make_an_adaptive_wait_sleep_at_once() {
+        let mut w = adaptive();
+        let budget = w.spin_budget();
+        let plan = w.plan_given(budget, |_| true);
+        assert_eq!(plan.budget, Some(Duration::ZERO), "busy: sleep at once");
+        assert!(plan.slot.is_none());
+        // The wait slept without spinning: learned as a wait that did not spin.
+        w.record(WaitEnd::Slept(30 * US));
+        let budget = w.spin_budget();
+        let plan = w.plan_given(budget, |_| false);
+        assert!(plan.budget.is_some_and(|b| b > Duration::ZERO), "{plan:?}");
+        assert!(plan.slot.is_some(), "a free CPU: spins in a slot");
     }
 
     #[test]

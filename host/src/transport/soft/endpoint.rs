@@ -278,7 +278,7 @@ impl Endpoint for SoftEndpoint {
         }
         // Spin for the policy's budget, reading the socket without blocking, while this
         // process has a core to spare (`Waiter::plan`); then sleep in the socket.
-        let plan = self.waiter.plan();
+        let plan = self.waiter.plan(start);
         let spin_until = Some(plan.spin_until(start, deadline)).filter(|t| *t > start);
         let ready = self.receive_until(start, deadline, spin_until);
         drop(plan);

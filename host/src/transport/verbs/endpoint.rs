@@ -555,7 +555,7 @@ impl Endpoint for VerbsEndpoint {
             self.waiter.record(WaitEnd::Spun(to - from));
         }
         // Spinning takes a core: only while this process has one to spare (`Waiter::plan`).
-        let plan = self.waiter.plan();
+        let plan = self.waiter.plan(start);
         let spin_until = plan.spin_until(start, deadline);
         let mut now = start;
         while now < spin_until {

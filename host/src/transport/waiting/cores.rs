@@ -1,25 +1,23 @@
-//! Who may spin: the CPUs of this process, and the threads that open connections keep busy.
+//! Who may spin: the CPUs of this process, and the threads that keep them busy.
 //!
 //! A connection in steady use keeps one thread busy on each side, the client's and the NAA's.
-//! The CPU demand ([`cpu_demand`]) counts these threads on this machine, the larger of two
-//! counts:
-//! * the machine's census: every open connection end of this user's naaice processes
-//!   (`census`), so that two client processes of one NAA on this machine know of each other;
-//! * this process's own: one per open connection ([`OpenConnection`]), plus one for the peer
+//! The CPU demand ([`cpu_demand`]) counts the threads busy on this machine as far as this
+//! process can know without asking other processes:
+//! * one per open connection of this process ([`OpenConnection`]), plus one for the peer
 //!   when it runs in another process of this machine (the same address, or a loopback one);
 //!   a connection whose peer is in this very process (a local-mode NAA, a test) counts once
-//!   per end, since both ends are registered here. It stands alone where there is no census,
-//!   and counts peers that are not naaice processes of this user.
+//!   per end, since both ends are registered here;
+//! * one per other task of the parallel job on this node, as its launcher tells
+//!   ([`launcher_local_tasks`]: MPI ranks and Slurm tasks each keep a core busy).
 //!
 //! While the demand fits the CPUs, every busy thread has a core of its own and spinning costs
 //! no other thread its CPU time; beyond that, the adaptive policy sleeps at once (see
-//! [`super::Waiter`]). Threads busy with other work are not counted.
+//! [`super::Waiter`]). Other busy work on the machine is not counted here: the waiting thread
+//! notices it when it has to wait for a CPU (`contention`).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
-
-use super::census;
 
 /// Threads of this process spinning in a wait right now (see [`SpinSlot`]).
 static SPINNING: AtomicUsize = AtomicUsize::new(0);
@@ -41,13 +39,37 @@ pub fn spin_slots() -> usize {
     cpus()
 }
 
-/// Threads on this machine kept busy by open connections, as far as this process can tell:
-/// one per open connection end of this user's naaice processes on the machine (counted in a
-/// System V semaphore), or, if larger, one per open connection of this process plus one per
-/// peer of them running in another process of this machine ([`OpenConnection`]).
+/// Threads on this machine kept busy by open connections and by the other tasks of this
+/// node's share of a parallel job: one per open connection of this process plus one per peer
+/// of them running in another process of this machine ([`OpenConnection`]), plus
+/// [`launcher_local_tasks`] less this one.
 pub fn cpu_demand() -> usize {
-    let own = DEMAND.load(Ordering::Acquire);
-    census::count().map_or(own, |machine| machine.max(own))
+    DEMAND.load(Ordering::Acquire) + launcher_local_tasks().saturating_sub(1)
+}
+
+/// The environment variables in which launchers give the number of tasks of a job on this
+/// node, in the order they are read: Open MPI, MPICH and Intel MPI (Hydra), Slurm (`srun
+/// --ntasks-per-node`).
+pub const LAUNCHER_LOCAL_TASKS_VARS: [&str; 3] = [
+    "OMPI_COMM_WORLD_LOCAL_SIZE",
+    "MPI_LOCALNRANKS",
+    "SLURM_NTASKS_PER_NODE",
+];
+
+/// How many tasks of this process's parallel job run on this node, this one included, as its
+/// launcher says ([`LAUNCHER_LOCAL_TASKS_VARS`], read once); 1 outside a launcher.
+pub fn launcher_local_tasks() -> usize {
+    static TASKS: OnceLock<usize> = OnceLock::new();
+    *TASKS.get_or_init(|| local_tasks_from(|name| std::env::var(name).ok()))
+}
+
+/// The first of [`LAUNCHER_LOCAL_TASKS_VARS`] that `var` gives as a positive number; 1 if none.
+fn local_tasks_from(var: impl Fn(&str) -> Option<String>) -> usize {
+    LAUNCHER_LOCAL_TASKS_VARS
+        .iter()
+        .filter_map(|name| var(name)?.trim().parse::<usize>().ok())
+        .find(|&n| n > 0)
+        .unwrap_or(1)
 }
 
 /// True while every thread the open connections keep busy has a CPU of its own.
@@ -98,8 +120,6 @@ struct Ends {
 #[derive(Debug)]
 pub struct OpenConnection {
     id: u64,
-    /// Counted in the machine's census.
-    counted: bool,
 }
 
 impl OpenConnection {
@@ -114,10 +134,7 @@ impl OpenConnection {
                 peer: peer.map(canonical),
             });
         });
-        Self {
-            id,
-            counted: census::join(),
-        }
+        Self { id }
     }
 }
 
@@ -125,9 +142,6 @@ impl Drop for OpenConnection {
     fn drop(&mut self) {
         let id = self.id;
         update(|open| open.retain(|e| e.id != id));
-        if self.counted {
-            census::leave();
-        }
     }
 }
 
@@ -187,6 +201,36 @@ mod tests {
     }
 
     #[test]
+    fn the_launcher_says_how_many_tasks_share_the_node() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| (*v).to_owned())
+            }
+        };
+        assert_eq!(local_tasks_from(env(&[])), 1);
+        assert_eq!(
+            local_tasks_from(env(&[("OMPI_COMM_WORLD_LOCAL_SIZE", "16")])),
+            16
+        );
+        assert_eq!(
+            local_tasks_from(env(&[("SLURM_NTASKS_PER_NODE", " 4 ")])),
+            4
+        );
+        assert_eq!(
+            local_tasks_from(env(&[
+                ("OMPI_COMM_WORLD_LOCAL_SIZE", "0"),
+                ("MPI_LOCALNRANKS", "x"),
+                ("SLURM_NTASKS_PER_NODE", "8"),
+            ])),
+            8,
+            "unusable values are skipped"
+        );
+    }
+
+    #[test]
     fn a_peer_elsewhere_counts_one_thread() {
         assert_eq!(demand_of(&[ends(0, "10.0.0.5:40000", "10.0.0.6:12345")]), 1);
         assert_eq!(demand_of(&[ends(0, "[fe80::1]:40000", "[fe80::2]:1")]), 1);
@@ -240,7 +284,7 @@ mod tests {
         );
         let id = conn.id;
         assert!(registered(id));
-        assert!(cpu_demand() >= 2);
+        assert!(cpu_demand() >= 2 + launcher_local_tasks() - 1);
         drop(conn);
         assert!(!registered(id));
     }
