@@ -5,8 +5,12 @@ use std::net::IpAddr;
 use std::str::FromStr;
 
 /// An address prefix such as `10.0.0.0/24`, `fd00::/8` or a single address (`10.0.0.5`, all
-/// bits). An IPv4 prefix also matches IPv4-mapped IPv6 peers (`::ffff:10.0.0.5`, as a
-/// dual-stack listener on `::` sees IPv4 clients).
+/// bits).
+///
+/// IPv4 and IPv4-mapped IPv6 addresses (`::ffff:10.0.0.5`, as a dual-stack listener on `::`
+/// sees IPv4 clients) are one address space: an IPv4 prefix matches a mapped peer, an
+/// IPv4-mapped prefix (`::ffff:10.0.0.0/104`) matches what `10.0.0.0/8` matches, and an IPv6
+/// prefix that spans the mapped range (`::/0`, `::ffff:0:0/96`) matches IPv4 peers too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AddressPrefix {
     addr: IpAddr,
@@ -16,30 +20,26 @@ pub struct AddressPrefix {
 impl AddressPrefix {
     /// True if `peer` lies inside this prefix.
     pub fn contains(&self, peer: IpAddr) -> bool {
-        let peer = match peer {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(peer, IpAddr::V4),
-            v4 => v4,
+        // Compare in IPv6 space, IPv4 as IPv4-mapped (`::ffff:a.b.c.d`, the top 96 bits).
+        let (net, len) = match self.addr {
+            IpAddr::V4(v4) => (v4.to_ipv6_mapped(), self.len.saturating_add(96)),
+            IpAddr::V6(v6) => (v6, self.len),
         };
-        match (self.addr, peer) {
-            (IpAddr::V4(net), IpAddr::V4(p)) => {
-                masked(u32::from(net).into(), self.len, 32)
-                    == masked(u32::from(p).into(), self.len, 32)
-            }
-            (IpAddr::V6(net), IpAddr::V6(p)) => {
-                masked(u128::from(net), self.len, 128) == masked(u128::from(p), self.len, 128)
-            }
-            _ => false,
-        }
+        let peer = match peer {
+            IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+            IpAddr::V6(v6) => v6,
+        };
+        masked(u128::from(net), len) == masked(u128::from(peer), len)
     }
 }
 
-/// The top `len` of the `bits` low bits of `value`.
-fn masked(value: u128, len: u8, bits: u32) -> u128 {
-    let len = u32::from(len).min(bits);
+/// The top `len` bits of `value`.
+fn masked(value: u128, len: u8) -> u128 {
+    let len = u32::from(len).min(128);
     if len == 0 {
         return 0;
     }
-    value >> (bits - len)
+    value >> (128 - len)
 }
 
 /// A prefix that does not parse.
@@ -124,6 +124,28 @@ mod tests {
         assert!(!p("fd00::/8").contains(ip("fe80::1")));
         assert!(p("::/0").contains(ip("2001:db8::1")));
         assert!(p("127.0.0.1/8").contains(ip("127.1.2.3")));
+    }
+
+    #[test]
+    fn ipv4_and_ipv4_mapped_addresses_are_one_space() {
+        // `::/0` admits everyone, IPv4 clients of a dual-stack listener included.
+        for peer in ["192.0.2.1", "::ffff:192.0.2.1", "2001:db8::1", "::1"] {
+            assert!(p("::/0").contains(ip(peer)), "{peer}");
+        }
+        // An IPv4-mapped prefix is its IPv4 prefix, whichever form the peer has.
+        for peer in ["10.1.2.3", "::ffff:10.1.2.3"] {
+            assert!(p("::ffff:10.0.0.0/104").contains(ip(peer)), "{peer}");
+            assert!(p("10.0.0.0/8").contains(ip(peer)), "{peer}");
+            assert!(p("::ffff:0:0/96").contains(ip(peer)), "{peer}");
+        }
+        for peer in ["11.0.0.1", "::ffff:11.0.0.1", "fd00::a00:1", "::a00:1"] {
+            assert!(!p("::ffff:10.0.0.0/104").contains(ip(peer)), "{peer}");
+            assert!(!p("10.0.0.0/8").contains(ip(peer)), "{peer}");
+        }
+        assert!(p("::ffff:10.0.0.5").contains(ip("10.0.0.5")));
+        assert!(!p("::ffff:0:0/96").contains(ip("fd00::1")));
+        assert!(!p("0.0.0.0/0").contains(ip("::1")));
+        assert!(allowed(&[p("::/0")], Some(ip("::ffff:127.0.0.1"))));
     }
 
     #[test]

@@ -140,8 +140,95 @@ impl Default for SoftNaaConfig {
     }
 }
 
-/// Reason sent to a client rejected because all connection slots are taken.
+/// Start of the reason sent to a client rejected because all connection slots are taken;
+/// the limit and how to raise it follow (`NAA overloaded: connection limit reached (8; raise
+/// with --max-connections / SoftNaaConfig::max_connections)`).
 pub const OVERLOAD_REASON: &str = "NAA overloaded: connection limit reached";
+
+/// The reason sent to a client rejected because all `max` connection slots are taken: short
+/// enough for a verbs reject's private data (148 bytes).
+fn overload_reason(max: usize) -> String {
+    format!(
+        "{OVERLOAD_REASON} ({max}; raise with --max-connections / SoftNaaConfig::max_connections)"
+    )
+}
+
+/// How long the master logs one refusal line of a kind at most (with the count it stands
+/// for; see [`Refusals`]).
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The end of a throttled line's message: where the refusals after it are reported.
+const LATER: &str = "those in the next 5 s are summed up in one line";
+
+/// The master's throttled log lines: failed accepts and refused clients, one line per kind
+/// and [`REFUSAL_LOG_INTERVAL`] at most. Every refusal is counted in a line: those within a
+/// line's window in a summary line when the window ends, and the rest when the NAA stops.
+struct Refusals {
+    listen_errors: LogThrottle,
+    rejections: LogThrottle,
+    denials: LogThrottle,
+    max_connections: usize,
+    allow: String,
+}
+
+impl Refusals {
+    fn new(max_connections: usize, allow: &[AddressPrefix]) -> Self {
+        Self {
+            listen_errors: LogThrottle::new(REFUSAL_LOG_INTERVAL),
+            rejections: LogThrottle::new(REFUSAL_LOG_INTERVAL),
+            denials: LogThrottle::new(REFUSAL_LOG_INTERVAL),
+            max_connections,
+            allow: allow::describe(allow),
+        }
+    }
+
+    /// Logs a summary line for each kind whose window ended by `now` with refusals not yet
+    /// logged.
+    fn summarize(&mut self, now: Instant) {
+        let counts = [
+            self.listen_errors.expired(now),
+            self.rejections.expired(now),
+            self.denials.expired(now),
+        ];
+        self.log(counts);
+    }
+
+    /// Logs a summary line for each kind with refusals not yet logged (when the NAA stops).
+    fn flush(&mut self) {
+        let counts = [
+            self.listen_errors.flush(),
+            self.rejections.flush(),
+            self.denials.flush(),
+        ];
+        self.log(counts);
+    }
+
+    fn log(&self, [listen_errors, rejections, denials]: [Option<u64>; 3]) {
+        if let Some(count) = listen_errors {
+            tracing::warn!(
+                count,
+                "accept failed (summary: count = failures not logged yet)"
+            );
+        }
+        if let Some(count) = rejections {
+            tracing::warn!(
+                max_connections = self.max_connections,
+                count,
+                "connection limit reached ({} connections); rejected (summary: count = \
+                 rejections not logged yet)",
+                self.max_connections
+            );
+        }
+        if let Some(count) = denials {
+            tracing::warn!(
+                allow = %self.allow,
+                count,
+                "client address not allowed; rejected (summary: count = rejections not logged \
+                 yet)"
+            );
+        }
+    }
+}
 
 /// Start of the reason sent to a client whose address the allow list
 /// ([`SoftNaaConfig::allow`]) does not contain; the client's address and the list follow.
@@ -213,9 +300,7 @@ where
         let server_config = self.server_config();
         let budget = MemoryBudget::new(self.config.memory_budget);
         let mut slots = Slots::new(self.config.max_connections, self.config.evict_idle_after);
-        let mut listen_errors = LogThrottle::new(Duration::from_secs(5));
-        let mut rejections = LogThrottle::new(Duration::from_secs(5));
-        let mut denials = LogThrottle::new(Duration::from_secs(5));
+        let mut refusals = Refusals::new(self.config.max_connections, &self.config.allow);
         tracing::info!(
             addr = %self.local_addr(),
             max = self.config.max_connections,
@@ -225,13 +310,18 @@ where
         );
         while !shutdown.load(Ordering::Relaxed) {
             slots.reap();
+            refusals.summarize(Instant::now());
             let deadline = Instant::now() + Duration::from_millis(100);
             let incoming = match self.listener.next_request(deadline) {
                 Ok(Some(i)) => i,
                 Ok(None) => continue,
                 Err(e) => {
-                    if let Some(count) = listen_errors.hit(Instant::now()) {
-                        tracing::warn!(error = %e, count, "accept failed (count since the last such line)");
+                    if let Some(count) = refusals.listen_errors.hit(Instant::now()) {
+                        tracing::warn!(
+                            error = %e,
+                            count,
+                            "accept failed (count: failures this line stands for; {LATER})"
+                        );
                     }
                     std::thread::sleep(Duration::from_millis(10));
                     continue;
@@ -242,12 +332,13 @@ where
                 let allowed = allow::describe(&self.config.allow);
                 let who =
                     peer.map_or_else(|| "an unknown address".to_owned(), |p| p.ip().to_string());
-                if let Some(count) = denials.hit(Instant::now()) {
+                if let Some(count) = refusals.denials.hit(Instant::now()) {
                     tracing::warn!(
                         ?peer,
                         allow = %allowed,
                         count,
-                        "client address not allowed; rejecting (count since the last such line)"
+                        "client address not allowed; rejecting (count: rejections this line \
+                         stands for; {LATER})"
                     );
                 }
                 incoming.reject(&format!(
@@ -265,14 +356,18 @@ where
                     );
                 }
                 Admission::Full => {
-                    if let Some(count) = rejections.hit(Instant::now()) {
+                    if let Some(count) = refusals.rejections.hit(Instant::now()) {
                         tracing::warn!(
                             ?peer,
+                            max_connections = self.config.max_connections,
                             count,
-                            "connection limit reached; rejecting (count since the last such line)"
+                            "connection limit reached ({} connections; raise it with \
+                             --max-connections or SoftNaaConfig::max_connections); rejecting \
+                             (count: rejections this line stands for; {LATER})",
+                            self.config.max_connections
                         );
                     }
-                    incoming.reject(OVERLOAD_REASON);
+                    incoming.reject(&overload_reason(self.config.max_connections));
                     continue;
                 }
             }
@@ -292,6 +387,7 @@ where
                 Err(e) => tracing::error!(error = %e, "cannot start a worker thread"),
             }
         }
+        refusals.flush();
         slots.join_all();
         tracing::info!("software NAA stopped");
         Ok(())
