@@ -13,7 +13,8 @@ pub enum Error {
     #[error("transport: {0}")]
     Transport(#[from] TransportError),
     /// The protocol failed: the peer misbehaved, a work request failed, a phase timed out.
-    #[error("protocol: {0}")]
+    /// An RPC's timeout names the variable that sets its deadline.
+    #[error("protocol: {0}{hint}", hint = rpc_deadline_hint(.0))]
     Protocol(machine::Error),
     /// A region-table operation failed.
     #[error("regions: {0}")]
@@ -48,5 +49,46 @@ impl From<machine::Error> for Error {
     }
 }
 
+/// For an RPC that timed out, what set its deadline (the machine's error does not carry it).
+fn rpc_deadline_hint(e: &machine::Error) -> String {
+    use naaice_core::machine::Phase;
+    match e {
+        machine::Error::Timeout {
+            phase: Phase::DataSending | Phase::Calculating | Phase::DataReceiving,
+        } => format!(
+            ": no answer within the RPC's deadline ({} (default {}), or the call's own \
+             timeout)",
+            crate::discovery::environment::RPC_TIMEOUT_VAR,
+            humantime::format_duration(crate::discovery::environment::DEFAULT_RPC_TIMEOUT)
+        ),
+        _ => String::new(),
+    }
+}
+
 /// Result type of the host APIs.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use naaice_core::machine::Phase;
+
+    /// An RPC's timeout names `NAAICE_RPC_TIMEOUT`; other protocol errors are unchanged.
+    #[test]
+    fn an_rpc_timeout_names_its_variable() {
+        let rpc = Error::Protocol(machine::Error::Timeout {
+            phase: Phase::DataReceiving,
+        })
+        .to_string();
+        assert_eq!(
+            rpc,
+            "protocol: timed out in phase DATA_RECEIVING: no answer within the RPC's deadline \
+             (NAAICE_RPC_TIMEOUT (default 1h), or the call's own timeout)"
+        );
+        let mrsp = Error::Protocol(machine::Error::Timeout {
+            phase: Phase::MrspReceiving,
+        })
+        .to_string();
+        assert_eq!(mrsp, "protocol: timed out in phase MRSP_RECEIVING");
+    }
+}

@@ -43,7 +43,11 @@
 //! | `NAAICE_CONNECT_TIMEOUT` | connect deadline in seconds, retries and failover included (default 10) |
 //! | `NAAICE_WAIT` | how connections wait for completions: `adaptive` (default: spin for a budget learned from recent waits, at most 200 µs, while the connections on this machine leave a core to spare, then sleep; `adaptive:CAP_US` sets the cap), `poll` (never sleep: a dedicated core per connection), `sleep` (sleep at once), `spin:US` (spin a fixed time) |
 //! | `NAAICE_RANK`/`NAAICE_NRANKS`, else `SLURM_PROCID`/`SLURM_NTASKS`, `OMPI_COMM_WORLD_RANK`/`_SIZE`, `PMI_RANK`/`PMI_SIZE`, `PMIX_RANK` | this process's rank: which `NAA_SPEC` entry it prefers (`naaice::select`) |
-//! | `NAAICE_LOG` | log filter for the messages on stderr (`error`, `warn` (default), `info`, `debug`, `trace`, or a `tracing` filter) |
+//! | `NAAICE_LOG` | log filter for the messages on stderr (`error`, `warn` (default), `info`, `debug`, `trace`, or a `tracing` filter whose targets are naaice crates such as `naaice=debug,warn`); an invalid one gives `warn`, said once on stderr |
+//!
+//! A variable named `NAAICE_*` or `NAA_*` that the library does not know (a misspelling such
+//! as `NAAICE_RPC_TIMOUT`) is reported once per process as a warning naming the nearest
+//! known variable.
 //!
 //! At the boundary: no panic crosses it (every export catches unwinding and returns an error),
 //! NULL and invalid arguments are errors, the library installs no signal handler and no alarm,

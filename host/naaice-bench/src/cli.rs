@@ -123,14 +123,16 @@ pub(crate) struct Args {
     /// to spin like perftest does; a bare number is microseconds).
     #[arg(long, value_name = "DURATION", alias = "busy-poll-us", value_parser = micros)]
     pub busy_poll: Option<Duration>,
-    /// Log filter (`error`, `warn` (default), `info`, `debug`, `trace`, or a `tracing` filter
-    /// such as `naaice=debug`).
+    /// Log filter (`error`, `warn` (default), `info`, `debug`, `trace`, `off`, or a `tracing`
+    /// filter whose targets are naaice crates, such as `naaice=debug,warn`); anything else is
+    /// refused.
     #[arg(
         short,
         long,
         env = "NAAICE_LOG",
         value_name = "FILTER",
-        default_value = "warn"
+        default_value = "warn",
+        value_parser = log_filter
     )]
     pub log: String,
     /// Many clients at once instead of the sweep: the numbers of clients to measure
@@ -241,6 +243,15 @@ impl Args {
             .clone()
             .unwrap_or_else(|| self.out.join("summary.csv"))
     }
+}
+
+/// A log filter of `--log` or `NAAICE_LOG` ([`naaice::cli::log_filter`]), normalised; a typo
+/// is a command-line error (exit status 2) naming the accepted forms.
+fn log_filter(s: &str) -> Result<String, String> {
+    let filter = naaice::cli::log_filter(s).map_err(|e| e.to_string())?;
+    tracing_subscriber::EnvFilter::try_new(&filter)
+        .map(|_| filter)
+        .map_err(|e| format!("{s:?} is not a log filter: {e}"))
 }
 
 /// A duration whose bare number is microseconds.

@@ -59,6 +59,19 @@ pub(crate) struct Configuration {
     pub connect_timeout_s: Option<f64>,
     /// The local source address (`None`: the system chooses).
     pub local_ip: Option<String>,
+    /// Variables named like the library's that it does not know (likely misspellings).
+    pub unknown_variables: Vec<UnknownReport>,
+}
+
+/// A variable named `NAAICE_*` or `NAA_*` that the library does not read.
+#[derive(Debug, Serialize)]
+pub(crate) struct UnknownReport {
+    /// Its name.
+    pub name: String,
+    /// The known variable nearest to it, if one is near.
+    pub nearest: Option<&'static str>,
+    /// What the library warns.
+    pub message: String,
 }
 
 /// The process's rank, as the library reads it.
@@ -209,17 +222,35 @@ pub(crate) fn gather(spec_arg: Option<&str>) -> Gathered {
     let rank = Rank::from_lookup(value)
         .map_err(|e| record(&mut errors, "NAAICE_RANK", e))
         .ok();
-    if let Some(filter) = value("NAAICE_LOG").filter(|f| !f.trim().is_empty())
-        && let Err(e) = tracing_subscriber::EnvFilter::try_new(&filter)
-    {
-        errors.push((
-            "NAAICE_LOG",
-            format!(
-                "NAAICE_LOG={filter:?}: not a log filter ({e}); the C library logs at warn \
-                 instead"
-            ),
-        ));
+    // The library's check (a typo such as `degub` is refused), then `tracing`'s own.
+    match environment::log_filter(value(environment::LOG_VAR).as_deref()) {
+        Ok(Some(filter)) => {
+            if let Err(e) = tracing_subscriber::EnvFilter::try_new(&filter) {
+                errors.push((
+                    environment::LOG_VAR,
+                    format!(
+                        "NAAICE_LOG={filter:?}: not a log filter ({e}); the library logs at \
+                         warn instead"
+                    ),
+                ));
+            }
+        }
+        Ok(None) => {}
+        Err(e) => errors.push((
+            environment::LOG_VAR,
+            format!("{e}; the library logs at warn instead"),
+        )),
     }
+    let unknown: Vec<UnknownReport> = environment::unknown_variables(
+        std::env::vars_os().filter_map(|(k, _)| k.into_string().ok()),
+    )
+    .into_iter()
+    .map(|u| UnknownReport {
+        message: u.to_string(),
+        name: u.name,
+        nearest: u.nearest,
+    })
+    .collect();
 
     let (spec_source, spec_text) = match spec_arg {
         Some(s) => ("--spec", Some(s.to_owned())),
@@ -269,6 +300,7 @@ pub(crate) fn gather(spec_arg: Option<&str>) -> Gathered {
         })
         .collect();
     let mut problems: Vec<String> = errors.iter().map(|(_, e)| e.clone()).collect();
+    problems.extend(unknown.iter().map(|u| u.message.clone()));
     if spec_arg.is_some() {
         problems.extend(spec_error.clone());
     }
@@ -281,6 +313,7 @@ pub(crate) fn gather(spec_arg: Option<&str>) -> Gathered {
         rpc_timeout_s: rpc_timeout.map(|t| t.as_secs_f64()),
         connect_timeout_s: connect_timeout.map(|t| t.as_secs_f64()),
         local_ip: local.map(|l| l.ip().to_string()),
+        unknown_variables: unknown,
     };
     let (preferences, preferences_error) = match rank {
         _ if entries.is_empty() => (Vec::new(), None),

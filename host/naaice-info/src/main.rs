@@ -47,7 +47,8 @@ NAAICE_CONNECT_TIMEOUT and NAAICE_RPC_TIMEOUT, so that a dead NAA costs at most 
 /// The exit statuses (`--help` and the man page's EXIT STATUS).
 const EXIT_STATUS: &str = "0: the configuration is valid (and, with --probe, every probed \
 entry is ok). 1: a variable or the spec is invalid (an unset NAA_SPEC counts, unless --spec \
-is given), or a probed entry is not ok. 2: a command-line error.";
+is given; so does a variable named NAAICE_* or NAA_* that the library does not know), or a \
+probed entry is not ok. 2: a command-line error (also an invalid --log).";
 
 /// The man page's sections beyond the options.
 const MAN: ManExtras<'static> = ManExtras {
@@ -119,6 +120,12 @@ struct Args {
     /// Print one JSON document (the same facts) instead of text.
     #[arg(long)]
     json: bool,
+    /// Log filter of naaice-info's own messages on stderr (`error`, `warn`, `info`, `debug`,
+    /// `trace`, `off`, or a `tracing` filter whose targets are naaice crates, such as
+    /// `naaice=debug,warn`). Default: NAAICE_LOG where valid (an invalid NAAICE_LOG is
+    /// reported as a problem), else warn.
+    #[arg(long, value_name = "FILTER", value_parser = log_filter)]
+    log: Option<String>,
     /// Print the man page (roff) to standard output and exit.
     #[arg(long, hide = true)]
     man_page: bool,
@@ -138,11 +145,30 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     })
 }
 
-/// Logs to stderr, filtered by `NAAICE_LOG` as in the C library (`warn` when unset or
-/// invalid).
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("NAAICE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+/// A log filter of `--log` ([`naaice::cli::log_filter`]), normalised; a typo is a
+/// command-line error (exit status 2) naming the accepted forms.
+fn log_filter(s: &str) -> Result<String, String> {
+    let filter = naaice::cli::log_filter(s).map_err(|e| e.to_string())?;
+    tracing_subscriber::EnvFilter::try_new(&filter)
+        .map(|_| filter)
+        .map_err(|e| format!("{s:?} is not a log filter: {e}"))
+}
+
+/// Logs to stderr, filtered by `--log`, else by `NAAICE_LOG` as in the C library (`warn`
+/// when unset or invalid: the report names an invalid one as a problem).
+fn init_logging(log: Option<&str>) {
+    let env = std::env::var(naaice::environment::LOG_VAR).ok();
+    let filter = log
+        .map(str::to_owned)
+        .or_else(|| {
+            naaice::environment::log_filter(env.as_deref())
+                .ok()
+                .flatten()
+        })
+        .and_then(|f| tracing_subscriber::EnvFilter::try_new(f).ok())
+        .unwrap_or_else(|| {
+            tracing_subscriber::EnvFilter::new(naaice::environment::DEFAULT_LOG_FILTER)
+        });
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -216,7 +242,7 @@ fn main() -> ExitCode {
     ) {
         return code;
     }
-    init_logging();
+    init_logging(args.log.as_deref());
     let report = gather(&args);
     if let (Some(n), true) = (args.entry, report.spec.error.is_none()) {
         let count = report.spec.entries.len();

@@ -3,7 +3,7 @@
 //! the time each step took.
 //!
 //! Each entry is probed as the library would use it: its address resolved like
-//! [`NaaEntry::resolve`], then [`Transport::connect_as`] with the transport the entry names
+//! [`naaice::select::address`] (for a `local:` entry, the in-process NAA it starts), then [`Transport::connect_as`] with the transport the entry names
 //! (else the one `NAAICE_TRANSPORT` chooses), from `NAA_LOCAL_IP` if set. Under `auto` the
 //! probe makes the same two attempts [`AutoTransport`](naaice::transport::AutoTransport)
 //! makes (verbs with half of the time where verbs is usable, then the software transport),
@@ -213,9 +213,9 @@ impl Prober<'_> {
 
     /// Resolves, connects, runs the MRSP and one RPC, filling in `r` as it goes.
     fn run(&self, entry: &NaaEntry, deadline: Instant, r: &mut ProbeResult) -> Result<(), Failure> {
-        let addr = entry
-            .resolve()
-            .map_err(|e| Failure::of(Stage::Resolve, e.into()))?;
+        // A local entry's address is the in-process NAA's, which this starts.
+        let addr =
+            naaice::select::address(entry).map_err(|e| Failure::of(Stage::Resolve, e.into()))?;
         r.address = Some(addr.to_string());
         let start = Instant::now();
         let ep = self.connect(entry, addr, deadline, &mut r.attempts);

@@ -32,6 +32,91 @@ pub(crate) struct Rdma {
     pub netdevs: Vec<Netdev>,
     /// Why the verbs transport cannot be used here (`None`: it can be tried).
     pub verbs_unusable: Option<String>,
+    /// The locked-memory limit, which verbs registrations count against.
+    pub memlock: Memlock,
+}
+
+/// Where the kernel shows this process's resource limits.
+pub(crate) const PROC_LIMITS: &str = "/proc/self/limits";
+
+/// The locked-memory limit below which [`Memlock::warning`] says to raise it: registering
+/// regions over verbs pins them, and a few MiB (a common default) do not hold one large
+/// region.
+pub(crate) const MEMLOCK_NEEDED: u64 = 64 << 20;
+
+/// The locked-memory limit (`ulimit -l`, `RLIMIT_MEMLOCK`).
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub(crate) struct Memlock {
+    /// The soft limit in bytes, what applies (`None`: unlimited, or unknown).
+    pub soft_bytes: Option<u64>,
+    /// The hard limit in bytes, up to which a process may raise it (`None`: unlimited, or
+    /// unknown).
+    pub hard_bytes: Option<u64>,
+    /// Why the limit is too low for verbs and how to raise it.
+    pub warning: Option<String>,
+    /// Why the limit is unknown.
+    pub error: Option<String>,
+}
+
+impl Memlock {
+    /// Reads the limit from a `/proc/PID/limits` file.
+    pub(crate) fn read(limits: &Path) -> Self {
+        let unknown = |error: String| Self {
+            soft_bytes: None,
+            hard_bytes: None,
+            warning: None,
+            error: Some(error),
+        };
+        let text = match fs::read_to_string(limits) {
+            Ok(t) => t,
+            Err(e) => return unknown(format!("cannot read {}: {e}", limits.display())),
+        };
+        let Some(line) = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Max locked memory"))
+        else {
+            return unknown(format!(
+                "{} has no \"Max locked memory\" line",
+                limits.display()
+            ));
+        };
+        let mut fields = line.split_whitespace();
+        let limit = |f: Option<&str>| -> Result<Option<u64>, String> {
+            match f {
+                Some("unlimited") => Ok(None),
+                Some(n) => n
+                    .parse()
+                    .map(Some)
+                    .map_err(|_| format!("unexpected limit {n:?}")),
+                None => Err("missing limit".into()),
+            }
+        };
+        let (soft, hard) = match (limit(fields.next()), limit(fields.next())) {
+            (Ok(s), Ok(h)) => (s, h),
+            (Err(e), _) | (_, Err(e)) => return unknown(format!("{}: {e}", limits.display())),
+        };
+        let warning = soft.filter(|&s| s < MEMLOCK_NEEDED).map(|s| {
+            let raise = match hard {
+                None => "ulimit -l unlimited".to_owned(),
+                Some(h) if h > s => format!("ulimit -l {} (the hard limit)", h / 1024),
+                Some(_) => "the hard limit must be raised first".to_owned(),
+            };
+            format!(
+                "{} is too low for verbs (registering regions pins them; at least {} \
+                 advised): raise it with {raise} in the job script, memlock in \
+                 /etc/security/limits.conf, LimitMEMLOCK=infinity for systemd services \
+                 (slurmd), --ulimit memlock=-1 for containers",
+                naaice::units::size(s),
+                naaice::units::size(MEMLOCK_NEEDED)
+            )
+        });
+        Self {
+            soft_bytes: soft,
+            hard_bytes: hard,
+            warning,
+            error: None,
+        }
+    }
 }
 
 /// One RDMA device.
@@ -54,6 +139,13 @@ pub(crate) struct Port {
     pub state: Option<String>,
     /// Its link layer (`Ethernet` for RoCE, `InfiniBand`).
     pub link_layer: Option<String>,
+    /// Its active MTU in bytes: the port's `active_mtu` where the driver shows it, else for
+    /// RoCE the largest RDMA MTU its network device's MTU carries.
+    pub active_mtu: Option<u32>,
+    /// Where [`Port::active_mtu`] came from (`active_mtu`, or `netdev NAME mtu N`).
+    pub mtu_source: Option<String>,
+    /// Its link speed (`rate`, e.g. `100 Gb/sec (4X EDR)`).
+    pub rate: Option<String>,
     /// The non-zero GIDs.
     pub gids: Vec<Gid>,
 }
@@ -111,6 +203,7 @@ impl Rdma {
             devices,
             netdevs,
             verbs_unusable: naaice::transport::auto::verbs_unusable(),
+            memlock: Memlock::read(Path::new(PROC_LIMITS)),
         }
     }
 }
@@ -145,6 +238,8 @@ pub(crate) fn devices(root: &Path) -> Result<Vec<Device>, String> {
         ),
         _ => format!("cannot read {}: {e}", root.display()),
     })?;
+    // The network devices are beside the RDMA devices: /sys/class/net.
+    let net = root.with_file_name("net");
     let mut devices: Vec<Device> = list
         .filter_map(Result::ok)
         .map(|d| {
@@ -154,7 +249,7 @@ pub(crate) fn devices(root: &Path) -> Result<Vec<Device>, String> {
                 node_guid: read(&dir.join("node_guid")),
                 ports: numbered(&dir.join("ports"))
                     .into_iter()
-                    .map(|n| port(&dir.join("ports").join(n.to_string()), n))
+                    .map(|n| port(&dir.join("ports").join(n.to_string()), n, &net))
                     .collect(),
             }
         })
@@ -163,8 +258,9 @@ pub(crate) fn devices(root: &Path) -> Result<Vec<Device>, String> {
     Ok(devices)
 }
 
-/// One port's state, link layer and non-zero GIDs.
-fn port(dir: &Path, number: u32) -> Port {
+/// One port's state, link layer, MTU, speed and non-zero GIDs; `net` is the folder of the
+/// network devices (`/sys/class/net`).
+fn port(dir: &Path, number: u32, net: &Path) -> Port {
     let gids = numbered(&dir.join("gids"))
         .into_iter()
         .filter_map(|index| {
@@ -182,17 +278,47 @@ fn port(dir: &Path, number: u32) -> Port {
                 ipv4: addr.to_ipv4_mapped().map(|v4| v4.to_string()),
             })
         })
-        .collect();
+        .collect::<Vec<Gid>>();
+    let link_layer = read(&dir.join("link_layer"));
+    let (active_mtu, mtu_source) = match read(&dir.join("active_mtu")) {
+        // "4096" or "4096 (5)".
+        Some(text) => (
+            text.split_whitespace().next().and_then(|n| n.parse().ok()),
+            Some("active_mtu".to_owned()),
+        ),
+        None if link_layer.as_deref() == Some("Ethernet") => gids
+            .iter()
+            .find_map(|g| {
+                let name = g.netdev.as_deref()?;
+                let mtu: u32 = read(&net.join(name).join("mtu"))?.parse().ok()?;
+                Some((roce_mtu(mtu), Some(format!("netdev {name} mtu {mtu}"))))
+            })
+            .unwrap_or((None, None)),
+        None => (None, None),
+    };
     Port {
         number,
+        active_mtu,
+        mtu_source,
+        rate: read(&dir.join("rate")),
         // "4: ACTIVE" → "ACTIVE".
         state: read(&dir.join("state")).map(|s| match s.split_once(": ") {
             Some((_, name)) => name.to_owned(),
             None => s,
         }),
-        link_layer: read(&dir.join("link_layer")),
+        link_layer,
         gids,
     }
+}
+
+/// The RDMA MTU of RoCE over a network device of MTU `mtu`: the largest of 256 to 4096 bytes
+/// that fits with the RoCEv2 headers (IP, UDP, BTH, extended headers, ICRC: 96 bytes, as the
+/// kernel's `iboe_get_mtu`); `None` below 256.
+fn roce_mtu(mtu: u32) -> Option<u32> {
+    let payload = mtu.saturating_sub(96);
+    [4096, 2048, 1024, 512, 256]
+        .into_iter()
+        .find(|&m| m <= payload)
 }
 
 /// The numeric entries of a folder, sorted (none when it cannot be read).
@@ -266,7 +392,8 @@ mod tests {
     /// GID, an IPv4-mapped GID and zero entries.
     #[test]
     fn reads_a_sysfs_tree() {
-        let root = std::env::temp_dir().join(format!("naaice-info-sysfs-{}", std::process::id()));
+        let top = std::env::temp_dir().join(format!("naaice-info-sysfs-{}", std::process::id()));
+        let root = top.join("infiniband");
         let port = root.join("rxe0/ports/1");
         for dir in ["gids", "gid_attrs/types", "gid_attrs/ndevs"] {
             fs::create_dir_all(port.join(dir)).unwrap();
@@ -275,6 +402,9 @@ mod tests {
         fs::write(root.join("rxe0/node_guid"), "0a00:27ff:fe3c:1b8a\n").unwrap();
         write("state", "4: ACTIVE\n");
         write("link_layer", "Ethernet\n");
+        write("rate", "100 Gb/sec (4X EDR)\n");
+        fs::create_dir_all(root.join("../net/eth1")).unwrap();
+        fs::write(root.join("../net/eth1/mtu"), "9000\n").unwrap();
         write("gids/0", "fe80:0000:0000:0000:0a00:27ff:fe3c:1b8a\n");
         write("gids/1", "0000:0000:0000:0000:0000:ffff:0a00:0005\n");
         write("gids/2", "0000:0000:0000:0000:0000:0000:0000:0000\n");
@@ -283,7 +413,7 @@ mod tests {
         write("gid_attrs/ndevs/0", "eth1\n");
         write("gid_attrs/ndevs/1", "eth1\n");
         let devices = devices(&root);
-        fs::remove_dir_all(&root).unwrap();
+        fs::remove_dir_all(&top).unwrap();
         let devices = devices.unwrap();
         assert_eq!(devices.len(), 1);
         let d = &devices[0];
@@ -295,6 +425,14 @@ mod tests {
         assert_eq!(
             (p.number, p.state.as_deref(), p.link_layer.as_deref()),
             (1, Some("ACTIVE"), Some("Ethernet"))
+        );
+        assert_eq!(
+            (p.active_mtu, p.mtu_source.as_deref(), p.rate.as_deref()),
+            (
+                Some(4096),
+                Some("netdev eth1 mtu 9000"),
+                Some("100 Gb/sec (4X EDR)")
+            )
         );
         assert_eq!(
             p.gids,
@@ -315,6 +453,103 @@ mod tests {
                 },
             ]
         );
+    }
+
+    /// An InfiniBand port with the driver's `active_mtu`, a port without MTU or speed, and
+    /// the RoCE MTUs of common network MTUs.
+    #[test]
+    fn port_mtu_and_speed() {
+        let top = std::env::temp_dir().join(format!("naaice-info-ports-{}", std::process::id()));
+        let root = top.join("infiniband");
+        let ib = root.join("mlx5_0/ports/1");
+        fs::create_dir_all(&ib).unwrap();
+        fs::create_dir_all(root.join("mlx5_0/ports/2")).unwrap();
+        fs::write(ib.join("active_mtu"), "4096 (5)\n").unwrap();
+        fs::write(ib.join("rate"), "200 Gb/sec (4X HDR)\n").unwrap();
+        fs::write(ib.join("link_layer"), "InfiniBand\n").unwrap();
+        let devices = devices(&root);
+        fs::remove_dir_all(&top).unwrap();
+        let ports = &devices.unwrap()[0].ports;
+        assert_eq!(
+            (
+                ports[0].active_mtu,
+                ports[0].mtu_source.as_deref(),
+                ports[0].rate.as_deref()
+            ),
+            (Some(4096), Some("active_mtu"), Some("200 Gb/sec (4X HDR)"))
+        );
+        assert_eq!(
+            (ports[1].active_mtu, ports[1].rate.as_deref()),
+            (None, None)
+        );
+        assert_eq!(roce_mtu(1500), Some(1024));
+        assert_eq!(roce_mtu(9000), Some(4096));
+        assert_eq!(roce_mtu(2200), Some(2048));
+        assert_eq!(roce_mtu(300), None);
+    }
+
+    /// `ulimit -l` from a limits file: a low one says how to raise it, unlimited none.
+    #[test]
+    fn memlock_from_a_limits_file() {
+        let path = std::env::temp_dir().join(format!("naaice-info-limits-{}", std::process::id()));
+        let header = "Limit                     Soft Limit           Hard Limit           Units\n\
+                      Max open files            1024                 524288               files\n";
+        let cases = [
+            (
+                "8388608              8388608",
+                Some(8 << 20),
+                Some(8 << 20),
+                Some("the hard limit must be raised first"),
+            ),
+            (
+                "65536                unlimited",
+                Some(65536),
+                None,
+                Some("ulimit -l unlimited"),
+            ),
+            (
+                "8388608              1073741824",
+                Some(8 << 20),
+                Some(1 << 30),
+                Some("ulimit -l 1048576 (the hard limit)"),
+            ),
+            ("unlimited            unlimited", None, None, None),
+            (
+                "1073741824           1073741824",
+                Some(1 << 30),
+                Some(1 << 30),
+                None,
+            ),
+        ];
+        for (limits, soft, hard, advice) in cases {
+            fs::write(
+                &path,
+                format!("{header}Max locked memory         {limits}            bytes\n"),
+            )
+            .unwrap();
+            let m = Memlock::read(&path);
+            assert_eq!(
+                (m.soft_bytes, m.hard_bytes, &m.error),
+                (soft, hard, &None),
+                "{limits}"
+            );
+            match advice {
+                Some(advice) => {
+                    let w = m.warning.unwrap();
+                    assert!(w.contains("too low for verbs") && w.contains(advice), "{w}");
+                }
+                None => assert_eq!(m.warning, None),
+            }
+        }
+        fs::write(&path, header).unwrap();
+        assert!(
+            Memlock::read(&path)
+                .error
+                .unwrap()
+                .contains("Max locked memory")
+        );
+        fs::remove_file(&path).unwrap();
+        assert!(Memlock::read(&path).error.unwrap().contains("cannot read"));
     }
 
     #[test]

@@ -163,19 +163,48 @@ impl Report {
         }
         match &r.sysfs_error {
             Some(e) => writeln!(o, "  devices: none: {e}")?,
-            None if r.devices.is_empty() => writeln!(o, "  devices: none in {}", r.sysfs)?,
+            None if r.devices.is_empty() => writeln!(
+                o,
+                "  devices: none in {} (no RDMA device: no ports to show)",
+                r.sysfs
+            )?,
             None => {}
+        }
+        let m = &r.memlock;
+        let limit = |b: Option<u64>| {
+            b.map_or_else(
+                || "unlimited".to_owned(),
+                |b| naaice::units::size(b).to_string(),
+            )
+        };
+        match &m.error {
+            Some(e) => writeln!(o, "  locked memory (ulimit -l): unknown ({e})")?,
+            None => writeln!(
+                o,
+                "  locked memory (ulimit -l): {} (hard limit {})",
+                limit(m.soft_bytes),
+                limit(m.hard_bytes)
+            )?,
+        }
+        if let Some(w) = &m.warning {
+            writeln!(o, "    warning: {w}")?;
         }
         for d in &r.devices {
             let guid = d.node_guid.as_deref().unwrap_or("unknown");
             writeln!(o, "  device {} (node GUID {guid})", d.name)?;
             for p in &d.ports {
+                let mtu = match (p.active_mtu, &p.mtu_source) {
+                    (Some(m), Some(from)) if from != "active_mtu" => format!("{m} (from {from})"),
+                    (Some(m), _) => m.to_string(),
+                    (None, _) => "unknown".to_owned(),
+                };
                 writeln!(
                     o,
-                    "    port {}: {}, link layer {}",
+                    "    port {}: {}, link layer {}, active MTU {mtu}, rate {}",
                     p.number,
                     p.state.as_deref().unwrap_or("state unknown"),
-                    p.link_layer.as_deref().unwrap_or("unknown")
+                    p.link_layer.as_deref().unwrap_or("unknown"),
+                    p.rate.as_deref().unwrap_or("unknown")
                 )?;
                 for g in &p.gids {
                     write!(o, "      GID {:<3} {}", g.index, g.gid)?;
@@ -220,6 +249,9 @@ impl Report {
             if let Some(e) = &v.error {
                 writeln!(o, "  {:<width$}    error: {e}", "")?;
             }
+        }
+        for u in &c.unknown_variables {
+            writeln!(o, "  {:<width$}  error: {}", u.name, u.message)?;
         }
         let unknown = || "unknown (invalid)".to_owned();
         writeln!(

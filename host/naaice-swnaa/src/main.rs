@@ -94,14 +94,16 @@ struct Args {
         value_parser = prefix
     )]
     allow: Vec<AddressPrefix>,
-    /// Log filter (`error`, `warn`, `info` (default), `debug`, `trace`, or a `tracing` filter
-    /// such as `naaice=debug`).
+    /// Log filter (`error`, `warn`, `info` (default), `debug`, `trace`, `off`, or a `tracing`
+    /// filter whose targets are naaice crates, such as `naaice=debug,warn`); anything else is
+    /// refused.
     #[arg(
         short,
         long,
         env = "NAAICE_LOG",
         value_name = "FILTER",
-        default_value = "info"
+        default_value = "info",
+        value_parser = log_filter
     )]
     log: String,
     /// Print the man page (roff) to standard output and exit.
@@ -157,6 +159,15 @@ fn parse_transport(s: &str) -> Result<AnyTransport, String> {
             .to_owned(),
         ParseTransportError::Unknown(_) => e.to_string(),
     })
+}
+
+/// A log filter of `--log` or `NAAICE_LOG` ([`naaice::cli::log_filter`]), normalised; a typo
+/// is a command-line error (exit status 2) naming the accepted forms.
+fn log_filter(s: &str) -> Result<String, String> {
+    let filter = naaice::cli::log_filter(s).map_err(|e| e.to_string())?;
+    tracing_subscriber::EnvFilter::try_new(&filter)
+        .map(|_| filter)
+        .map_err(|e| format!("{s:?} is not a log filter: {e}"))
 }
 
 /// A duration (`500ms`, `10s`; a bare number is seconds).

@@ -155,6 +155,7 @@ impl NaaOptions {
     /// `NAAICE_RPC_TIMEOUT` and `NAAICE_CONNECT_TIMEOUT` applied (NAA from `NAA_SPEC`, local
     /// address from `NAA_LOCAL_IP`, rank from the launcher).
     pub fn from_env() -> Result<Self, SpecError> {
+        environment::warn_unknown_variables();
         Self::from_lookup(|name| std::env::var(name).ok())
     }
 

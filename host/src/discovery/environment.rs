@@ -14,11 +14,17 @@
 //! | `OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE`, `OMPI_COMM_WORLD_LOCAL_RANK` | the same under Open MPI's `mpirun` |
 //! | `PMI_RANK`, `PMI_SIZE` | the same under PMI launchers (MPICH, Intel MPI) |
 //! | `PMIX_RANK` | rank under PMIx launchers (no size) |
-//! | `NAAICE_LOG` | log filter of the C library's messages on stderr (`warn` when unset; read by `naaice-capi`) |
+//! | `NAAICE_LOG` | log filter of the C library's messages on stderr (`warn` when unset; read by `naaice-capi`; [`log_filter`]) |
 //!
 //! The ranks decide which `NAA_SPEC` entry a process prefers ([`crate::discovery::select`]). The same
 //! list, with each default, is [`VARIABLES`] (for tools that show the configuration, such as
 //! `naaice-info`).
+//!
+//! A variable named `NAAICE_*` or `NAA_*` that is neither in [`VARIABLES`] nor one of the
+//! tools' [`TOOL_VARIABLES`] is most likely a typo (`NAAICE_RPC_TIMOUT`), which would
+//! otherwise be ignored silently: the library warns about each once per process, naming the
+//! nearest known variable ([`warn_unknown_variables`], [`unknown_variables`]), as UCX does for
+//! `UCX_*`.
 //!
 //! [`Naa::create`]: crate::Naa::create
 
@@ -39,6 +45,10 @@ pub const CONNECT_TIMEOUT_VAR: &str = "NAAICE_CONNECT_TIMEOUT";
 pub const WAIT_VAR: &str = "NAAICE_WAIT";
 /// Default per-RPC deadline: the C reference's receive timeout (one hour).
 pub const DEFAULT_RPC_TIMEOUT: Duration = Duration::from_secs(3600);
+/// Log filter of the library's messages on stderr ([`log_filter`]).
+pub const LOG_VAR: &str = "NAAICE_LOG";
+/// The library's log filter when `NAAICE_LOG` is unset, empty or invalid.
+pub const DEFAULT_LOG_FILTER: &str = "warn";
 
 /// One environment variable the library reads: its name, its default and what it means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,11 +151,141 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "rank under PMIx launchers (no size)",
     },
     Variable {
-        name: "NAAICE_LOG",
-        default: "warn",
+        name: LOG_VAR,
+        default: DEFAULT_LOG_FILTER,
         meaning: "log filter of the C library's messages on stderr (error, warn, info, debug, trace)",
     },
 ];
+
+/// Variables named like the library's that its tools, install script and tests read, not the
+/// library: known, so [`unknown_variables`] does not report them.
+pub const TOOL_VARIABLES: &[&str] = &[
+    // naaice-swnaa's --allow.
+    "NAAICE_ALLOW",
+    // host/capi/install.sh.
+    "NAAICE_VERBS",
+    "NAAICE_LIB_DIR",
+    "NAAICE_BIN_DIR",
+    // The Slurm helper slurm/naaice-spec and the cluster tests' job scripts.
+    "NAAICE_INVENTORY",
+    "NAAICE_SPEC_TOOL",
+    "NAAICE_SWNAA",
+    "NAAICE_APP",
+    "NAAICE_JOB_DIR",
+    "NAAICE_SUBNET",
+    "NAAICE_SLURM_NAAS",
+    "NAAICE_BENCH",
+    // naaice-info's build script (cargo also sets it when it runs the binary).
+    "NAAICE_INFO_TARGET",
+    // Tests and CI.
+    "NAAICE_BLESS",
+    "NAAICE_CHILD",
+    "NAAICE_REQUIRE_RDMA",
+    "NAAICE_REQUIRE_NETNS",
+    "NAAICE_RDMA_ADDR",
+    "NAAICE_SPLICE_SIGPIPE_CHILD",
+    "NAAICE_TEST_RDMA_CORE_HIDDEN",
+];
+
+/// A variable that looks like one of the library's but is not known ([`unknown_variables`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownVariable {
+    /// Its name.
+    pub name: String,
+    /// The known variable nearest to it (a likely misspelling), if one is near.
+    pub nearest: Option<&'static str>,
+}
+
+impl std::fmt::Display for UnknownVariable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} is not a variable naaice reads", self.name)?;
+        match self.nearest {
+            Some(near) => write!(f, " (did you mean {near}?)")?,
+            None => f.write_str(" (naaice-info lists the variables)")?,
+        }
+        f.write_str("; it has no effect")
+    }
+}
+
+/// The names among `names` that start with `NAAICE_` or `NAA_` but are neither in
+/// [`VARIABLES`] nor in [`TOOL_VARIABLES`], sorted, each with the nearest known name.
+pub fn unknown_variables<S: AsRef<str>>(
+    names: impl IntoIterator<Item = S>,
+) -> Vec<UnknownVariable> {
+    let known: Vec<&'static str> = VARIABLES
+        .iter()
+        .map(|v| v.name)
+        .chain(TOOL_VARIABLES.iter().copied())
+        .collect();
+    let mut unknown: Vec<UnknownVariable> = names
+        .into_iter()
+        .map(|n| n.as_ref().to_owned())
+        .filter(|n| n.starts_with("NAAICE_") || n.starts_with("NAA_"))
+        .filter(|n| !known.contains(&n.as_str()))
+        .map(|name| UnknownVariable {
+            nearest: crate::cli::nearest(&name, &known),
+            name,
+        })
+        .collect();
+    unknown.sort_by(|a, b| a.name.cmp(&b.name));
+    unknown.dedup();
+    unknown
+}
+
+/// Warns (a `tracing` warning) about each [`unknown_variables`] of the process's environment,
+/// once per process; later calls do nothing. `Naa::create` and the C ABI's first call call it.
+pub fn warn_unknown_variables() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let names = std::env::vars_os().filter_map(|(k, _)| k.into_string().ok());
+        for unknown in unknown_variables(names) {
+            tracing::warn!("{unknown}");
+        }
+    });
+}
+
+/// Parses a `NAAICE_LOG` value with [`crate::cli::log_filter`]: `None` when unset or empty,
+/// the normalised filter, or an error naming the variable and the accepted forms.
+pub fn log_filter(value: Option<&str>) -> Result<Option<String>, SpecError> {
+    let Some(v) = value.filter(|v| !v.trim().is_empty()) else {
+        return Ok(None);
+    };
+    crate::cli::log_filter(v)
+        .map(Some)
+        .map_err(|e| SpecError::Variable {
+            name: LOG_VAR,
+            value: v.to_owned(),
+            reason: format!(
+                "not a log filter: {}; expected {}",
+                e.reason,
+                crate::cli::LOG_FILTER_FORMS
+            ),
+        })
+}
+
+/// The library's log filter: `NAAICE_LOG` ([`log_filter`]), [`DEFAULT_LOG_FILTER`] when it is
+/// unset or empty. An invalid value also gives [`DEFAULT_LOG_FILTER`], and the first call in
+/// the process says so on stderr (the logger is not installed yet, so it cannot log it).
+pub fn log_filter_from_env() -> String {
+    let value = std::env::var(LOG_VAR).ok();
+    log_filter_or_default(value.as_deref(), |message| {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| eprintln!("naaice: {message}"));
+    })
+}
+
+/// [`log_filter_from_env`] for the value `value`, telling `complain` why an invalid one is
+/// replaced.
+fn log_filter_or_default(value: Option<&str>, complain: impl FnOnce(String)) -> String {
+    match log_filter(value) {
+        Ok(Some(filter)) => filter,
+        Ok(None) => DEFAULT_LOG_FILTER.to_owned(),
+        Err(e) => {
+            complain(format!("{e}; logging at {DEFAULT_LOG_FILTER} instead"));
+            DEFAULT_LOG_FILTER.to_owned()
+        }
+    }
+}
 
 /// The launcher families [`Rank::from_lookup`] reads, in precedence order: the rank, size and
 /// node-local rank variable of each.
@@ -423,6 +563,90 @@ mod tests {
                 .to_string();
             assert!(err.contains(RPC_TIMEOUT_VAR), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn log_filter_from_its_variable() {
+        assert_eq!(log_filter(None).unwrap(), None);
+        assert_eq!(log_filter(Some(" ")).unwrap(), None);
+        assert_eq!(
+            log_filter(Some("naaice=DEBUG, warn")).unwrap().as_deref(),
+            Some("naaice=debug,warn")
+        );
+        let err = log_filter(Some("degub")).unwrap_err().to_string();
+        assert!(
+            err.starts_with("NAAICE_LOG=\"degub\": not a log filter")
+                && err.contains("did you mean debug?")
+                && err.contains(crate::cli::LOG_FILTER_FORMS),
+            "{err}"
+        );
+    }
+
+    /// An invalid `NAAICE_LOG` gives `warn` and one complaint naming the variable; a valid
+    /// or missing one none.
+    #[test]
+    fn an_invalid_log_filter_falls_back_to_warn() {
+        let mut said = Vec::new();
+        assert_eq!(
+            log_filter_or_default(Some("verbose"), |m| said.push(m)),
+            "warn"
+        );
+        assert_eq!(said.len(), 1);
+        assert!(
+            said[0].contains("NAAICE_LOG=\"verbose\"")
+                && said[0].ends_with("logging at warn instead"),
+            "{said:?}"
+        );
+        said.clear();
+        assert_eq!(log_filter_or_default(None, |m| said.push(m)), "warn");
+        assert_eq!(
+            log_filter_or_default(Some("info"), |m| said.push(m)),
+            "info"
+        );
+        assert!(said.is_empty(), "{said:?}");
+    }
+
+    #[test]
+    fn unknown_variables_are_named_with_the_nearest_known_one() {
+        let found = unknown_variables([
+            "NAAICE_RPC_TIMOUT",
+            "NAA_SPECS",
+            "NAAICE_TRANSPORT",
+            "NAAICE_BLESS",
+            "NAAICE_FROBNICATE",
+            "PATH",
+            "NAAICEX",
+            "NAAICE_RPC_TIMOUT",
+        ]);
+        assert_eq!(
+            found,
+            [
+                UnknownVariable {
+                    name: "NAAICE_FROBNICATE".into(),
+                    nearest: None
+                },
+                UnknownVariable {
+                    name: "NAAICE_RPC_TIMOUT".into(),
+                    nearest: Some(RPC_TIMEOUT_VAR)
+                },
+                UnknownVariable {
+                    name: "NAA_SPECS".into(),
+                    nearest: Some("NAA_SPEC")
+                },
+            ]
+        );
+        assert_eq!(
+            found[1].to_string(),
+            "NAAICE_RPC_TIMOUT is not a variable naaice reads (did you mean \
+             NAAICE_RPC_TIMEOUT?); it has no effect"
+        );
+        assert!(
+            found[0].to_string().contains("naaice-info lists"),
+            "{}",
+            found[0]
+        );
+        let known: Vec<&str> = VARIABLES.iter().map(|v| v.name).collect();
+        assert!(unknown_variables(known.iter().chain(TOOL_VARIABLES)).is_empty());
     }
 
     /// Every variable the library reads is in [`VARIABLES`], once: the `*_VAR` constants, the

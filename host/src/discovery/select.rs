@@ -99,9 +99,35 @@ impl Pool {
         let free: Vec<bool> = matching.iter().map(|&i| !used[i]).collect();
         let order = order(&free, rank);
         if order.is_empty() {
-            return Err(SpecError::NoMatch(fncode));
+            return Err(self.held(fncode, &matching));
         }
         Ok(order.into_iter().map(|k| matching[k]).collect())
+    }
+
+    /// The error for a request whose matching entries (`matching`, indices) are all held by
+    /// this process.
+    fn held(&self, fncode: u32, matching: &[usize]) -> SpecError {
+        SpecError::Held {
+            fncode,
+            held: matching
+                .iter()
+                .map(|&i| {
+                    let e = &self.entries[i];
+                    format!("entry {} ({}:{})", i + 1, e.host, e.port)
+                })
+                .collect(),
+        }
+    }
+
+    /// [`Pool::held`] for `fncode` and `n_inputs`: every entry that matches.
+    fn held_for(&self, fncode: u32, n_inputs: usize) -> SpecError {
+        let matching: Vec<usize> = (0..self.entries.len())
+            .filter(|&i| {
+                u32::from(self.entries[i].fncode) == fncode
+                    && self.entries[i].param_count as usize == n_inputs
+            })
+            .collect();
+        self.held(fncode, &matching)
     }
 
     /// Reserves entry `index` if it is free.
@@ -154,7 +180,7 @@ pub fn reserve(fncode: u32, n_inputs: usize) -> Result<Reservation, SpecError> {
     pool.candidates(fncode, n_inputs, &rank)?
         .into_iter()
         .find_map(|i| pool.reserve(i))
-        .ok_or(SpecError::NoMatch(fncode))
+        .ok_or_else(|| pool.held_for(fncode, n_inputs))
 }
 
 /// The socket address of `entry`; for a local entry the in-process NAA's, which starts it if
@@ -303,7 +329,11 @@ pub fn connect<C>(
             note(&mut tried, index, entry, &e, failure);
         }
         let now = Instant::now();
-        if let Some(e) = give_up(&mut tried, fncode, start, now >= deadline) {
+        if tried.is_empty() {
+            // Every candidate was taken by other handles of this process meanwhile.
+            return Err(pool.held_for(fncode, n_inputs).into());
+        }
+        if let Some(e) = give_up(&mut tried, fncode, start, timeout, now >= deadline) {
             return Err(e);
         }
         // Stretch by 1 to 2x depending on the rank, so ranks do not retry in lockstep.
@@ -337,14 +367,16 @@ fn note(tried: &mut Tried, index: usize, entry: &NaaEntry, e: &Error, failure: F
     }
 }
 
-/// After a round of attempts: the error to return if there is no point in another round
-/// (nothing was free, nothing can recover, or the deadline is `over`), naming every entry
-/// tried.
-fn give_up(tried: &mut Tried, fncode: u32, start: Instant, over: bool) -> Option<Error> {
-    if tried.is_empty() {
-        // Every candidate was taken by other handles of this process meanwhile.
-        return Some(SpecError::NoMatch(fncode).into());
-    }
+/// After a round of attempts (at least one made): the error to return if there is no point
+/// in another round (nothing can recover, or the deadline `timeout` is `over`), naming every
+/// entry tried.
+fn give_up(
+    tried: &mut Tried,
+    fncode: u32,
+    start: Instant,
+    timeout: Duration,
+    over: bool,
+) -> Option<Error> {
     let retryable = tried.iter().any(|(_, _, f)| *f == Failure::Transient);
     if !over && retryable {
         return None;
@@ -354,6 +386,7 @@ fn give_up(tried: &mut Tried, fncode: u32, start: Instant, over: bool) -> Option
             fncode,
             // Whole milliseconds: the error is read by people.
             waited: Duration::from_millis(start.elapsed().as_millis() as u64),
+            timeout,
             tried: std::mem::take(tried)
                 .into_iter()
                 .map(|(_, a, _)| a)
@@ -483,6 +516,42 @@ mod tests {
         drop(r);
     }
 
+    /// A request whose only entry this process holds says so, naming the entry; one for a
+    /// function code no entry has says that.
+    #[test]
+    fn a_held_entry_is_named() {
+        let p = pool(&[("10.0.0.5", 12345)]);
+        let held = p.reserve(0).unwrap();
+        assert_eq!(
+            p.candidates(1, 1, &Rank::SINGLE).unwrap_err(),
+            SpecError::Held {
+                fncode: 1,
+                held: vec!["entry 1 (10.0.0.5:12345)".into()]
+            }
+        );
+        let err = connect(
+            &p,
+            1,
+            1,
+            &Rank::SINGLE,
+            Duration::from_secs(1),
+            |_, _, _| Ok(()),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("this process already holds entry 1 (10.0.0.5:12345) with another handle"),
+            "{err}"
+        );
+        drop(held);
+        let err = p.candidates(9, 1, &Rank::SINGLE).unwrap_err();
+        assert_eq!(err, SpecError::NoMatch(9));
+        assert!(
+            err.to_string().contains("no entry has that function code"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn waits_for_a_starting_naa_and_stops_on_fatal_errors() {
         let p = pool(&[("127.0.0.1", 1)]);
@@ -534,6 +603,12 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("cannot resolve NAA address"), "{err}");
+        // It gives up at once, and says against which deadline.
+        assert!(
+            err.contains("of the connect deadline of 30s (NAAICE_CONNECT_TIMEOUT)")
+                && !err.contains("0ns"),
+            "{err}"
+        );
         assert!(started.elapsed() < Duration::from_secs(30));
     }
 }

@@ -37,9 +37,23 @@ pub enum SpecError {
         /// What is wrong.
         reason: String,
     },
-    /// No unused entry has this function code.
-    #[error("no free NAA_SPEC entry with function code {0}")]
+    /// No entry has this function code.
+    #[error("no free NAA_SPEC entry with function code {0}: no entry has that function code")]
     NoMatch(u32),
+    /// Every entry with this function code (and parameter count) is held by another handle of
+    /// this process: a process uses each entry for one handle at a time.
+    #[error(
+        "no free NAA_SPEC entry with function code {fncode}: this process already holds {} \
+         with another handle (a process uses each entry for one handle at a time: finalize \
+         that handle first, or list the NAA once more in NAA_SPEC)",
+        held_list(.held)
+    )]
+    Held {
+        /// Function code.
+        fncode: u32,
+        /// The matching entries, each as `entry N (host:port)`, all in use by this process.
+        held: Vec<String>,
+    },
     /// The entry's parameter count differs from the number of inputs.
     #[error("NAA_SPEC entry for function code {fncode} expects {expected} inputs, got {got}")]
     ParamCount {
@@ -60,13 +74,20 @@ pub enum SpecError {
         /// What is wrong.
         reason: String,
     },
-    /// No matching entry accepted a connection before the connect deadline.
-    #[error("no NAA for function code {fncode} accepted a connection within {waited:?}; tried {}", tried_list(.tried))]
+    /// No matching entry accepted a connection before the connect deadline, or none that
+    /// failed can recover (e.g. no address resolves).
+    #[error(
+        "no NAA for function code {fncode} accepted a connection {}; tried {}",
+        waited_text(*.waited, *.timeout),
+        tried_list(.tried)
+    )]
     Unreachable {
         /// Function code.
         fncode: u32,
         /// Time spent trying.
         waited: std::time::Duration,
+        /// The connect deadline (`NAAICE_CONNECT_TIMEOUT` or the program's).
+        timeout: std::time::Duration,
         /// Every entry tried: `host:port`, the number of attempts and the last failure.
         tried: Vec<Attempts>,
     },
@@ -91,6 +112,41 @@ pub struct Attempts {
     pub count: u32,
     /// Why the last attempt failed.
     pub last_error: String,
+}
+
+/// The held entries of [`SpecError::Held`]: `entry 1 (a:1)` or `entries 1 (a:1) and 2 (b:1)`.
+fn held_list(held: &[String]) -> String {
+    match held {
+        [] => "every matching entry".to_owned(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// A duration for people, to the millisecond (`10s`, `1h`, `250ms`, `0s`).
+fn human(d: std::time::Duration) -> String {
+    let ms = std::time::Duration::from_millis(d.as_millis().try_into().unwrap_or(u64::MAX));
+    if ms.is_zero() {
+        return "0s".into();
+    }
+    humantime::format_duration(ms).to_string()
+}
+
+/// How long [`SpecError::Unreachable`] tried, against the connect deadline.
+fn waited_text(waited: std::time::Duration, timeout: std::time::Duration) -> String {
+    if waited >= timeout {
+        format!(
+            "within the connect deadline of {} (NAAICE_CONNECT_TIMEOUT)",
+            human(timeout)
+        )
+    } else {
+        format!(
+            "(gave up after {} of the connect deadline of {} (NAAICE_CONNECT_TIMEOUT): no \
+             entry that failed can succeed on a retry)",
+            human(waited),
+            human(timeout)
+        )
+    }
 }
 
 fn tried_list(tried: &[Attempts]) -> String {
@@ -174,6 +230,9 @@ pub fn parse(spec: &str) -> Result<Vec<NaaEntry>, SpecError> {
         if host.is_empty() {
             return Err(bad("empty address".into()));
         }
+        if !local {
+            check_host(host, entry.starts_with('[')).map_err(bad)?;
+        }
         let port = match port {
             _ if local => 0,
             "" => DEFAULT_PORT,
@@ -208,6 +267,48 @@ pub fn parse(spec: &str) -> Result<Vec<NaaEntry>, SpecError> {
         return Err(SpecError::Missing);
     }
     Ok(entries)
+}
+
+/// Checks that `host` can be an address: an IPv6 literal (in brackets), an IPv4 address, or a
+/// host name (labels of letters, digits, `-` and `_` separated by dots, at most 253
+/// characters); a dotted number such as `256.1.1.1` or `10.0.0` is an IPv4 address that does
+/// not parse, not a name to hand to the resolver.
+fn check_host(host: &str, bracketed: bool) -> Result<(), String> {
+    use std::net::{Ipv4Addr, Ipv6Addr};
+    if bracketed {
+        // A zone (`fe80::1%eth0`) is the resolver's to check.
+        let addr = host.split('%').next().unwrap_or(host);
+        return addr
+            .parse::<Ipv6Addr>()
+            .map(drop)
+            .map_err(|_| format!("address [{host}] is not an IPv6 address"));
+    }
+    let numeric = host
+        .split('.')
+        .all(|l| l.bytes().all(|b| b.is_ascii_digit()));
+    if numeric {
+        return host.parse::<Ipv4Addr>().map(drop).map_err(|_| {
+            format!(
+                "address {host:?} is not a valid IPv4 address (four numbers 0-255, e.g. 10.0.0.5)"
+            )
+        });
+    }
+    let label_ok = |l: &str| {
+        (1..=63).contains(&l.len())
+            && l.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    let name = host.strip_suffix('.').unwrap_or(host);
+    if host.len() <= 253 && name.split('.').all(label_ok) {
+        Ok(())
+    } else {
+        Err(format!(
+            "address {host:?} is neither an IP address nor a host name (letters, digits, '-' \
+             and '.'; an IPv6 address goes in brackets)"
+        ))
+    }
 }
 
 /// Splits `host:rest`, accepting `[v6]:rest`.
@@ -349,6 +450,17 @@ mod tests {
             ("a:1:128:1", "function code \"128\""),
             ("a:1:1:-1", "param_count \"-1\""),
             (":1:1:1", "empty address"),
+            (
+                "256.1.1.1:1:1:1",
+                "\"256.1.1.1\" is not a valid IPv4 address",
+            ),
+            ("10.0.0:1:1:1", "\"10.0.0\" is not a valid IPv4 address"),
+            (
+                "no such host:1:1:1",
+                "neither an IP address nor a host name",
+            ),
+            ("-a.example:1:1:1", "neither an IP address nor a host name"),
+            ("[10.0.0.1]:1:1:1", "is not an IPv6 address"),
             ("[::1:1:1:1", "unclosed"),
             ("noseparator", "expected address"),
         ];
@@ -364,6 +476,71 @@ mod tests {
         );
         assert_eq!(parse(""), Err(SpecError::Missing));
         assert_eq!(parse(" , ,"), Err(SpecError::Missing));
+    }
+
+    #[test]
+    fn addresses_that_may_resolve_parse() {
+        for host in [
+            "10.0.0.5",
+            "node-1",
+            "node_1.cluster.example.",
+            "fpga01.site.example",
+        ] {
+            let entries = parse(&format!("{host}:1:1:1")).unwrap();
+            assert_eq!(entries[0].host, host);
+        }
+        assert_eq!(
+            parse("[fe80::1%eth0]:1:1:1").unwrap()[0].host,
+            "fe80::1%eth0"
+        );
+    }
+
+    /// The connect error names the deadline and its variable, never "within 0ns".
+    #[test]
+    fn unreachable_names_the_connect_deadline() {
+        let tried = vec![Attempts {
+            entry: "a:1 [entry 1]".into(),
+            count: 1,
+            last_error: "refused".into(),
+        }];
+        let early = SpecError::Unreachable {
+            fncode: 1,
+            waited: std::time::Duration::ZERO,
+            timeout: std::time::Duration::from_secs(10),
+            tried: tried.clone(),
+        }
+        .to_string();
+        assert!(
+            early.contains(
+                "gave up after 0s of the connect deadline of 10s (NAAICE_CONNECT_TIMEOUT)"
+            ) && early.ends_with("tried a:1 [entry 1] (1x, last: refused)"),
+            "{early}"
+        );
+        let over = SpecError::Unreachable {
+            fncode: 1,
+            waited: std::time::Duration::from_millis(10_003),
+            timeout: std::time::Duration::from_secs(10),
+            tried,
+        }
+        .to_string();
+        assert!(
+            over.contains(
+                "accepted a connection within the connect deadline of 10s (NAAICE_CONNECT_TIMEOUT)"
+            ),
+            "{over}"
+        );
+        let held = SpecError::Held {
+            fncode: 3,
+            held: vec!["entry 1 (10.0.0.5:12345)".into()],
+        }
+        .to_string();
+        assert!(
+            held.starts_with(
+                "no free NAA_SPEC entry with function code 3: this process already holds \
+                 entry 1 (10.0.0.5:12345) with another handle"
+            ),
+            "{held}"
+        );
     }
 
     #[test]
