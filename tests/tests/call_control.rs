@@ -307,7 +307,7 @@ fn child_local_spec() {
     assert!(one.wait().unwrap().naa_error.is_success());
     assert!(matches!(
         local(1, &options),
-        Err(Error::Spec(naaice::spec::SpecError::NoMatch(1)))
+        Err(Error::Spec(naaice::spec::SpecError::Held { fncode: 1, .. }))
     ));
 }
 

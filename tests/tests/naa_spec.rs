@@ -22,9 +22,10 @@ fn child_selection() {
     }
     let a = create(1, 1).expect("first entry for fncode 1");
     let b = create(1, 1).expect("second entry for fncode 1");
+    // Both entries for code 1 are held by this process: the error names them.
     assert!(matches!(
         create(1, 1),
-        Err(Error::Spec(SpecError::NoMatch(1)))
+        Err(Error::Spec(SpecError::Held { fncode: 1, ref held })) if held.len() == 2
     ));
     drop(a);
     let mut c = create(1, 1).expect("entry returned by finalize");
