@@ -230,6 +230,12 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
         }
     }
 
+    /// The endpoint's [`Waker`](crate::transport::Waker), if its transport has one: it ends
+    /// a [`Driver::wait`] early from another thread.
+    pub(crate) fn waker(&self) -> Option<crate::transport::Waker> {
+        self.ep.waker()
+    }
+
     /// Blocks until the transport has something ready, the machine's next deadline, or
     /// `deadline` (`None`: only the machine's; an hour when it has none). The clock is read
     /// only when neither gives a deadline. True if something is ready (or the connection is

@@ -13,18 +13,19 @@
 //! (`idle_timeout`) drops idle connections even when nobody waits.
 //!
 //! The worker marks every RPC that runs a kernel (busy when it starts, idle from its end) and
-//! the end of the MRSP (once a wait finds nothing to do, so that the first RPC, which follows
-//! the Advertisement at once, does not wait for the mark).
+//! the end of the MRSP (before its first wait for the first RPC).
 //!
-//! An evicted connection's slot counts as free at once; its worker leaves within about
-//! 100 ms (its poll interval), or at the end of an RPC that raced with the eviction.
+//! An evicted connection's slot counts as free at once; its worker, woken by the master
+//! (the endpoint's waker), leaves at once, or at the end of an RPC that raced with the
+//! eviction.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::clock;
+use crate::transport::Waker;
 
 /// What a connection's worker publishes for the slot policy, and the eviction order.
 ///
@@ -37,6 +38,10 @@ pub(crate) struct Activity {
     idle_since: AtomicU64,
     /// The master asked the worker to disconnect at its next idle moment.
     evict: AtomicBool,
+    /// Ends the worker's wait, so that it sees an eviction or a shutdown at once (`None`
+    /// until the connection is accepted, or for a transport without one: the worker then
+    /// looks every 100 ms).
+    waker: Mutex<Option<Waker>>,
 }
 
 impl Activity {
@@ -51,6 +56,23 @@ impl Activity {
         match self.idle_since.load(Ordering::Acquire) {
             0 => None,
             raw => Some(clock::from_core(naaice_core::Instant::from_micros(raw - 1))),
+        }
+    }
+
+    /// Sets the worker's waker.
+    pub(crate) fn set_waker(&self, waker: Option<Waker>) {
+        *self.waker.lock().unwrap_or_else(PoisonError::into_inner) = waker;
+    }
+
+    /// Ends the worker's current wait (an eviction or a shutdown), if it has a waker.
+    pub(crate) fn wake(&self) {
+        let waker = self
+            .waker
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(w) = waker {
+            w.wake();
         }
     }
 
@@ -117,6 +139,7 @@ impl Slots {
         match longest {
             Some((idle, activity)) => {
                 activity.evict.store(true, Ordering::Release);
+                activity.wake();
                 Admission::Evicted { idle }
             }
             None => Admission::Full,
@@ -130,6 +153,9 @@ impl Slots {
 
     /// Waits for every worker.
     pub(crate) fn join_all(self) {
+        for (_, a) in &self.conns {
+            a.wake();
+        }
         for (w, _) in self.conns {
             let _ = w.join();
         }

@@ -112,6 +112,9 @@ fn run<E: Endpoint>(
     // A shutdown that came while a kernel ran leaves its RPC unanswered: the client sees the
     // disconnect, as with any other RPC in progress.
     let stopping = || shutdown.load(Ordering::Relaxed);
+    let waker = driver.waker();
+    let wakeable = waker.is_some();
+    ctx.activity.set_waker(waker);
     while !stopping() {
         // The slot policy's marks: busy while the kernel runs, idle from its end. The idle
         // mark is set once the answer is posted, off the RPC's path.
@@ -151,7 +154,7 @@ fn run<E: Endpoint>(
             Some(ServerEvent::Failed(e)) => tracing::warn!(error = %e, "connection failed"),
             Some(ServerEvent::Disconnect) => return,
             None => {
-                if !idle(driver, ctx, stopping()) {
+                if !idle(driver, ctx, stopping(), wakeable) {
                     return;
                 }
             }
@@ -189,10 +192,16 @@ fn allocate<E: Endpoint>(
     }
 }
 
-/// Nothing to do: waits for the transport (at most [`SHUTDOWN_POLL`]). False when the
+/// Nothing to do: waits for the transport (woken by the master, or at most
+/// [`SHUTDOWN_POLL`] for a transport without a waker). False when the
 /// worker must end: the connection is over, the NAA is `stopping`, the slot was evicted, or
 /// the transport failed.
-fn idle<E: Endpoint>(driver: &mut Driver<E, Server>, ctx: &WorkerContext, stopping: bool) -> bool {
+fn idle<E: Endpoint>(
+    driver: &mut Driver<E, Server>,
+    ctx: &WorkerContext,
+    stopping: bool,
+    wakeable: bool,
+) -> bool {
     let phase = driver.machine().phase();
     if matches!(phase, Phase::Error | Phase::Finished) || stopping {
         return false;
@@ -204,17 +213,16 @@ fn idle<E: Endpoint>(driver: &mut Driver<E, Server>, ctx: &WorkerContext, stoppi
         return false;
     }
     let now = Instant::now();
-    match driver.wait(Some(now + SHUTDOWN_POLL)) {
-        // Nothing came: idle since `now`, unless an RPC's end marked it already. Only the end
-        // of the MRSP is marked here, after the wait: the client sends its first RPC as soon
-        // as the Advertisement arrives, and the wait comes first.
-        Ok(false) => {
-            if between_rpcs && ctx.activity.idle_since().is_none() {
-                ctx.activity.set_idle(Some(now));
-            }
-            true
-        }
-        Ok(true) => true,
+    // Idle since `now`, unless an RPC's end marked it already (the end of the MRSP is marked
+    // here).
+    if between_rpcs && ctx.activity.idle_since().is_none() {
+        ctx.activity.set_idle(Some(now));
+    }
+    // With a waker, the master ends the wait on an eviction or a shutdown: an idle
+    // connection costs no wake-ups. Without one, look every `SHUTDOWN_POLL`.
+    let until = (!wakeable).then(|| now + SHUTDOWN_POLL);
+    match driver.wait(until) {
+        Ok(_) => true,
         Err(e) => {
             tracing::warn!(error = %e, "transport wait failed");
             false

@@ -460,6 +460,14 @@ impl Endpoint for AnyEndpoint {
             _ => WaitPolicy::Sleep,
         }
     }
+    fn waker(&self) -> Option<super::Waker> {
+        match &self.0 {
+            Ep::Soft(e) => e.waker(),
+            #[cfg(feature = "verbs")]
+            Ep::Verbs(e) => e.waker(),
+            _ => None,
+        }
+    }
     fn disconnect(&mut self) {
         with_endpoint!(self, e => e.disconnect())
     }

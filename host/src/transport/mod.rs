@@ -33,6 +33,7 @@ pub mod waiting;
 
 use std::net::SocketAddr;
 use std::os::fd::BorrowedFd;
+use std::sync::Arc;
 use std::time::Instant;
 
 pub use any::{AnyEndpoint, AnyIncoming, AnyListener, AnyRegion, AnyTransport};
@@ -253,6 +254,33 @@ pub trait MemoryRegion: Send + std::fmt::Debug {
     fn buffer(&self) -> &Buffer;
 }
 
+/// Ends an endpoint's [`Endpoint::wait`] early, from any thread (see [`Endpoint::waker`]).
+///
+/// A thread that serves a connection can then sleep until something happens to it, however
+/// long, and still notice what other threads decide (stop, give the slot away), instead of
+/// waking now and then to look.
+#[derive(Clone)]
+pub struct Waker(Arc<dyn Fn() + Send + Sync>);
+
+impl Waker {
+    /// A waker that calls `wake` (a transport's implementation).
+    pub fn new(wake: impl Fn() + Send + Sync + 'static) -> Self {
+        Self(Arc::new(wake))
+    }
+
+    /// Makes the endpoint's current wait return `Ok(false)` soon (within 50 ms), or its next
+    /// wait at once if none is in progress.
+    pub fn wake(&self) {
+        (self.0)();
+    }
+}
+
+impl std::fmt::Debug for Waker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Waker")
+    }
+}
+
 /// A connected (or about to be accepted) RC endpoint.
 pub trait Endpoint: Send {
     /// The region type of this transport.
@@ -305,6 +333,12 @@ pub trait Endpoint: Send {
     /// [`WaitPolicy::Sleep`].
     fn wait_policy(&self) -> WaitPolicy {
         WaitPolicy::Sleep
+    }
+    /// A [`Waker`] that ends this endpoint's waits early from another thread, or `None` if
+    /// the transport has none (the default): a caller that must notice other threads'
+    /// decisions then waits in slices.
+    fn waker(&self) -> Option<Waker> {
+        None
     }
 }
 

@@ -3,6 +3,7 @@
 use std::io::IoSlice;
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::BorrowedFd;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -18,7 +19,7 @@ use super::socket::Socket;
 use crate::memory::Buffer;
 use crate::transport::waiting::{OpenConnection, WaitEnd, WaitPolicy, Waiter};
 use crate::transport::{
-    Completion, ConnectionEvent, Endpoint, MemoryRegion, Result, SendWr, Sge, TransportError,
+    Completion, ConnectionEvent, Endpoint, MemoryRegion, Result, SendWr, Sge, TransportError, Waker,
 };
 
 /// A memory region registered with a [`SoftEndpoint`]; deregistered when dropped.
@@ -141,6 +142,9 @@ impl SoftEndpoint {
             }
             if st.rc.is_closed() {
                 return Err(TransportError::NotConnected);
+            }
+            if shared.woken.swap(false, Ordering::SeqCst) {
+                return Ok(false);
             }
             let now = *clock.get_or_insert_with(Instant::now);
             if now >= deadline {
@@ -314,6 +318,22 @@ impl Endpoint for SoftEndpoint {
 
     fn wait_policy(&self) -> WaitPolicy {
         self.waiter.policy()
+    }
+
+    fn waker(&self) -> Option<Waker> {
+        let shared = Arc::downgrade(&self.shared);
+        Some(Waker::new(move || {
+            let Some(shared) = shared.upgrade() else {
+                return;
+            };
+            shared.woken.store(true, Ordering::SeqCst);
+            // Under the lock: a thread between its look at the flag and its sleep on the
+            // condition variable holds it.
+            let st = shared.lock();
+            shared.app_cv.notify_all();
+            drop(st);
+            shared.ready.wake();
+        }))
     }
 
     fn disconnect(&mut self) {

@@ -12,9 +12,10 @@
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use rustix::event::epoll;
-use rustix::event::{EventfdFlags, eventfd};
+use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec, eventfd};
 
 /// The eventfd, the epoll instance over it and the socket, and how the waiter is armed.
 #[derive(Debug)]
@@ -68,6 +69,27 @@ impl ReadyBell {
         {
             tracing::trace!(error = %e, "soft transport: readiness bell");
         }
+    }
+
+    /// Rings whether a waiter is armed or not (a [`Waker`](crate::transport::Waker)): the
+    /// descriptor stays readable until the next `arm`.
+    pub(crate) fn wake(&self) {
+        self.armed.store(false, Ordering::Relaxed);
+        if let Err(e) = rustix::io::write(&self.fd, &1u64.to_ne_bytes()) {
+            tracing::trace!(error = %e, "soft transport: readiness bell");
+        }
+    }
+
+    /// Sleeps on the descriptor the last `arm` chose until it is readable or `timeout`
+    /// passes (an application thread that keeps the reader and has found nothing for a
+    /// while: it wakes on input, a completion rung in, or a [`ReadyBell::wake`]).
+    pub(crate) fn sleep(&self, timeout: Duration) {
+        // (A timeout beyond `Timespec`'s range is no different from none.)
+        let ts = Timespec::try_from(timeout).ok();
+        let fd = self.fd();
+        let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+        // EINTR or readable: the caller looks again either way.
+        let _ = rustix::event::poll(&mut fds, ts.as_ref());
     }
 
     /// The descriptor to sleep on after the last `arm`: readable once rung (until the next

@@ -21,6 +21,7 @@
 //! ([`Socket::ring`]), so that one wait covers input, room to write, timers and work handed
 //! to it; [`Shared::nudge`] rings only when it sleeps through something it must do.
 
+use std::sync::atomic::AtomicBool;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -89,6 +90,10 @@ pub(crate) struct Core {
     pub(crate) app_waiters: u32,
     /// Set while the NIC thread sleeps.
     pub(crate) nic_sleep: Option<Sleep>,
+    /// When an application thread last gave the reader back (see [`ReadSlot::AppIdle`]): while
+    /// that is recent, the NIC thread keeps a hand-over timer even while an application thread
+    /// holds the reader; otherwise it sleeps without one.
+    pub(crate) last_release: Option<Instant>,
     /// An injected fault dropped a received frame: all further input is discarded unseen.
     #[cfg(feature = "fault-injection")]
     pub(crate) deaf: bool,
@@ -175,6 +180,9 @@ pub(crate) struct Shared {
     pub(crate) app_cv: Condvar,
     /// Wakes an application thread armed on the readiness descriptor.
     pub(crate) ready: ReadyBell,
+    /// Set by the endpoint's [`Waker`](crate::transport::Waker): the current or next wait
+    /// returns early (it clears the flag).
+    pub(crate) woken: AtomicBool,
 }
 
 /// The locked core.
@@ -193,11 +201,13 @@ impl Shared {
                 writer: Some(Box::new(Writer::new(now))),
                 app_waiters: 0,
                 nic_sleep: None,
+                last_release: None,
                 #[cfg(feature = "fault-injection")]
                 deaf: false,
             }),
             app_cv: Condvar::new(),
             ready,
+            woken: AtomicBool::new(false),
         }
     }
 

@@ -9,6 +9,7 @@
 //! thread after the hand-over time.
 
 use std::ops::ControlFlow;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::engine::Inbound;
@@ -386,6 +387,8 @@ pub(crate) fn receive_inline<'a>(
     // non-blocking read first would cost a system call that mostly finds nothing).
     let mut sleep_first =
         deadline.is_some() && spin_until.is_none() && !r.is_placing() && r.peek().is_none();
+    // The last sleep lasted half a slice or more and brought nothing.
+    let mut quiet = false;
     let hand_back = loop {
         if !std::mem::take(&mut sleep_first) {
             let (g, stop) = drive(shared, st, &mut r, Mode::App, now);
@@ -408,17 +411,34 @@ pub(crate) fn receive_inline<'a>(
         if st.rc.has_ready() || st.rc.is_closed() {
             break st.rc.is_closed();
         }
-        if now >= deadline {
+        if now >= deadline || shared.woken.load(Ordering::SeqCst) {
             break false;
         }
+        let sleeps = spin_until.is_none_or(|t| now >= t);
+        // After a slice with nothing, sleep until the deadline (an idle connection): on the
+        // socket and the readiness bell, which rings for a completion produced elsewhere, the
+        // end of the connection, or the endpoint's waker. Armed under the lock, then the
+        // waker's flag is read: nothing rung after this look is lost.
+        let long = sleeps && quiet && !r.is_placing() && deadline - now >= SLICE;
+        if long {
+            shared.ready.arm(true);
+            if shared.woken.load(Ordering::SeqCst) {
+                break false;
+            }
+        }
         drop(st);
-        let got = if spin_until.is_none_or(|t| now >= t) {
+        let got = if long {
+            shared.ready.sleep(deadline - now);
+            Step::WouldBlock
+        } else if sleeps {
             sleep_for_input(&shared.socket, &mut r, now, deadline)
         } else {
             Step::WouldBlock
         };
         st = shared.lock();
+        let before = now;
         now = Instant::now();
+        quiet = sleeps && matches!(got, Step::WouldBlock) && now - before >= SLICE / 2;
         if matches!(got, Step::Progress) {
             st.rc.handle_activity(now);
         }
@@ -428,6 +448,7 @@ pub(crate) fn receive_inline<'a>(
     st.read = if hand_back {
         ReadSlot::Reserved(r)
     } else {
+        st.last_release = Some(now);
         ReadSlot::AppIdle(r, now)
     };
     shared.nudge(&mut st);

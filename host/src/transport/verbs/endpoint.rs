@@ -2,8 +2,9 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::sys::{
@@ -23,8 +24,8 @@ use super::{RECV_WR, SEND_WR, VerbsConfig, sockaddr};
 use crate::memory::Buffer;
 use crate::transport::waiting::{OpenConnection, WaitEnd, WaitPolicy, Waiter};
 use crate::transport::{
-    Completion, ConnectionEvent, Endpoint, Result, SendOp, SendWr, Sge, TransportError, WcOpcode,
-    WcStatus,
+    Completion, ConnectionEvent, Endpoint, Result, SendOp, SendWr, Sge, TransportError, Waker,
+    WcOpcode, WcStatus,
 };
 
 /// Completions fetched from the CQ per `ibv_poll_cq`.
@@ -112,6 +113,40 @@ pub struct VerbsEndpoint {
     /// Held while the peer runs on this machine: spinning leaves it half the CPUs.
     /// Counts this connection in the process's CPU demand (see `waiting`).
     _open: OpenConnection,
+    /// What the endpoint's [`Waker`] sets and rings (a sleeping wait also watches it).
+    wake: Arc<WakeBell>,
+}
+
+/// The flag and the eventfd of an endpoint's [`Waker`].
+#[derive(Debug)]
+struct WakeBell {
+    fd: OwnedFd,
+    woken: AtomicBool,
+}
+
+impl WakeBell {
+    fn new() -> Result<Self> {
+        let fd = rustix::event::eventfd(
+            0,
+            rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+        )
+        .map_err(|e| TransportError::Io {
+            call: "eventfd",
+            source: e.into(),
+        })?;
+        Ok(Self {
+            fd,
+            woken: AtomicBool::new(false),
+        })
+    }
+
+    /// True (once) after the waker was called; silences the eventfd.
+    fn take(&self) -> bool {
+        let mut count = [0u8; 8];
+        // Non-blocking: an error only means it was silent already.
+        let _ = rustix::io::read(&self.fd, &mut count);
+        self.woken.swap(false, Ordering::SeqCst)
+    }
 }
 
 impl std::fmt::Debug for VerbsEndpoint {
@@ -171,6 +206,7 @@ impl VerbsEndpoint {
             send_sges: Vec::new(),
             peer,
             _open: open,
+            wake: Arc::new(WakeBell::new()?),
         })
     }
 
@@ -260,7 +296,11 @@ impl VerbsEndpoint {
     /// Arms the CQ and sleeps on the completion and rdma_cm channels until a completion or
     /// an event is ready (which one) or `deadline` passes (`None`).
     fn sleep(&mut self, deadline: Instant) -> Result<Option<Woken>> {
-        let fds = [self.cq.channel_fd(), self.id.channel().fd()];
+        let fds = [
+            self.cq.channel_fd(),
+            self.id.channel().fd(),
+            self.wake.fd.as_raw_fd(),
+        ];
         let mut rounds = 0u32;
         loop {
             rounds += 1;
@@ -279,7 +319,10 @@ impl VerbsEndpoint {
             if now >= deadline {
                 return Ok(None);
             }
-            let [cq_ready, cm_ready] = wait_readable(&fds, deadline - now)?;
+            let [cq_ready, cm_ready, woken] = wait_readable(&fds, deadline - now)?;
+            if woken && self.wake.take() {
+                return Ok(None);
+            }
             if cq_ready {
                 while self.cq.take_event()? {
                     self.armed = false;
@@ -544,6 +587,9 @@ impl Endpoint for VerbsEndpoint {
         if self.state == State::Closed {
             return Err(TransportError::NotConnected);
         }
+        if self.wake.woken.load(Ordering::SeqCst) && self.wake.take() {
+            return Ok(false);
+        }
         // Spin for the policy's budget (see `crate::transport::waiting`). After `PURE_SPIN`, yield
         // between polls, so that work the kernel deferred on this CPU can
         // run (Soft-RoCE completes work requests in softirqs and kernel threads, which a
@@ -622,6 +668,18 @@ impl Endpoint for VerbsEndpoint {
 
     fn wait_policy(&self) -> WaitPolicy {
         self.waiter.policy()
+    }
+
+    fn waker(&self) -> Option<Waker> {
+        let bell = Arc::downgrade(&self.wake);
+        Some(Waker::new(move || {
+            if let Some(bell) = bell.upgrade() {
+                bell.woken.store(true, Ordering::SeqCst);
+                if let Err(e) = rustix::io::write(&bell.fd, &1u64.to_ne_bytes()) {
+                    tracing::trace!(error = %e, "verbs: waker");
+                }
+            }
+        }))
     }
 
     fn disconnect(&mut self) {
