@@ -2,13 +2,15 @@
 //!
 //! ```text
 //! NaaError
-//! ├── TransportError ── TransportUnavailableError
+//! ├── TransportError ── TransportUnavailableError (no NAA reached within the connect timeout)
+//! │                      └── SelectionError (NAA_SPEC and the other variables, rank selection:
+//! │                                          names every entry tried)
 //! ├── ProtocolError ─── MrspError (.code: the NAA's MRSP error code)
 //! ├── NaaTimeoutError (also a builtins.TimeoutError)
-//! ├── SelectionError (NAA_SPEC and the other variables, rank selection: names every entry tried)
 //! ├── BusyError, StateError, ClosedError, CancelledError
 //! ├── InvalidArgumentError (also a ValueError)
-//! └── BufferError (also a builtins.BufferError): read-only or non-contiguous parameters
+//! └── BufferError (also a builtins.BufferError): read-only, non-contiguous, or holding
+//!     references (object dtypes) parameters
 //! ```
 
 use naaice::core::machine;
@@ -33,7 +35,7 @@ create_exception!(
     naaice,
     TransportUnavailableError,
     TransportError,
-    "No transport reached the NAA (no RDMA device, NAA not listening)."
+    "No NAA was reached within the connect timeout (nothing listens, no RDMA device), whether it was named by address or by NAA_SPEC."
 );
 create_exception!(
     naaice,
@@ -50,8 +52,8 @@ create_exception!(
 create_exception!(
     naaice,
     SelectionError,
-    NaaError,
-    "NAA selection or configuration failed: NAA_SPEC or another variable missing or malformed, no entry matched, or none accepted."
+    TransportUnavailableError,
+    "NAA selection or configuration failed: NAA_SPEC or another variable missing or malformed, no entry matched, or none reached within the connect timeout (a TransportUnavailableError, as when an address= is not reached)."
 );
 create_exception!(
     naaice,
@@ -121,7 +123,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         buffer: two_bases(
             "BufferError",
             py.get_type::<PyBufferError>(),
-            "A parameter is not a writable, contiguous buffer, or cannot be held.",
+            "A parameter is not a writable, contiguous buffer of plain data (no object references), or cannot be held.",
         )?,
     };
     m.add("NaaTimeoutError", extra.timeout.bind(py))?;
@@ -163,6 +165,11 @@ pub(crate) fn invalid(message: impl Into<String>) -> PyErr {
 /// `naaice.BufferError(message)`.
 pub(crate) fn buffer(message: impl Into<String>) -> PyErr {
     extra(|e| &e.buffer, message.into())
+}
+
+/// `TransportUnavailableError(message)`.
+pub(crate) fn unavailable(message: impl Into<String>) -> PyErr {
+    TransportUnavailableError::new_err(message.into())
 }
 
 /// `NaaTimeoutError(message)`.

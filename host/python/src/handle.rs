@@ -9,13 +9,15 @@ use naaice::naa::Call;
 use naaice::{Naa, NaaOptions};
 use pyo3::prelude::*;
 
+use crate::blocking;
 use crate::errors::{self, BusyError, ClosedError};
 use crate::params::{self, Held};
 use crate::status::Status;
 
 /// What a handle holds: the connection and the parameter exports.
 pub(crate) struct Slot {
-    /// The handle; `None` while an await holds it ([`crate::awaiting`]) or after finalize.
+    /// The handle; `None` while a blocking wait ([`Taken`]) or an await ([`crate::awaiting`])
+    /// holds it, or after finalize.
     pub(crate) naa: Option<Naa>,
     /// True once finalized.
     pub(crate) finalized: bool,
@@ -113,9 +115,44 @@ impl Slot {
             Some(n) => Ok(n),
             None if self.finalized => Err(ClosedError::new_err("the handle was finalized")),
             None => Err(BusyError::new_err(
-                "an await of this handle's RPC is in progress",
+                "the handle is in use: a wait (in another thread) or an await of its RPC is in \
+                 progress",
             )),
         }
+    }
+}
+
+/// A handle's `Naa` taken out of its slot for a blocking call that releases the interpreter
+/// lock between slices ([`crate::blocking`]): other threads get [`BusyError`] meanwhile. It
+/// goes back into the slot when this is dropped, whatever happened.
+pub(crate) struct Taken<'a> {
+    slot: &'a Mutex<Slot>,
+    naa: Option<Naa>,
+}
+
+impl<'a> Taken<'a> {
+    /// Takes the handle out of `slot` (without waiting for the slot's lock).
+    pub(crate) fn take(slot: &'a Mutex<Slot>) -> PyResult<Self> {
+        let mut g = lock(slot)?;
+        g.naa()?;
+        let naa = g.naa.take();
+        Ok(Self { slot, naa })
+    }
+
+    /// The handle.
+    pub(crate) fn naa(&mut self) -> &mut Naa {
+        self.naa
+            .as_mut()
+            .expect("a Taken holds its handle until dropped")
+    }
+}
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        // Nobody else holds the slot's lock for long (try_lock users only), so this waits
+        // briefly at most.
+        let mut g = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        g.naa = self.naa.take();
     }
 }
 
@@ -153,6 +190,7 @@ impl PyNaa {
                 .ok_or_else(|| errors::invalid(format!("single_send: no input {i}")))?;
             *p = p.clone().single_send();
         }
+        naaice::environment::warn_unknown_variables();
         let mut options =
             NaaOptions::from_env().map_err(|e| errors::to_py(naaice::Error::Spec(e)))?;
         if local && address.is_some() {
@@ -178,15 +216,15 @@ impl PyNaa {
         if let Some(t) = seconds("mrsp_timeout", mrsp_timeout)? {
             options.mrsp_timeout = t;
         }
-        let naa = py
-            .detach(|| -> naaice::Result<Naa> {
-                if local {
-                    options.remote = Some(naaice::local::address()?);
-                }
-                let transport = naaice::environment::transport_from_env()?;
-                Naa::create_with(&transport, fn_code, ins, outs, &options)
-            })
-            .map_err(errors::to_py)?; // on failure, dropping `held` releases the exports
+        if local {
+            options.remote = Some(py.detach(naaice::local::address).map_err(errors::to_py)?);
+        }
+        let transport = naaice::environment::transport_from_env()
+            .map_err(|e| errors::to_py(naaice::Error::Spec(e)))?;
+        // On failure (or Ctrl-C), dropping `held` releases the exports.
+        let naa = blocking::connect(py, &options, |o| {
+            Naa::create_with(&transport, fn_code, ins.clone(), outs.clone(), o)
+        })?;
         Ok(Self {
             slot: Arc::new(Mutex::new(Slot {
                 naa: Some(naa),
@@ -224,13 +262,11 @@ impl PyNaa {
         Ok(r.map(Status::from))
     }
 
-    /// Blocks until the RPC finishes (`naa_wait`), with the interpreter lock released.
+    /// Blocks until the RPC finishes (`naa_wait`), with the interpreter lock released. Ctrl-C
+    /// (a signal handler that raises) cancels the RPC and raises ([`crate::blocking`]).
     fn wait(&self, py: Python<'_>) -> PyResult<Status> {
-        let slot = &*self.slot;
-        py.detach(|| {
-            let mut g = lock(slot)?;
-            g.naa()?.wait().map(Status::from).map_err(errors::to_py)
-        })
+        let mut taken = Taken::take(&self.slot)?;
+        blocking::wait(py, taken.naa())
     }
 
     /// Invokes and waits: one whole RPC.
@@ -243,13 +279,11 @@ impl PyNaa {
         timeout: Option<f64>,
     ) -> PyResult<Status> {
         let call = call(fn_code, user_bytes, timeout)?;
-        let slot = &*self.slot;
-        py.detach(|| {
-            let mut g = lock(slot)?;
-            let naa = g.naa()?;
-            naa.invoke_with(&call).map_err(errors::to_py)?;
-            naa.wait().map(Status::from).map_err(errors::to_py)
-        })
+        let mut taken = Taken::take(&self.slot)?;
+        let naa = taken.naa();
+        py.detach(|| naa.invoke_with(&call))
+            .map_err(errors::to_py)?;
+        blocking::wait(py, naa)
     }
 
     /// Runs `n` RPCs (invoke + wait, as `run()`) in a Rust loop without returning to Python:
@@ -355,7 +389,7 @@ impl PyNaa {
             Ok(g) => g
                 .naa
                 .as_ref()
-                .map_or("awaiting".to_owned(), |n| n.state().to_string()),
+                .map_or("in use".to_owned(), |n| n.state().to_string()),
             Err(_) => "in use".to_owned(),
         };
         format!("<naaice.Naa fn_code={} {state}>", self.fn_code)

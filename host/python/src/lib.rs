@@ -5,9 +5,11 @@
 #![deny(unsafe_code)]
 
 mod awaiting;
+mod blocking;
 mod errors;
 mod handle;
 mod kernels;
+mod logging;
 #[allow(unsafe_code)]
 mod params;
 #[allow(unsafe_code)]
@@ -25,6 +27,7 @@ fn _wait_async(naa: &Bound<'_, handle::PyNaa>) -> PyResult<awaiting::Await> {
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    logging::init(m.py())?;
     errors::register(m)?;
     m.add_class::<handle::PyNaa>()?;
     m.add_class::<status::Status>()?;
@@ -38,6 +41,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set::wait_all, m)?)?;
     m.add_function(wrap_pyfunction!(kernels::register_local_kernel, m)?)?;
     m.add_function(wrap_pyfunction!(kernels::remove_local_kernel, m)?)?;
+    for (name, code) in status::RETURN_CODES {
+        m.add(name, code)?;
+    }
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -4,6 +4,11 @@
 //! handle is finalized: the memory cannot move or be freed while the NAA may write it, and
 //! Python refuses to resize the object meanwhile (`BufferError: Existing exports...`). The
 //! transport reads and writes the object's own bytes ([`Buffer::from_raw_parts`]).
+//!
+//! Only plain data is accepted: a buffer whose format (PEP 3118, the `struct` module's syntax)
+//! holds object references (NumPy's `object` dtype, `O`, also inside a structured dtype) or
+//! pointers (`&`), or a code this check does not know, is refused ([`plain_data`]): the NAA
+//! would overwrite the references and crash the interpreter.
 
 use naaice::{Buffer, Param};
 use pyo3::buffer::PyUntypedBuffer;
@@ -43,6 +48,16 @@ pub(crate) fn params(
                 type_name(obj)
             ))
         })?;
+        let format = export.format().to_string_lossy();
+        if let Err(why) = plain_data(&format) {
+            return Err(errors::buffer(format!(
+                "{what} {i} ({}) is not plain data: its buffer format {format:?} {why}; the NAA \
+                 overwrites parameters with raw bytes, which only plain numbers, booleans, \
+                 characters and padding survive (use a numeric, bool, complex, bytes or \
+                 structured dtype without objects)",
+                type_name(obj)
+            )));
+        }
         if export.readonly() {
             return Err(errors::buffer(format!(
                 "{what} {i} ({}) is read-only: the NAA writes results into parameters in \
@@ -116,4 +131,51 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
         .name()
         .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+}
+
+/// Checks that a buffer format string (PEP 3118, the `struct` module's syntax with its
+/// extensions: `T{...}` structures, `:name:` field names, `(2,3)` sub-arrays, `Zd` complex
+/// numbers, `w` UCS-4 characters) describes plain data only: numbers, booleans, characters,
+/// bytes and padding. Object references (`O`), pointers (`&`) and any code not listed here
+/// are refused, with what was found.
+pub(crate) fn plain_data(format: &str) -> Result<(), String> {
+    let mut chars = format.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            // Byte order, repeat counts, spaces, sub-array shapes, structure braces.
+            '@' | '=' | '<' | '>' | '!' | '^' | ' ' | '(' | ')' | ',' | '}' => {}
+            '0'..='9' => {}
+            'T' => {
+                if chars.next() != Some('{') {
+                    return Err("has a T not followed by {".to_owned());
+                }
+            }
+            // A field name: `:name:`.
+            ':' => {
+                if !chars.by_ref().any(|n| n == ':') {
+                    return Err("has an unterminated field name".to_owned());
+                }
+            }
+            'Z' => match chars.next() {
+                Some('e' | 'f' | 'd' | 'g') => {}
+                other => {
+                    return Err(format!(
+                        "has an unknown complex code Z{}",
+                        other.map_or_else(String::new, String::from)
+                    ));
+                }
+            },
+            // Padding, characters and bytes, bool, integers, floats, UCS-2/UCS-4, void*.
+            'x' | 'c' | 's' | 'p' | '?' | 'b' | 'B' | 'h' | 'H' | 'i' | 'I' | 'l' | 'L' | 'q'
+            | 'Q' | 'n' | 'N' | 'e' | 'f' | 'd' | 'g' | 'u' | 'w' | 'P' => {}
+            'O' => return Err("holds Python object references (O)".to_owned()),
+            '&' => return Err("holds pointers (&)".to_owned()),
+            other => {
+                return Err(format!(
+                    "has the code {other:?}, which is not known plain data"
+                ));
+            }
+        }
+    }
+    Ok(())
 }

@@ -1,12 +1,14 @@
 //! `naaice.wait_any` / `naaice.wait_all`: many handles progressed together in one thread
-//! ([`naaice::naa_set`]), with the interpreter lock released while waiting.
+//! ([`naaice::naa_set`]), with the interpreter lock released while waiting; Ctrl-C
+//! interrupts the waits ([`crate::blocking`]).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::prelude::*;
 
+use crate::blocking;
 use crate::errors;
-use crate::handle::{PyNaa, Slot, lock};
+use crate::handle::{PyNaa, Slot, Taken, lock};
 use crate::status::Status;
 
 /// Locks every handle's slot (without waiting) and runs `f` over their `Naa`s.
@@ -51,8 +53,19 @@ pub(crate) fn wait_any(
     handles: Vec<Bound<'_, PyNaa>>,
 ) -> PyResult<Option<(usize, Status)>> {
     let slots = slots(&handles)?;
-    let done = py.detach(|| with_handles(&slots, |n| naaice::naa_set::wait_any(n)))?;
-    finished(py, done)
+    let mut taken = take_all(&slots)?;
+    let mut naas: Vec<&mut naaice::Naa> = taken.iter_mut().map(Taken::naa).collect();
+    let done = blocking::wait_any(py, &mut naas)?;
+    finished(
+        py,
+        done.map(|(index, result)| naaice::naa_set::Finished { index, result }),
+    )
+}
+
+/// Takes every handle out of its slot (see [`Taken`]); they go back when the result is
+/// dropped.
+fn take_all(slots: &[Arc<Mutex<Slot>>]) -> PyResult<Vec<Taken<'_>>> {
+    slots.iter().map(|s| Taken::take(s)).collect()
 }
 
 /// The `(index, Status)` of a finished handle, or its error with `.index` set.
@@ -89,7 +102,11 @@ pub(crate) fn test_any(
 #[pyfunction]
 pub(crate) fn wait_all(py: Python<'_>, handles: Vec<Bound<'_, PyNaa>>) -> PyResult<Vec<Py<PyAny>>> {
     let slots = slots(&handles)?;
-    let all = py.detach(|| with_handles(&slots, |n| naaice::naa_set::wait_all(n)))?;
+    let mut taken = take_all(&slots)?;
+    let mut naas: Vec<&mut naaice::Naa> = taken.iter_mut().map(Taken::naa).collect();
+    let all = blocking::wait_all(py, &mut naas)?;
+    drop(naas);
+    drop(taken);
     all.into_iter()
         .enumerate()
         .map(|(i, r)| -> PyResult<Py<PyAny>> {

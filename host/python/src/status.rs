@@ -36,12 +36,11 @@ impl Status {
         self.return_code == 0
     }
 
-    /// The return code in words, e.g. "NAA_SUCCESS", "KERNEL_TIMEOUT", "application error
-    /// 0x10".
+    /// The return code in words, e.g. "NAA_SUCCESS", "KERNEL_TIMEOUT", "KERNEL_FAILED",
+    /// "application error 0x10".
     #[getter]
     fn return_text(&self) -> String {
-        naaice::core::ReturnCode::new(self.return_code)
-            .map_or_else(|| format!("{:#x}", self.return_code), |c| c.to_string())
+        return_text(self.return_code)
     }
 
     fn __repr__(&self) -> String {
@@ -51,3 +50,24 @@ impl Status {
         )
     }
 }
+
+/// A return code in words: the names the C, Fortran and Rust APIs give the NAA's codes
+/// (`KERNEL_FAILED`, 3, is a naaice-rs assignment in the reserved range).
+pub(crate) fn return_text(code: u32) -> String {
+    match naaice::core::ReturnCode::new(code) {
+        Some(c) if c == naaice::core::ReturnCode::KERNEL_FAILED => {
+            "KERNEL_FAILED (the kernel failed)".to_owned()
+        }
+        Some(c) => c.to_string(),
+        None => format!("{code:#x}"),
+    }
+}
+
+/// The named return codes, as module constants (`naaice.KERNEL_FAILED` ...), the values of
+/// `naa_error` in C and Fortran.
+pub(crate) const RETURN_CODES: [(&str, u32); 4] = [
+    ("NAA_SUCCESS", 0),
+    ("SOCKET_UNAVAIL", 1),
+    ("KERNEL_TIMEOUT", 2),
+    ("KERNEL_FAILED", 3),
+];

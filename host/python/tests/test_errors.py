@@ -18,6 +18,8 @@ def test_hierarchy():
                 naaice.InvalidArgumentError, naaice.BufferError):
         assert issubclass(cls, naaice.NaaError)
     assert issubclass(naaice.TransportUnavailableError, naaice.TransportError)
+    # "Nothing reachable" is one type, whether the NAA was named by address or NAA_SPEC.
+    assert issubclass(naaice.SelectionError, naaice.TransportUnavailableError)
     assert issubclass(naaice.MrspError, naaice.ProtocolError)
     assert issubclass(naaice.NaaTimeoutError, TimeoutError)
     assert issubclass(naaice.InvalidArgumentError, ValueError)
@@ -90,9 +92,8 @@ def test_bad_arguments(server):
 
 
 def test_unreachable_naa_is_transport_unavailable(monkeypatch):
-    """Nothing listens at the address: with `auto` no transport reached the NAA
-    (TransportUnavailableError, saying what each transport said); with `soft` the connect
-    itself failed (a TransportError)."""
+    """Nothing listens at the address: TransportUnavailableError once the connect timeout
+    passed, whichever transport, saying what the last attempt found."""
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
@@ -101,9 +102,9 @@ def test_unreachable_naa_is_transport_unavailable(monkeypatch):
     with pytest.raises(naaice.TransportUnavailableError, match="NAA not reached"):
         naaice.Naa(1, [bytearray(8)], [], address=f"127.0.0.1:{port}", connect_timeout=0.5)
     monkeypatch.setenv("NAAICE_TRANSPORT", "soft")
-    with pytest.raises(naaice.TransportError, match="connect failed") as e:
+    with pytest.raises(naaice.TransportUnavailableError,
+                       match=f"NAA at 127.0.0.1:{port} not reached .*connect failed"):
         naaice.Naa(1, [bytearray(8)], [], address=f"127.0.0.1:{port}", connect_timeout=0.5)
-    assert not isinstance(e.value, naaice.TransportUnavailableError)
     monkeypatch.setenv("NAAICE_TRANSPORT", "nonsense")
     with pytest.raises(naaice.SelectionError, match="NAAICE_TRANSPORT"):
         naaice.Naa(1, [bytearray(8)], [], address=f"127.0.0.1:{port}")
@@ -130,8 +131,15 @@ def test_kernel_exception_is_kernel_failed(server, capfd):
     p = bytearray(8)
     with naaice.Naa(FAIL, [p], [p], address=server.address) as naa:
         st = naa.run()
-    assert st.return_code == 3
+    assert st.return_code == 3 == naaice.KERNEL_FAILED
+    assert st.return_text.startswith("KERNEL_FAILED"), st.return_text
     assert "this kernel fails on purpose" in capfd.readouterr().err
+
+
+def test_return_code_names():
+    """The return codes by the names C, Fortran and Rust give them."""
+    assert (naaice.NAA_SUCCESS, naaice.SOCKET_UNAVAIL, naaice.KERNEL_TIMEOUT,
+            naaice.KERNEL_FAILED) == (0, 1, 2, 3)
 
 
 def test_busy_and_closed(server):

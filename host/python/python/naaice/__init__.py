@@ -13,7 +13,12 @@ place: the NAA reads the inputs from them and writes the results into them, with
 ``NAA_SPEC`` (``host:port:fn_code:param_count,...``; ``local:FN:N`` for local mode), rank
 selection, ``NAAICE_TRANSPORT`` and the timeouts are read by the same code as in C and Rust.
 Kernels written in Python: :mod:`naaice.local` (local mode) and :mod:`naaice.swnaa` (a software
-NAA server). Errors are subclasses of :class:`NaaError`.
+NAA server). Errors are subclasses of :class:`NaaError`. Every blocking call (``wait``,
+``run``, ``wait_any``, ``wait_all``, creating a handle) is interrupted by Ctrl-C: it cancels
+the RPCs it waited for and raises ``KeyboardInterrupt``; the handles stay usable. The
+library's log records go to the ``naaice`` logger of :mod:`logging`, filtered by
+``NAAICE_LOG`` (default ``warn``). The NAA's return codes: :data:`NAA_SUCCESS`,
+:data:`SOCKET_UNAVAIL`, :data:`KERNEL_TIMEOUT`, :data:`KERNEL_FAILED`.
 """
 
 from __future__ import annotations
@@ -22,6 +27,10 @@ import asyncio as _asyncio
 
 from . import _native
 from ._native import (
+    KERNEL_FAILED,
+    KERNEL_TIMEOUT,
+    NAA_SUCCESS,
+    SOCKET_UNAVAIL,
     BufferError,
     BusyError,
     CancelledError,
@@ -62,6 +71,10 @@ __all__ = [
     "CancelledError",
     "InvalidArgumentError",
     "BufferError",
+    "NAA_SUCCESS",
+    "SOCKET_UNAVAIL",
+    "KERNEL_TIMEOUT",
+    "KERNEL_FAILED",
 ]
 
 
@@ -78,6 +91,9 @@ class Naa(_native.Naa):
       else the ``NAA_SPEC`` entry for ``fn_code`` chosen by the process's rank (``rank``
       overrides the launcher's), failing over to further entries.
     * timeouts in seconds; defaults from ``NAAICE_CONNECT_TIMEOUT`` / ``NAAICE_RPC_TIMEOUT``.
+      While nothing is reachable, creation tries again until ``connect_timeout`` passes, then
+      raises :class:`TransportUnavailableError` (:class:`SelectionError`, a subclass, for
+      ``NAA_SPEC``).
 
     Use it as a context manager, or call :meth:`finalize`.
     """

@@ -18,6 +18,10 @@ from __future__ import annotations
 from . import _native
 from .local import Kernel, _adapt
 
+DEFAULT_MAX_CONNECTIONS = 64
+"""Default of :class:`Server`'s ``max_connections`` (``naaice-swnaa`` defaults to the number of
+cores instead, a production NAA's choice)."""
+
 
 class Server:
     """A software NAA listening on ``host:port`` (port 0: a free one, see :attr:`port`).
@@ -25,8 +29,10 @@ class Server:
     ``kernels`` maps function codes (1-127) to kernels; the built-ins (1 adds 1, 2 adds 2, 3
     does nothing) are served too unless ``builtins=False``. ``kernel_timeout`` (seconds)
     answers longer kernels with KERNEL_TIMEOUT. The transport is chosen by
-    ``NAAICE_TRANSPORT``. ``max_bytes_per_connection`` bounds what one client may register
-    (more is refused in the MRSP: :class:`naaice.MrspError`).
+    ``NAAICE_TRANSPORT``. ``max_connections`` bounds the clients served at once (default
+    :data:`DEFAULT_MAX_CONNECTIONS`, 64: enough for development and tests on a laptop; one
+    thread each; more are refused with "NAA overloaded"). ``max_bytes_per_connection`` bounds
+    what one client may register (more is refused in the MRSP: :class:`naaice.MrspError`).
     """
 
     def __init__(
@@ -37,7 +43,7 @@ class Server:
         *,
         builtins: bool = True,
         kernel_timeout: float | None = None,
-        max_connections: int | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
         max_bytes_per_connection: int | None = None,
     ) -> None:
         adapted = [(code, _adapt(k)) for code, k in (kernels or {}).items()]
