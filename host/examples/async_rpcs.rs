@@ -17,7 +17,18 @@ use naaice_core::{FunctionCode, ReturnCode};
 
 const CODE: u8 = 40;
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// Runs the example; a failure is printed as its message (`Display`), as the C programs do.
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("async_rpcs: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<u64> = std::env::args()
         .skip(1)
         .map(|a| a.parse())

@@ -28,7 +28,18 @@ const STUCK: u8 = 42;
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
-fn main() -> Result<(), Error> {
+/// Runs the example; a failure is printed as its message (`Display`), as the C programs do.
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("call_control: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Error> {
     let code = |c| FunctionCode::new(c).expect("1..=127");
     naaice::local::register_kernel(code(ECHO), |ctx: &mut KernelContext<'_, '_>| {
         let (fncode, user) = (ctx.fncode(), ctx.user_bytes());

@@ -41,7 +41,18 @@ fn ms(d: Duration) -> String {
     format!("{:8.3} ms", d.as_secs_f64() * 1e3)
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// Runs the example; a failure is printed as its message (`Display`), as the C programs do.
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("demo: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let code = FunctionCode::new(VADD).ok_or("bad function code")?;
     let mut kernels = KernelRegistry::builtin();
     kernels.register(code, vector_add);

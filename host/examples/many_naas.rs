@@ -49,7 +49,18 @@ fn start(n: usize, kernel: Duration) -> Result<Vec<SoftNaaHandle>, Box<dyn std::
         .collect()
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// Runs the example; a failure is printed as its message (`Display`), as the C programs do.
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("many_naas: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<u64> = std::env::args()
         .skip(1)
         .map(|a| a.parse())

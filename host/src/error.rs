@@ -6,7 +6,12 @@ use naaice_core::region::RegionError;
 use crate::transport::TransportError;
 
 /// Errors of the host APIs.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Debug` prints the message, as `Display` does: a program whose `main` returns
+/// `Result<(), Box<dyn std::error::Error>>` fails with `Error: NAA selection: NAA_SPEC is not
+/// set`, not with the variant's structure (`Spec(Missing)`). Match on the variants to tell
+/// errors apart.
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The transport failed (connect, register, post, wait).
@@ -43,6 +48,13 @@ pub enum Error {
     Cancelled,
 }
 
+impl std::fmt::Debug for Error {
+    /// The message ([`Error`]'s `Display`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
 impl From<machine::Error> for Error {
     fn from(e: machine::Error) -> Self {
         Self::Protocol(e)
@@ -72,6 +84,21 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 mod tests {
     use super::*;
     use naaice_core::machine::Phase;
+
+    /// What `fn main() -> Result<(), Box<dyn std::error::Error>>` prints is the message, for
+    /// the library's errors and the selection errors `transport_from_env` returns alike.
+    #[test]
+    fn debug_is_the_message() {
+        use crate::discovery::spec::SpecError;
+        let boxed: Box<dyn std::error::Error> = Error::Spec(SpecError::Missing).into();
+        assert_eq!(format!("{boxed:?}"), "NAA selection: NAA_SPEC is not set");
+        let boxed: Box<dyn std::error::Error> = SpecError::Missing.into();
+        assert_eq!(format!("{boxed:?}"), "NAA_SPEC is not set");
+        assert_eq!(
+            format!("{:?}", Error::State("no RPC was invoked")),
+            "invalid state: no RPC was invoked"
+        );
+    }
 
     /// An RPC's timeout names `NAAICE_RPC_TIMEOUT`; other protocol errors are unchanged.
     #[test]

@@ -20,8 +20,9 @@ use crate::transport::{DEFAULT_PORT, TransportChoice, TransportKind};
 /// The address field of a local entry (`local:FN_CODE:PARAM_COUNT`).
 pub const LOCAL_HOST: &str = "local";
 
-/// Errors of NAA selection.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Errors of NAA selection. `Debug` prints the message, as `Display` does (see
+/// [`crate::Error`]).
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SpecError {
     /// `NAA_SPEC` is not set (or empty).
@@ -101,6 +102,13 @@ pub enum SpecError {
         /// Resolver message.
         reason: String,
     },
+}
+
+impl std::fmt::Debug for SpecError {
+    /// The message ([`SpecError`]'s `Display`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
 
 /// The attempts on one entry during a failed selection.

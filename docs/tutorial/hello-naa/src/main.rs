@@ -2,9 +2,27 @@
 //!
 //! Built-in kernel 1 adds 1 to every byte of the parameter. `NAA_SPEC` says where the NAA is
 //! (`local:1:1`: inside this process), `NAAICE_TRANSPORT` how to reach it (default `auto`).
+use std::process::ExitCode;
+
 use naaice::{Naa, Param};
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> ExitCode {
+    match hello() {
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(wrong) => {
+            eprintln!("hello-naa: {wrong} bytes wrong");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            // The message, e.g. "NAA selection: NAA_SPEC is not set".
+            eprintln!("hello-naa: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One RPC; returns how many bytes came back wrong.
+fn hello() -> naaice::Result<usize> {
     let transport = naaice::environment::transport_from_env()?;
     let data = Param::from_vec(vec![41; 1 << 20]); // 1 MiB, in place: input and output
     let mut naa: Naa = Naa::create(&transport, 1, vec![data.clone()], vec![data])?;
@@ -14,8 +32,5 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let got = status.bytes_received;
     println!("{}: {got} bytes back, {wrong} wrong", status.naa_error);
     naa.finalize();
-    match wrong {
-        0 => Ok(()),
-        _ => Err("wrong result".into()),
-    }
+    Ok(wrong)
 }
