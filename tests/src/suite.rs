@@ -27,11 +27,12 @@ fn roomy() -> SoftNaaConfig {
 
 /// Declares one `#[test]` per body of this module that needs nothing but a [`Site`], each
 /// running `$run(name, body)` (`body: fn(&Site)`): a suite chooses its transport and limits
-/// in `$run`, and gets every shared test.
+/// in `$run`, and gets every shared test. With `ignore = "reason", $run` every test is
+/// `#[ignore = "reason"]` (a suite that needs hardware the machine may not have).
 #[macro_export]
 macro_rules! suite_tests {
-    ($run:expr) => {
-        $crate::suite_tests!(@each $run;
+    (ignore = $reason:literal, $run:expr) => {
+        $crate::suite_tests!(@each [#[ignore = $reason]] $run;
             separate_inputs_and_outputs,
             single_send_internal_regions_and_user_bytes,
             zero_outputs_and_single_send_only_inputs,
@@ -44,13 +45,29 @@ macro_rules! suite_tests {
             many_naas_overlap_from_one_thread,
         );
     };
-    (@each $run:expr; $($name:ident),+ $(,)?) => {
-        $(
-            #[test]
-            fn $name() {
-                ($run)(stringify!($name), $crate::suite::$name);
-            }
-        )+
+    ($run:expr) => {
+        $crate::suite_tests!(@each [] $run;
+            separate_inputs_and_outputs,
+            single_send_internal_regions_and_user_bytes,
+            zero_outputs_and_single_send_only_inputs,
+            over_the_connection_limit_is_rejected_with_the_reason,
+            unknown_function_code_gets_socket_unavail,
+            kernel_timeout_keeps_the_connection,
+            application_error_and_kernel_panic,
+            mrsp_errors_reach_the_client,
+            poll_and_test_never_block,
+            many_naas_overlap_from_one_thread,
+        );
+    };
+    (@each $attrs:tt $run:expr; $($name:ident),+ $(,)?) => {
+        $( $crate::suite_tests!(@one $attrs $run; $name); )+
+    };
+    (@one [$($attr:tt)*] $run:expr; $name:ident) => {
+        #[test]
+        $($attr)*
+        fn $name() {
+            ($run)(stringify!($name), $crate::suite::$name);
+        }
     };
 }
 
