@@ -97,15 +97,23 @@ impl Memlock {
         };
         let warning = soft.filter(|&s| s < MEMLOCK_NEEDED).map(|s| {
             let raise = match hard {
-                None => "ulimit -l unlimited".to_owned(),
-                Some(h) if h > s => format!("ulimit -l {} (the hard limit)", h / 1024),
-                Some(_) => "the hard limit must be raised first".to_owned(),
+                None => "raise it with `ulimit -l unlimited` in the job script, or for good \
+                         with"
+                    .to_owned(),
+                Some(h) if h > s => format!(
+                    "raise it with `ulimit -l {}` (the hard limit) in the job script, or for \
+                     good with",
+                    h / 1024
+                ),
+                Some(_) => "the hard limit is no higher, so an administrator must raise both \
+                            with"
+                    .to_owned(),
             };
             format!(
                 "{} is too low for verbs (registering regions pins them; at least {} \
-                 advised): raise it with {raise} in the job script, memlock in \
-                 /etc/security/limits.conf, LimitMEMLOCK=infinity for systemd services \
-                 (slurmd), --ulimit memlock=-1 for containers",
+                 advised): {raise} memlock in /etc/security/limits.conf, \
+                 LimitMEMLOCK=infinity for systemd services (slurmd), --ulimit memlock=-1 for \
+                 containers",
                 naaice::units::size(s),
                 naaice::units::size(MEMLOCK_NEEDED)
             )
@@ -499,19 +507,19 @@ mod tests {
                 "8388608              8388608",
                 Some(8 << 20),
                 Some(8 << 20),
-                Some("the hard limit must be raised first"),
+                Some("an administrator must raise both"),
             ),
             (
                 "65536                unlimited",
                 Some(65536),
                 None,
-                Some("ulimit -l unlimited"),
+                Some("`ulimit -l unlimited`"),
             ),
             (
                 "8388608              1073741824",
                 Some(8 << 20),
                 Some(1 << 30),
-                Some("ulimit -l 1048576 (the hard limit)"),
+                Some("`ulimit -l 1048576` (the hard limit)"),
             ),
             ("unlimited            unlimited", None, None, None),
             (
