@@ -52,8 +52,15 @@ pub(crate) struct Args {
     pub naa: Option<String>,
     /// Transport: `soft` (RC semantics over TCP, which naaice-swnaa always serves) or
     /// `verbs` (RDMA: RoCEv2, InfiniBand, Soft-RoCE; needs a build with the cargo feature
-    /// `verbs`). A benchmark measures one transport, so `auto` is refused.
-    #[arg(short, long, default_value = "soft", value_parser = parse_transport)]
+    /// `verbs`). A benchmark measures one transport, so `auto` is refused. Default:
+    /// `NAAICE_TRANSPORT` where it names one (`soft` or `verbs`), else `soft` (also for
+    /// `NAAICE_TRANSPORT=auto`).
+    #[arg(short, long = "transport", id = "transport", value_name = "TRANSPORT",
+          value_parser = parse_transport)]
+    transport_arg: Option<AnyTransport>,
+    /// The transport measured: `--transport`, else `NAAICE_TRANSPORT`, else `soft` (filled in
+    /// by [`Args::resolve`]).
+    #[arg(skip)]
     pub transport: AnyTransport,
     /// With --naa: the process id of the NAA on this machine (for example a naaice-swnaa
     /// started beside the benchmark). The CPU time per steady RPC of the other side is then
@@ -63,7 +70,7 @@ pub(crate) struct Args {
     pub naa_pid: Option<u32>,
     /// Over verbs without --naa: the address the in-process NAA listens on (an address of
     /// an RDMA device).
-    #[arg(long, value_name = "IP", alias = "addr")]
+    #[arg(long, value_name = "IP", alias = "addr", conflicts_with = "naa")]
     pub address: Option<IpAddr>,
     /// Function code of the kernel to call. The reference measures with 3, the software
     /// NAA's empty kernel; an FPGA's empty kernel may have another code.
@@ -71,21 +78,21 @@ pub(crate) struct Args {
     pub fncode: u8,
     /// Largest size (`1GiB`, `64KiB`; a bare number is bytes; the largest one needs about 4
     /// times its size in memory here).
-    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = positive_size)]
     pub max_size: u64,
     /// New connections (first RPC and middleware samples) per size. Default: 10 up to
     /// 1 MiB, 5 up to 64 MiB, 2 above (the reference uses 10).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub reps: Option<usize>,
     /// Steady-state RPCs (and raw round trips) per size. Default: about 256 MiB of payload
     /// per size (32 MiB over verbs), between 3 and 2000.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub steady: Option<usize>,
     /// Time of the raw TCP stream-bandwidth measurements per size from 1 MiB (split over
     /// four: 1 MiB messages and messages of the size, before and after the steady state;
     /// `500ms`, `2s`; a bare number is seconds).
     #[arg(long, value_name = "DURATION", default_value = "500ms", alias = "stream-secs",
-          value_parser = |s: &str| parse_duration(s, Duration::from_secs(1)))]
+          value_parser = positive_seconds)]
     pub stream_time: Duration,
     /// A reference CSV to put beside ours (spec 8.2 format: byte_length,setup_time,
     /// transfer_time in seconds, several rows per size, for example the FPGA's; a middleware
@@ -144,12 +151,11 @@ pub(crate) struct Args {
     pub clients: Vec<u32>,
     /// With --clients: the RPC sizes, each measured at every N (`64`, `64,64KiB`).
     #[arg(long, value_name = "SIZE,...", value_delimiter = ',', default_value = "64",
-          value_parser = parse_size, requires = "clients")]
+          value_parser = positive_size, requires = "clients")]
     pub size: Vec<u64>,
     /// With --clients: how long each point (one N, one size) runs (`2s`, `500ms`; a bare
     /// number is seconds).
-    #[arg(long, value_name = "DURATION", default_value = "2s",
-          value_parser = |s: &str| parse_duration(s, Duration::from_secs(1)))]
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = positive_seconds)]
     pub duration: Duration,
     /// With --clients: every client in its own process (naaice-bench starts itself once per
     /// client) instead of a thread each in one client process.
@@ -225,6 +231,39 @@ pub(crate) const MAN: ManExtras<'static> = ManExtras {
 };
 
 impl Args {
+    /// What the options alone do not settle, for a command line that parsed: the transport
+    /// (`--transport`, else `NAAICE_TRANSPORT` read by the library's
+    /// [`transport_from_env`](naaice::environment::transport_from_env), `auto` there meaning
+    /// this tool's default, `soft`) and the checks across options. An error is a command-line
+    /// error (exit status 2).
+    pub(crate) fn resolve(&mut self) -> Result<(), String> {
+        self.transport = self.transport_with(naaice::environment::transport_from_env)?;
+        if self.ack_delay.is_some() && self.transport.name() != "soft" {
+            return Err("--ack-delay applies to the software transport only".to_owned());
+        }
+        if self.isolation && self.size.first() == Some(&self.big_size) {
+            return Err("--isolation: --big-size must differ from the first --size".to_owned());
+        }
+        Ok(())
+    }
+
+    /// The transport of `--transport`, else of `from_env` (`NAAICE_TRANSPORT`; its `auto`
+    /// and the default are `soft`).
+    fn transport_with(
+        &self,
+        from_env: impl FnOnce() -> Result<AnyTransport, naaice::spec::SpecError>,
+    ) -> Result<AnyTransport, String> {
+        if let Some(t) = &self.transport_arg {
+            return Ok(t.clone());
+        }
+        match from_env().map_err(|e| e.to_string())? {
+            AnyTransport::Auto(_) => Ok(AnyTransport::from(
+                naaice::transport::soft::SoftTransport::default(),
+            )),
+            chosen => Ok(chosen),
+        }
+    }
+
     /// Path of the low-level CSV.
     pub(crate) fn lowlevel_csv(&self) -> PathBuf {
         self.csv
@@ -254,18 +293,49 @@ fn log_filter(s: &str) -> Result<String, String> {
         .map_err(|e| format!("{s:?} is not a log filter: {e}"))
 }
 
+/// A size of at least 1 byte (`64KiB`; a bare number is bytes).
+fn positive_size(s: &str) -> Result<u64, String> {
+    match parse_size(s)? {
+        0 => Err("must be at least 1 byte".to_owned()),
+        n => Ok(n),
+    }
+}
+
+/// A duration longer than zero (`500ms`; a bare number is seconds).
+fn positive_seconds(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s, Duration::from_secs(1))?;
+    if d.is_zero() {
+        return Err("must be longer than zero".to_owned());
+    }
+    Ok(d)
+}
+
+/// A count of at least 1.
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_owned()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("not a count ({e})")),
+    }
+}
+
 /// A duration whose bare number is microseconds.
 fn micros(s: &str) -> Result<Duration, String> {
     parse_duration(s, Duration::from_micros(1))
 }
 
-/// Parses a transport name; a build without verbs says how to get it.
+/// Parses a transport name (`auto` is refused: a benchmark measures one transport); a build
+/// without verbs says how to get it.
 fn parse_transport(s: &str) -> Result<AnyTransport, String> {
-    s.parse::<AnyTransport>().map_err(|e| match e {
+    let t = s.parse::<AnyTransport>().map_err(|e| match e {
         ParseTransportError::VerbsNotBuilt => "this naaice-bench was built without the verbs \
             transport: rebuild it with `cargo build --release -p naaice-bench --features verbs` \
             (or host/capi/install.sh on a machine with the rdma-core development files)"
             .to_owned(),
         ParseTransportError::Unknown(_) => e.to_string(),
-    })
+    })?;
+    if let AnyTransport::Auto(_) = t {
+        return Err("a benchmark measures one transport: name it (soft or verbs)".to_owned());
+    }
+    Ok(t)
 }

@@ -42,8 +42,18 @@ fn run(args: &Args) -> Result<(), Error> {
     }
 }
 
+/// Gives `SIGPIPE` its default action back (Rust ignores it, so `println!` panics when the
+/// reader of stdout has gone): `naaice-bench … | head -1` ends quietly, as C programs do.
+/// The transports never raise it on their sockets (C programs keep the default action too).
+fn default_sigpipe() {
+    // SAFETY: sets a signal's disposition to its default at the start of `main`, before any
+    // other thread runs; no handler of ours is involved.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
+
 fn main() -> ExitCode {
-    let args = Args::parse();
+    default_sigpipe();
+    let mut args = Args::parse();
     if let Some(code) = print_reference(
         Args::command(),
         args.man_page,
@@ -51,6 +61,11 @@ fn main() -> ExitCode {
         &cli::MAN,
     ) {
         return code;
+    }
+    if let Err(e) = args.resolve() {
+        Args::command()
+            .error(clap::error::ErrorKind::ArgumentConflict, e)
+            .exit();
     }
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,

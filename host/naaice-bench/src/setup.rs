@@ -51,11 +51,7 @@ pub(crate) fn naa(
     max_connections: usize,
 ) -> Result<(SocketAddr, Option<SoftNaaHandle>), Error> {
     if let Some(spec) = &args.naa {
-        if args.address.is_some() {
-            return Err(
-                "--address is where the in-process NAA listens: leave it out with --naa".into(),
-            );
-        }
+        // --address conflicts with --naa on the command line.
         let addr = spec
             .to_socket_addrs()
             .map_err(|e| format!("--naa {spec}: {e}"))?

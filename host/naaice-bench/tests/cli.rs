@@ -88,8 +88,7 @@ fn help_explains_every_option() {
 
 #[test]
 fn bad_input_is_a_clear_error() {
-    let cases: [(&[&str], &str); 4] = [
-        (&["--max-size", "0"], "--max-size"),
+    let cases: [(&[&str], &str); 3] = [
         (
             &["--compare", "/nonexistent/ref.csv", "--no-plots"],
             "--compare",
@@ -104,6 +103,128 @@ fn bad_input_is_a_clear_error() {
     }
     let out = bench(&["--fncode", "200"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
+#[test]
+fn bad_values_are_command_line_errors() {
+    // Exit status 2 (a usage error, before anything runs), naming the option and the rule.
+    let cases: [(&[&str], &str); 8] = [
+        (&["--max-size", "0"], "--max-size"),
+        (&["--stream-time", "0"], "--stream-time"),
+        (&["--reps", "0"], "--reps"),
+        (&["--steady", "0"], "--steady"),
+        (&["--transport", "auto"], "one transport"),
+        (
+            &["--naa", "127.0.0.1:1", "--address", "127.0.0.1"],
+            "--address",
+        ),
+        (&["--clients", "1", "--size", "0"], "--size"),
+        (&["--clients", "1", "--duration", "0"], "--duration"),
+    ];
+    for (args, want) in cases {
+        let out = bench(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
+    }
+}
+
+#[cfg(feature = "verbs")]
+#[test]
+fn the_transport_comes_from_naaice_transport_unless_the_command_line_names_one() {
+    let with_env = |value: &str, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_naaice-bench"))
+            .args(args)
+            .env("NAAICE_TRANSPORT", value)
+            .output()
+            .expect("run naaice-bench")
+    };
+    // NAAICE_TRANSPORT=verbs is read: the in-process NAA over verbs needs --address.
+    let out = with_env("verbs", &["--max-size", "1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--transport verbs without --naa needs --address"),
+        "{}",
+        stderr(&out)
+    );
+    // ... and so is its ack-delay rule.
+    let out = with_env("verbs", &["--ack-delay", "50us"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("software transport only"),
+        "{}",
+        stderr(&out)
+    );
+    // A bad value is a usage error naming the variable.
+    let out = with_env("carrier-pigeon", &["--max-size", "1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("NAAICE_TRANSPORT"),
+        "{}",
+        stderr(&out)
+    );
+    // The command line wins, and `auto` (or nothing) is the tool's default, soft.
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("transport-env");
+    for (value, args) in [("verbs", &["--transport", "soft"][..]), ("auto", &[][..])] {
+        let _ = std::fs::remove_dir_all(&dir);
+        let out = with_env(
+            value,
+            &[
+                args,
+                &[
+                    "--max-size",
+                    "1",
+                    "--reps",
+                    "1",
+                    "--steady",
+                    "3",
+                    "--no-plots",
+                ],
+                &[
+                    "--stream-time",
+                    "10ms",
+                    "--out",
+                    dir.to_str().expect("UTF-8 path"),
+                ],
+            ]
+            .concat(),
+        );
+        assert!(out.status.success(), "{value} {args:?}: {}", stderr(&out));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("over soft"), "{value} {args:?}: {text}");
+    }
+}
+
+#[test]
+fn a_closed_stdout_pipe_ends_it_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    // `naaice-bench … | head -0`: its first line goes into a pipe nobody reads.
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("closed-pipe");
+    let out = Command::new(env!("CARGO_BIN_EXE_naaice-bench"))
+        .args([
+            "--max-size",
+            "1",
+            "--reps",
+            "1",
+            "--steady",
+            "3",
+            "--no-plots",
+        ])
+        .args(["--out", dir.to_str().expect("UTF-8 path")])
+        .env_remove("NAAICE_TRANSPORT")
+        .stdout(writer)
+        .output()
+        .expect("run naaice-bench");
+    let text = stderr(&out);
+    assert!(!text.contains("panicked"), "{text}");
+    assert_ne!(out.status.code(), Some(101), "{text}");
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?}: {text}",
+        out.status
+    );
 }
 
 #[cfg(not(feature = "verbs"))]
@@ -259,11 +380,11 @@ fn many_clients_through_the_c_abi_in_processes() {
 fn bad_client_options_are_clear_errors() {
     let cases: [(&[&str], i32, &str); 5] = [
         (&["--clients", "0"], 2, "--clients"),
-        (&["--clients", "1", "--size", "0"], 1, "--size"),
-        (&["--clients", "1", "--duration", "0"], 1, "--duration"),
+        (&["--clients", "1", "--size", "0"], 2, "--size"),
+        (&["--clients", "1", "--duration", "0"], 2, "--duration"),
         (
             &["--clients", "2", "--isolation", "--big-size", "64"],
-            1,
+            2,
             "--big-size",
         ),
         (

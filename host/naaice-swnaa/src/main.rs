@@ -57,8 +57,8 @@ struct Args {
     /// NAA), `sleep` (sleep at once) or `spin:US` (spin a fixed time, then sleep).
     #[arg(short, long, env = "NAAICE_WAIT", value_name = "POLICY", default_value_t = WaitPolicy::default())]
     wait: WaitPolicy,
-    /// Most concurrent connections (more are rejected). Default: number of cores.
-    #[arg(short = 'c', long)]
+    /// Most concurrent connections (more are rejected; at least 1). Default: number of cores.
+    #[arg(short = 'c', long, value_parser = at_least_one)]
     max_connections: Option<usize>,
     /// How long a kernel may run before the RPC is answered with KERNEL_TIMEOUT (`10s`,
     /// `500ms`; a bare number is seconds).
@@ -170,6 +170,15 @@ fn log_filter(s: &str) -> Result<String, String> {
         .map_err(|e| format!("{s:?} is not a log filter: {e}"))
 }
 
+/// A count of at least 1 (`--max-connections`): 0 is a command-line error (exit status 2).
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_owned()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("not a count ({e})")),
+    }
+}
+
 /// A duration (`500ms`, `10s`; a bare number is seconds).
 fn seconds(s: &str) -> Result<Duration, String> {
     parse_duration(s, Duration::from_secs(1))
@@ -266,7 +275,19 @@ fn banner(addr: SocketAddr, served: &[Served], wait: WaitPolicy) -> String {
     text
 }
 
+/// Gives `SIGPIPE` its default action back (Rust ignores it, so a write to a closed pipe
+/// fails with EPIPE and `eprint!` panics): with stdout or stderr a pipe whose reader has gone
+/// (`naaice-swnaa --man-page | head -1`), the server ends quietly, as C programs do. The
+/// transports never raise it on their sockets (they are used by C programs, which keep the
+/// default action too).
+fn default_sigpipe() {
+    // SAFETY: sets a signal's disposition to its default at the start of `main`, before any
+    // other thread runs; no handler of ours is involved.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
+
 fn main() -> ExitCode {
+    default_sigpipe();
     let args = Args::parse();
     if let Some(code) =
         print_reference(Args::command(), args.man_page, args.options_reference, &MAN)
