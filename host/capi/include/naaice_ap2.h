@@ -73,7 +73,7 @@
 #define NAA_UNDEFINED -1
 
 /*
- Return codes of the NAA (`status.naa_error`). 0x03-0x0F are reserved, 0x10-0x7F are
+ Return codes of the NAA (`status.naa_error`). 0x04-0x0F are reserved, 0x10-0x7F are
  application-defined.
  */
 typedef enum naa_error {
@@ -89,6 +89,11 @@ typedef enum naa_error {
    The kernel did not finish in time.
    */
   KERNEL_TIMEOUT = 2,
+  /*
+   The kernel ran but failed (a naaice-rs assignment from the reserved range: a software
+   NAA's kernel that panicked, a kernel unit's status that does not fit 24 bits).
+   */
+  KERNEL_FAILED = 3,
 } naa_error;
 
 /*

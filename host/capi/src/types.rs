@@ -55,7 +55,7 @@ pub struct naa_handle {
     pub comm_ctx: *mut naaice_communication_context,
 }
 
-/// Return codes of the NAA (`status.naa_error`). 0x03-0x0F are reserved, 0x10-0x7F are
+/// Return codes of the NAA (`status.naa_error`). 0x04-0x0F are reserved, 0x10-0x7F are
 /// application-defined.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,6 +67,9 @@ pub enum naa_error {
     SOCKET_UNAVAIL = 0x01,
     /// The kernel did not finish in time.
     KERNEL_TIMEOUT = 0x02,
+    /// The kernel ran but failed (a naaice-rs assignment from the reserved range: a software
+    /// NAA's kernel that panicked, a kernel unit's status that does not fit 24 bits).
+    KERNEL_FAILED = 0x03,
 }
 
 /// Status of the last RPC.
@@ -154,6 +157,24 @@ mod tests {
             );
         }
         assert_eq!(naa_error::KERNEL_TIMEOUT as u32, 2);
+        // Each C name is the library's return code of that name.
+        for (c, rust) in [
+            (naa_error::NAA_SUCCESS, naaice::core::ReturnCode::SUCCESS),
+            (
+                naa_error::SOCKET_UNAVAIL,
+                naaice::core::ReturnCode::SOCKET_UNAVAIL,
+            ),
+            (
+                naa_error::KERNEL_TIMEOUT,
+                naaice::core::ReturnCode::KERNEL_TIMEOUT,
+            ),
+            (
+                naa_error::KERNEL_FAILED,
+                naaice::core::ReturnCode::KERNEL_FAILED,
+            ),
+        ] {
+            assert_eq!(c as u32, rust.get(), "{c:?}");
+        }
     }
 
     #[test]

@@ -64,6 +64,8 @@ _Static_assert((int)DATA_SENDING == (int)REF_DATA_SENDING && (int)CALCULATING ==
 _Static_assert((int)DATA_RECEIVING == (int)REF_DATA_RECEIVING && (int)FINISHED == (int)REF_FINISHED, "states");
 _Static_assert((int)ERROR == (int)REF_ERROR, "states");
 _Static_assert(NAA_SUCCESS == 0 && SOCKET_UNAVAIL == 1 && KERNEL_TIMEOUT == 2, "naa_error");
+/* naaice-rs's code for a failed kernel, from the range the spec reserves (docs/protocol.md). */
+_Static_assert(KERNEL_FAILED == 3, "naa_error");
 
 /* Field types: exactly the reference's (a mismatch is a compile error). */
 #define FIELD_IS(obj, field, type) _Static_assert(_Generic((obj).field, type: 1, default: 0), #field)
