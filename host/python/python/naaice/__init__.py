@@ -24,6 +24,7 @@ library's log records go to the ``naaice`` logger of :mod:`logging`, filtered by
 from __future__ import annotations
 
 import asyncio as _asyncio
+import logging as _logging
 
 from . import _native
 from ._native import (
@@ -51,6 +52,10 @@ from ._native import (
 )
 
 __version__ = _native.__version__
+
+# The library's trace records arrive at level 5 (NAAICE_LOG=trace): give it a name.
+if _logging.getLevelName(5) == "Level 5":
+    _logging.addLevelName(5, "TRACE")
 
 __all__ = [
     "Naa",
