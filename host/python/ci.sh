@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# CI stage "Python bindings": builds the abi3 wheel of the naaice Python package with maturin,
-# installs it into a virtual environment with pinned NumPy, pytest and mpi4py, runs the pytest
+# CI stage "Python bindings": builds the abi3 wheel of the naaice Python package with maturin
+# for manylinux_2_28 (glibc 2.28: RHEL/Rocky 8 and newer; linked by zig against glibc 2.28,
+# checked), installs it into a virtual environment with pinned NumPy, pytest and mpi4py, runs the pytest
 # suite and the NumPy example (local mode and a software NAA started from Python), runs the
 # mpi4py example under mpirun -np 4 against two naaice-swnaa processes (rank 0 checks every
 # rank's data; both NAAs must have served ranks), and measures the binding's CPU time per
@@ -17,7 +18,7 @@ start=$SECONDS
 workdir python
 
 echo "--- packages"
-apt_install python3 python3-venv openmpi-bin
+apt_install python3 python3-venv openmpi-bin binutils
 # The interpreter CI tests with: Debian's (3.11). PYTHON overrides.
 python=${PYTHON:-/usr/bin/python3}
 "$python" --version
@@ -25,17 +26,45 @@ venv=target/python-ci-venv
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 # Pinned: the versions CI was checked with. Binary wheels only: mpi4py's wheel loads the
 # system's libmpi (Debian's Open MPI) at run time; built from source it would take many
-# minutes and gigabytes of memory.
+# minutes and gigabytes of memory. ziglang: the C compiler and linker for glibc 2.28 (maturin
+# --zig); 0.13, as maturin 1.9's cargo-zigbuild does not understand 0.15's target triples.
 "$venv/bin/pip" install -q --disable-pip-version-check --only-binary :all: \
-    maturin==1.9.6 numpy==2.2.6 pytest==8.3.5 mpi4py==4.1.1
+    maturin==1.9.6 numpy==2.2.6 pytest==8.3.5 mpi4py==4.1.1 ziglang==0.13.0
 lap packages
 
-echo "--- build: the abi3 wheel (maturin), naaice-swnaa and naaice-bench (release)"
+echo "--- build: the abi3 wheel for manylinux_2_28 (maturin, zig), naaice-swnaa and naaice-bench (release)"
 rm -rf target/wheels
-"$venv/bin/maturin" build --release --locked -m host/python/Cargo.toml -o target/wheels -i "$venv/bin/python"
+# zig compiles the verbs transport's C code (rdma-mummy-sys, with cmake) and links against
+# glibc 2.28. bindgen (libclang) gets no include path when cross-compiling this way: it parses
+# the verbs headers against zig's own headers for that glibc.
+zig=$("$venv/bin/python" -c 'import os, ziglang; print(os.path.dirname(ziglang.__file__))')
+arch=$(uname -m)
+family=$arch
+[ "$arch" != x86_64 ] || family=x86
+inc=$zig/lib/libc/include
+BINDGEN_EXTRA_CLANG_ARGS="-isystem $zig/lib/include -isystem $inc/$arch-linux-gnu"
+BINDGEN_EXTRA_CLANG_ARGS+=" -isystem $inc/generic-glibc -isystem $inc/$family-linux-any -isystem $inc/any-linux-any"
+BINDGEN_EXTRA_CLANG_ARGS="$BINDGEN_EXTRA_CLANG_ARGS" PATH="$venv/bin:$PATH" \
+    "$venv/bin/maturin" build --release --locked --strip --zig --compatibility manylinux_2_28 \
+    -m host/python/Cargo.toml -o target/wheels -i "$venv/bin/python"
 wheel=$(ls target/wheels/naaice-*-cp311-abi3-*.whl)
 echo "wheel: $(basename "$wheel")"
+# The platform tag says glibc 2.28 or older, and so do the symbol versions the module needs.
+tag=$(basename "$wheel" .whl)
+tag=${tag##*-}
+echo "platform tag: $tag"
+[[ $tag =~ ^manylinux_2_([0-9]+)_ ]] && ((BASH_REMATCH[1] <= 28)) ||
+    { echo "the wheel's platform tag $tag needs a glibc newer than 2.28" >&2; exit 1; }
+"$venv/bin/python" -c 'import sys, zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read("naaice/_native.abi3.so"))' \
+    "$wheel" >"$work/_native.so"
+newest=$(objdump -T "$work/_native.so" | grep -o 'GLIBC_2\.[0-9.]*' | sort -uV | tail -n 1)
+echo "newest glibc symbol version: $newest"
+[[ $newest =~ ^GLIBC_2\.([0-9]+) ]] && ((BASH_REMATCH[1] <= 28)) ||
+    { echo "the extension needs $newest, newer than the tag's GLIBC_2.28" >&2; exit 1; }
 "$venv/bin/pip" install -q --disable-pip-version-check --force-reinstall --no-deps "$wheel"
+# The tests import the installed wheel, never a build left in the source tree.
+(root=$PWD && cd / && "$root/$venv/bin/python" -c \
+    'import naaice; assert "site-packages" in naaice.__file__, naaice.__file__')
 cargo build --release --locked -p naaice-swnaa -p naaice-bench
 target=$(cargo metadata --format-version 1 --no-deps |
     sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
