@@ -6,7 +6,9 @@
 #
 # The session runs in a process group of its own: whatever it left running (a background
 # server) is stopped when it ends, fails or times out (TUTORIAL_TIMEOUT seconds, default 1800).
-# The tutorial's fixed ports (23456, 23457) must be free.
+# The tutorial uses no fixed port: its server listens on a port the system picks
+# (`--port 0`) and the commands read it from the banner, so runs of several users (or CI jobs)
+# on one machine do not meet.
 #
 # Usage: .ci/tutorial.sh
 set -euo pipefail
@@ -30,12 +32,10 @@ awk '
 blocks=$(grep -c '^```sh tutorial' "$doc")
 commands=$(grep -cv '^[[:space:]]*\(#.*\)\?$' "$work/commands" || true)
 
-for port in 23456 23457; do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-        echo "tutorial: port $port is in use; the tutorial needs it free" >&2
-        exit 1
-    fi
-done
+if grep -n -- '--port [1-9]' "$work/commands"; then
+    echo "tutorial: a fixed port (above) can meet another user's server; use --port 0" >&2
+    exit 1
+fi
 
 {
     echo 'set -euo pipefail'
