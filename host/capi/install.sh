@@ -12,7 +12,8 @@
 #     reference's names naaice::low_level, naaice::middleware, naaice::swnaa; relocatable)
 #   PREFIX/bin/naaice-swnaa (the software NAA server), naaice-bench (the benchmark),
 #     naaice-info (set-up check and NAA probe), naaice-spec (NAA_SPEC for Slurm jobs)
-#   MANDIR/man1/naaice-swnaa.1, naaice-bench.1, naaice-info.1; MANDIR/man7/naaice.7
+#   MANDIR/man1/naaice-swnaa.1, naaice-bench.1, naaice-info.1; MANDIR/man7/naaice.7;
+#     MANDIR/man3/FUNCTION.3 for every function of the C headers (naa_create(3), ...)
 # so that `cc app.c $(pkg-config --cflags --libs naaice)` (Fortran:
 # `gfortran $(pkg-config --variable=fortran_module naaice) app.f90 $(pkg-config --libs naaice)`)
 # works with
@@ -81,6 +82,7 @@ installed_files() {
     for program in $programs naaice-spec; do echo "$prefix/bin/$program"; done
     for program in $programs; do echo "$mandir/man1/$program.1"; done
     echo "$mandir/man7/naaice.7"
+    for page in "$repo"/docs/man/man3/*.3; do echo "$mandir/man3/${page##*/}"; done
 }
 
 if [ "$uninstall" = yes ]; then
@@ -142,7 +144,8 @@ inc="$destdir$prefix/include"
 lib="$destdir$libdir"
 bin="$destdir$prefix/bin"
 cmake_dir="$lib/cmake/naaice"
-install -d "$inc" "$lib/pkgconfig" "$cmake_dir" "$bin" "$destdir$mandir/man1" "$destdir$mandir/man7"
+install -d "$inc" "$lib/pkgconfig" "$cmake_dir" "$bin" "$destdir$mandir/man1" "$destdir$mandir/man3" \
+    "$destdir$mandir/man7"
 for header in naaice.h naaice_ap2.h naaice_ap2_cpp.h naaice.f90; do
     install -m 644 "$here/include/$header" "$inc/$header"
 done
@@ -178,4 +181,5 @@ for program in $programs; do
 done
 install -m 755 "$repo/slurm/naaice-spec" "$bin/naaice-spec"
 install -m 644 "$repo/docs/man/naaice.7" "$destdir$mandir/man7/naaice.7"
+install -m 644 "$repo"/docs/man/man3/*.3 "$destdir$mandir/man3/"
 echo "installed naaice $version under $destdir$prefix"

@@ -242,9 +242,18 @@ fn staged_install_with_a_libdir_then_uninstall() {
         format!("{prefix}/bin/naaice-spec"),
         format!("{prefix}/share/man/man1/naaice-info.1"),
         format!("{prefix}/share/man/man7/naaice.7"),
+        // Section 3: a page per function of the C headers (docs/man/man3).
+        format!("{prefix}/share/man/man3/naa_create.3"),
+        format!("{prefix}/share/man/man3/naaice_init_communication_context.3"),
     ] {
         assert!(staged(&file).is_file(), "{file} not staged");
     }
+    let page = std::fs::read_to_string(staged(&format!("{prefix}/share/man/man3/naa_wait.3")))
+        .expect("naa_wait.3");
+    assert!(
+        page.contains(".TH naa_wait 3") && page.contains("int naa_wait(struct naa_handle *handle"),
+        "{page}"
+    );
     assert!(
         !Path::new(prefix).exists(),
         "nothing may land outside DESTDIR"
