@@ -33,7 +33,7 @@ program mpi_offload
             call mpi_abort(mpi_comm_world, 1, ierr)
         end if
     end do
-    rc = naa_finalize(h)
+    call naa_finalize(h)
     wrong = 0
     do i = 1, size(x)
         if (i >= lo .and. i <= hi) then

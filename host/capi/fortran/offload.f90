@@ -42,6 +42,7 @@ program offload
     type(naa_handle) :: h
     type(naa_status) :: st
     integer :: i, wrong, rounds
+    integer(c_int) :: rc
 
     do i = 1, size(x)
         x(i) = int(mod(i, 100), c_int8_t)
@@ -57,7 +58,8 @@ program offload
             stop 1
         end if
     end do
-    call check(naa_finalize(h), "naa_finalize")
+    call naa_finalize(h, rc)
+    call check(rc, "naa_finalize")
     wrong = 0
     do i = 1, size(x)
         if (i >= 101 .and. i <= 356) then
@@ -73,11 +75,18 @@ program offload
     call check(naa_local_register_kernel(20, c_funloc(double_it), c_null_ptr), &
         "naa_local_register_kernel")
     y = [(real(i, c_double), i = 1, size(y))]
-    p(1) = naa_param(c_loc(y(11)), size(y(11:60)) * int(c_sizeof(y(1))))
+    ! The size as an integer(c_size_t), the form for sections above 2 GiB.
+    p(1) = naa_param(c_loc(y(11)), int(size(y(11:60)), c_size_t) * c_sizeof(y(1)))
     call check(naa_create(20, p, 1, p, 1, h), "naa_create (function 20)")
     call check(naa_invoke(h), "naa_invoke")
     call check(naa_wait(h, st), "naa_wait")
-    call check(naa_finalize(h), "naa_finalize")
+    call naa_finalize(h)
+    ! A size above 2 GiB survives (only the descriptor: nothing is registered here).
+    p(1) = naa_param(c_loc(y(1)), 3_c_size_t * 1073741824_c_size_t, single_send=.true.)
+    if (p(1)%size /= 3221225472_c_size_t .or. .not. p(1)%single_send) then
+        print '(a, i0)', "offload: naa_param of 3 GiB has size ", p(1)%size
+        stop 1
+    end if
     do i = 1, size(y)
         if (i >= 11 .and. i <= 60) then
             if (y(i) /= 2 * real(i, c_double)) wrong = wrong + 1

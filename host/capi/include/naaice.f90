@@ -6,12 +6,23 @@
 !
 ! Parameters are your own arrays, used in place (no copies): pass c_loc of the first element
 ! of a contiguous array or array section and its size in bytes (naa_param below does that
-! for a c_loc and an element count). Integer return values: 0 success, -1 failure (then
-! naa_last_error_message() says why). Handles, statuses and call arguments are the C structs.
+! for a c_loc and a size in bytes, integer(c_size_t) or a default integer). Integer return
+! values: 0 success, -1 failure (then naa_last_error_message() says why); naa_finalize is a
+! subroutine (call naa_finalize(h), or call naa_finalize(h, ierr) for its result). Handles,
+! statuses and call arguments are the C structs.
 ! The library's documentation (docs/fortran.md, docs/c-api.md) describes every function.
 module naaice
     use, intrinsic :: iso_c_binding
     implicit none
+    private :: naa_param_size, naa_param_int
+
+    ! A parameter over nbytes bytes at addr (c_loc of a contiguous array or section's first
+    ! element): naa_param(addr, nbytes[, single_send]). nbytes is an integer(c_size_t), for
+    ! sizes above 2 GiB (int(size(section), c_size_t) * c_sizeof(section(1))), or a default
+    ! integer.
+    interface naa_param
+        module procedure naa_param_size, naa_param_int
+    end interface naa_param
 
     ! Return codes of the NAA (naa_status%naa_error, up to 24 bits): 0x10-0x7F and above are
     ! the application's own.
@@ -135,11 +146,11 @@ module naaice
             integer(c_int32_t), intent(out) :: code
         end function naa_get_return_code
 
-        ! Disconnects and releases the handle.
-        integer(c_int) function naa_finalize(handle) bind(c, name="naa_finalize")
+        ! naa_finalize of the C library (the module's subroutine naa_finalize calls it).
+        integer(c_int) function naa_finalize_c(handle) bind(c, name="naa_finalize")
             import :: c_int, naa_handle
             type(naa_handle), intent(inout) :: handle
-        end function naa_finalize
+        end function naa_finalize_c
 
         ! Blocks until one of count handles finished: index is 0-based (or NAA_UNDEFINED).
         integer(c_int) function naa_waitany(count, handles, index, status) &
@@ -259,18 +270,36 @@ module naaice
 
 contains
 
-    ! A parameter over nbytes bytes at addr (c_loc of a contiguous array or section's first
-    ! element; nbytes = size(section) * c_sizeof(section(1))).
-    function naa_param(addr, nbytes, single_send) result(p)
+    ! naa_param with the size as an integer(c_size_t): any size.
+    function naa_param_size(addr, nbytes, single_send) result(p)
         type(c_ptr), intent(in) :: addr
-        integer, intent(in) :: nbytes
+        integer(c_size_t), intent(in) :: nbytes
         logical, intent(in), optional :: single_send
         type(naa_param_t) :: p
         p%addr = addr
-        p%size = int(nbytes, c_size_t)
+        p%size = nbytes
         p%single_send = .false.
         if (present(single_send)) p%single_send = logical(single_send, c_bool)
-    end function naa_param
+    end function naa_param_size
+
+    ! naa_param with the size as a default integer (as before; below 2 GiB).
+    function naa_param_int(addr, nbytes, single_send) result(p)
+        type(c_ptr), intent(in) :: addr
+        integer(c_int), intent(in) :: nbytes
+        logical, intent(in), optional :: single_send
+        type(naa_param_t) :: p
+        p = naa_param_size(addr, int(nbytes, c_size_t), single_send)
+    end function naa_param_int
+
+    ! Disconnects and releases the handle: call naa_finalize(h). ierr, if given, is the C
+    ! function's result (0, or -1 for a handle that is not one).
+    subroutine naa_finalize(handle, ierr)
+        type(naa_handle), intent(inout) :: handle
+        integer(c_int), intent(out), optional :: ierr
+        integer(c_int) :: rc
+        rc = naa_finalize_c(handle)
+        if (present(ierr)) ierr = rc
+    end subroutine naa_finalize
 
     ! naa_last_error() as a Fortran string ("" when the last call succeeded).
     function naa_last_error_message() result(msg)
