@@ -69,7 +69,7 @@ impl Ep {
             if out.len() >= n {
                 break;
             }
-            match self.ep.wait(deadline) {
+            match self.ep.wait_sleeping(deadline) {
                 Ok(true) => {}
                 Ok(false) => panic!("timed out with {} of {n} completions: {out:?}", out.len()),
                 Err(TransportError::NotConnected) => {
@@ -93,7 +93,7 @@ impl Ep {
             if self.events.contains(&ConnectionEvent::Disconnected) {
                 return;
             }
-            match self.ep.wait(deadline) {
+            match self.ep.wait_sleeping(deadline) {
                 Ok(true) => {
                     // Completions may be ready too; leave them for the caller.
                     self.drain_events();
@@ -542,7 +542,7 @@ fn peer_drop_flushes_and_disconnects() {
         [(1, WcStatus::WrFlush), (2, WcStatus::WrFlush)]
     );
     assert!(matches!(
-        server.ep.wait(soon(LONG)),
+        server.ep.wait_sleeping(soon(LONG)),
         Err(TransportError::NotConnected)
     ));
 }
@@ -606,7 +606,12 @@ fn invalid_requests_are_refused_at_post_time() {
         Err(TransportError::InvalidRequest(_))
     ));
     // Nothing was posted, so nothing completes.
-    assert!(!client.ep.wait(soon(Duration::from_millis(50))).unwrap());
+    assert!(
+        !client
+            .ep
+            .wait_sleeping(soon(Duration::from_millis(50)))
+            .unwrap()
+    );
 }
 
 #[test]
@@ -881,7 +886,12 @@ fn wait_honours_the_deadline_and_wakes_early() {
         r
     });
     let started = Instant::now();
-    assert!(!server.ep.wait(soon(Duration::from_millis(100))).unwrap());
+    assert!(
+        !server
+            .ep
+            .wait_sleeping(soon(Duration::from_millis(100)))
+            .unwrap()
+    );
     assert!(started.elapsed() >= Duration::from_millis(100));
     let poster = thread::spawn(move || {
         thread::sleep(Duration::from_millis(50));
@@ -893,7 +903,7 @@ fn wait_honours_the_deadline_and_wakes_early() {
         client
     });
     let started = Instant::now();
-    assert!(server.ep.wait(soon(LONG)).unwrap());
+    assert!(server.ep.wait_sleeping(soon(LONG)).unwrap());
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(server.completions(1, LONG)[0].wr_id, 1);
     drop(poster.join().unwrap());
@@ -1041,7 +1051,7 @@ fn performance_against_raw_tcp() {
         let mut buf = [Completion::BLANK; 4];
         let mut requests = 0;
         while requests < ROUNDS + 2 {
-            server.ep.wait(soon(LONG)).unwrap();
+            server.ep.wait_sleeping(soon(LONG)).unwrap();
             let n = server.ep.poll(&mut buf).unwrap();
             for c in &buf[..n] {
                 assert_eq!(c.status, WcStatus::Success);

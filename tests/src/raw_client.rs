@@ -69,7 +69,7 @@ pub fn raw_mrsp(addr: SocketAddr, request: &[u8]) -> MrspAnswer {
         if disconnected && n == 0 {
             return MrspAnswer::Disconnected;
         }
-        if n == 0 && ep.wait(deadline).is_err() {
+        if n == 0 && ep.wait_sleeping(deadline).is_err() {
             disconnected = true;
         }
     }

@@ -50,7 +50,7 @@ fn refused(naa: &SoftNaaHandle, op: SendOp, len: usize) -> WcStatus {
             assert_eq!(wc[0].wr_id, 7);
             return wc[0].status;
         }
-        match ep.wait(deadline) {
+        match ep.wait_sleeping(deadline) {
             Ok(true) => {}
             Ok(false) => panic!("no completion within {LONG:?}"),
             // Torn down: the completion is ready (every request completes).

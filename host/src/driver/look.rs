@@ -6,6 +6,8 @@
 //! busy or a single CPU the peer often answers before this thread looks again, and reading
 //! then saves the wait. [`LookAhead`] learns which case holds.
 
+use crate::transport::waiting::WaitPolicy;
+
 /// How [`Driver::pump`](super::Driver::pump) first looks at the transport.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Look {
@@ -25,19 +27,32 @@ const READ_WHILE_FOUND: u32 = 4;
 
 /// Whether looks ahead read: while at least [`READ_WHILE_FOUND`] of the last 8 that read found
 /// something; otherwise one in [`PROBE_EVERY`] reads.
+/// Under a policy that spins ([`WaitPolicy::Poll`], [`WaitPolicy::Spin`]) every look reads:
+/// the wait that follows reads without sleeping anyway.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct LookAhead {
     /// The last 8 reading looks, newest in bit 0: found something.
     found: u8,
     /// Looks that took only what was queued since the last that read.
     skipped: u8,
+    /// Every look reads (a spinning policy).
+    always: bool,
 }
 
 impl LookAhead {
+    /// The look-ahead of a connection that waits under `policy`.
+    pub(crate) fn new(policy: WaitPolicy) -> Self {
+        Self {
+            always: matches!(policy, WaitPolicy::Poll)
+                || matches!(policy, WaitPolicy::Spin(d) if !d.is_zero()),
+            ..Self::default()
+        }
+    }
+
     /// True if this look ahead reads (it then reports what it found with
     /// [`LookAhead::learn`]).
     pub(crate) fn reads(&mut self) -> bool {
-        if self.found.count_ones() >= READ_WHILE_FOUND {
+        if self.always || self.found.count_ones() >= READ_WHILE_FOUND {
             return true;
         }
         self.skipped += 1;
@@ -69,6 +84,19 @@ mod tests {
                 reads
             })
             .count()
+    }
+
+    #[test]
+    fn spinning_policies_always_read() {
+        for policy in [
+            WaitPolicy::Poll,
+            WaitPolicy::Spin(std::time::Duration::from_micros(50)),
+        ] {
+            let mut ahead = LookAhead::new(policy);
+            assert_eq!(reads(&mut ahead, 100, false), 100, "{policy}");
+        }
+        let mut ahead = LookAhead::new(WaitPolicy::Sleep);
+        assert_eq!(reads(&mut ahead, 160, false), 10);
     }
 
     #[test]

@@ -10,6 +10,11 @@
 //! steady RPC takes the machines' express lanes (`lane`): the NAA serves a call from its
 //! completion to its posted answer, the client posts an RPC at its start and takes its
 //! completions, without the action queue.
+//!
+//! **Waiting.** The driver owns the connection's waiting decision: how long [`Driver::wait`]
+//! spins before it sleeps ([`Waiter`], under the policy the transport was configured with),
+//! and whether a look just before a likely wait reads the transport (`look`). The transport
+//! carries the decision out and reports how each wait ended.
 
 mod client;
 mod lane;
@@ -26,19 +31,20 @@ pub(crate) use regions::MessageBuffers;
 pub(crate) use role::{ClientEvent, Event, Role, ServerEvent};
 pub(crate) use server::accept;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use naaice_core::config::MRSP_RECV_LEN;
 use naaice_core::machine::{Input, MachineAction, Post, Step};
 
 use crate::clock;
+use crate::transport::waiting::{WaitEnd, WaitPolicy, Waiter, Woken};
 use crate::transport::{
     Completion, ConnectionEvent, Endpoint, Result, SendWr, TransportError, WcOpcode, WcStatus,
 };
 use regions::RegionMemory;
 
 /// How long [`Driver::wait`] sleeps at most when nothing has a deadline.
-const IDLE_WAIT: std::time::Duration = std::time::Duration::from_secs(3600);
+const IDLE_WAIT: Duration = Duration::from_secs(3600);
 
 /// Completions fetched per [`Endpoint::poll`] call.
 const COMPLETION_BATCH: usize = 64;
@@ -58,6 +64,11 @@ pub(crate) struct Driver<E: Endpoint, M: Role> {
     connected: bool,
     /// Whether looks before a likely wait read the transport.
     ahead: look::LookAhead,
+    /// How long waits spin: the connection's waiting decision (see `transport::waiting`).
+    waiter: Waiter,
+    /// The last wait found its completion while spinning after this long: learned at the
+    /// next wait, off the RPC's path.
+    unrecorded: Option<Duration>,
 }
 
 impl<E: Endpoint, M: Role> Driver<E, M> {
@@ -65,6 +76,7 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
     /// machine that the connection is up.
     pub(crate) fn established(ep: E, buffers: MessageBuffers<E::Region>, mut machine: M) -> Self {
         machine.established(clock::now());
+        let ep_policy = ep.wait_policy();
         let blank = Completion {
             wr_id: 0,
             status: WcStatus::Success,
@@ -82,7 +94,9 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
             completions: vec![blank; COMPLETION_BATCH],
             express: Vec::new(),
             connected: true,
-            ahead: look::LookAhead::default(),
+            ahead: look::LookAhead::new(ep_policy),
+            waiter: Waiter::new(ep_policy),
+            unrecorded: None,
         }
     }
 
@@ -240,16 +254,38 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
     /// `deadline` (`None`: only the machine's; an hour when it has none). The clock is read
     /// only when neither gives a deadline. True if something is ready (or the connection is
     /// gone), false when the deadline passed first.
+    ///
+    /// How long the wait spins before it sleeps is decided here, by the connection's
+    /// [`Waiter`] under its policy (the transport carries it out and says how it ended).
     pub(crate) fn wait(&mut self, deadline: Option<Instant>) -> Result<bool> {
+        let start = Instant::now();
         let until = match (self.machine.poll_timeout().map(clock::from_core), deadline) {
             (Some(a), Some(b)) => a.min(b),
             (Some(t), None) | (None, Some(t)) => t,
-            (None, None) => Instant::now() + IDLE_WAIT,
+            (None, None) => start + IDLE_WAIT,
         };
-        match self.ep.wait(until) {
-            Ok(ready) => Ok(ready),
+        if let Some(spun) = self.unrecorded.take() {
+            self.waiter.record(WaitEnd::Spun(spun));
+        }
+        let plan = self.waiter.plan(start);
+        let woken = self.ep.wait(plan.spin_until(start, until), until);
+        drop(plan);
+        match woken {
+            Ok(Woken::Spun(t)) => {
+                self.unrecorded = Some(t);
+                Ok(true)
+            }
+            Ok(woken) => {
+                self.waiter.learn(woken);
+                Ok(woken.ready())
+            }
             Err(TransportError::NotConnected) => Ok(true),
             Err(e) => Err(e),
         }
+    }
+
+    /// The connection's waiting policy (for waits over many connections).
+    pub(crate) fn wait_policy(&self) -> WaitPolicy {
+        self.waiter.policy()
     }
 }

@@ -7,7 +7,6 @@ use std::time::Instant;
 
 use super::{Driver, Role};
 use crate::clock;
-use crate::transport::waiting::WaitPolicy;
 use crate::transport::{Endpoint, Result, TransportError};
 
 impl<E: Endpoint, M: Role> Driver<E, M> {
@@ -24,11 +23,6 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
     /// The endpoint's readiness descriptor, if its transport has one.
     pub(crate) fn ready_fd(&self) -> Option<BorrowedFd<'_>> {
         self.ep.ready_fd()
-    }
-
-    /// How the endpoint waits (for waits over many connections).
-    pub(crate) fn wait_policy(&self) -> WaitPolicy {
-        self.ep.wait_policy()
     }
 
     /// When the machine must next be polled even if the transport stays silent (its

@@ -437,8 +437,8 @@ impl Endpoint for AnyEndpoint {
     fn poll_event(&mut self) -> Option<ConnectionEvent> {
         with_endpoint!(self, e => e.poll_event())
     }
-    fn wait(&mut self, deadline: Instant) -> Result<bool> {
-        with_endpoint!(self, e => e.wait(deadline))
+    fn wait(&mut self, spin_until: Instant, deadline: Instant) -> Result<super::waiting::Woken> {
+        with_endpoint!(self, e => e.wait(spin_until, deadline))
     }
     fn arm_ready(&mut self) -> Result<bool> {
         with_endpoint!(self, e => e.arm_ready())

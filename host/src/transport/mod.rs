@@ -303,9 +303,19 @@ pub trait Endpoint: Send {
     }
     /// Returns the next connection event, if any. Never blocks.
     fn poll_event(&mut self) -> Option<ConnectionEvent>;
-    /// Blocks until a completion or connection event is ready, or `deadline` passes
-    /// (returns `Ok(false)` then). Returns at once if something is already ready.
-    fn wait(&mut self, deadline: Instant) -> Result<bool>;
+    /// Waits until a completion or connection event is ready, or `deadline` passes: looks
+    /// for completions without sleeping ("spins") until `spin_until`, then sleeps until
+    /// `deadline` (`spin_until` at or before now: sleeps at once; at or after `deadline`:
+    /// never sleeps). Returns at once if something is already ready. The caller decides how
+    /// long to spin (the connection's [`waiting::Waiter`], in the driver); the transport
+    /// carries it out and reports how the wait ended ([`waiting::Woken`]). The endpoint's
+    /// [`Waker`] ends it early ([`waiting::Woken::TimedOut`]).
+    fn wait(&mut self, spin_until: Instant, deadline: Instant) -> Result<waiting::Woken>;
+    /// [`Endpoint::wait`] that sleeps at once: true if something is ready, false once
+    /// `deadline` passed.
+    fn wait_sleeping(&mut self, deadline: Instant) -> Result<bool> {
+        Ok(self.wait(Instant::now(), deadline)?.ready())
+    }
     /// Starts an orderly disconnect (DREQ). Outstanding work requests are flushed.
     fn disconnect(&mut self);
     /// The peer's address.

@@ -161,6 +161,29 @@ pub enum WaitEnd {
     TimedOut(Duration),
 }
 
+/// How an endpoint's wait ended ([`Endpoint::wait`](crate::transport::Endpoint::wait)), as
+/// the transport saw it; the connection's [`Waiter`] learns from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Woken {
+    /// A completion was ready after spinning this long (or right after arming the sleep:
+    /// no wake-up was paid).
+    Spun(Duration),
+    /// A completion was ready after sleeping; the wait lasted this long in all.
+    Slept(Duration),
+    /// Something was ready that teaches nothing about how long completions take (a
+    /// connection event, or a completion already there when the wait began).
+    Other,
+    /// The deadline passed, or the endpoint's waker ended the wait, after this long.
+    TimedOut(Duration),
+}
+
+impl Woken {
+    /// True if something is ready.
+    pub fn ready(self) -> bool {
+        !matches!(self, Self::TimedOut(_))
+    }
+}
+
 /// How one wait spins (see [`Waiter::plan`]).
 #[derive(Debug)]
 pub struct SpinPlan {
@@ -344,6 +367,17 @@ impl Waiter {
                 }
             }
             WaitPolicy::Adaptive { .. } => Some(self.budget),
+        }
+    }
+
+    /// Learns from how an endpoint's wait ended ([`Woken`]; [`Woken::Other`] teaches
+    /// nothing).
+    pub fn learn(&mut self, woken: Woken) {
+        match woken {
+            Woken::Spun(t) => self.record(WaitEnd::Spun(t)),
+            Woken::Slept(t) => self.record(WaitEnd::Slept(t)),
+            Woken::TimedOut(t) => self.record(WaitEnd::TimedOut(t)),
+            Woken::Other => {}
         }
     }
 

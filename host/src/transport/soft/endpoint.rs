@@ -6,7 +6,7 @@ use std::os::fd::BorrowedFd;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError, Weak};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::config::SoftConfig;
 use super::engine::Engine;
@@ -17,7 +17,7 @@ use super::queue_pair::{Guard, POST_BUDGET, ReadSlot, Shared};
 use super::receive::receive_inline;
 use super::socket::Socket;
 use crate::memory::Buffer;
-use crate::transport::waiting::{OpenConnection, WaitEnd, WaitPolicy, Waiter};
+use crate::transport::waiting::{OpenConnection, WaitPolicy, Woken};
 use crate::transport::{
     Completion, ConnectionEvent, Endpoint, MemoryRegion, Result, SendWr, Sge, TransportError, Waker,
 };
@@ -67,10 +67,8 @@ pub struct SoftEndpoint {
     shared: Arc<Shared>,
     nic: Option<JoinHandle<()>>,
     peer: Option<SocketAddr>,
-    /// How `wait` spins (see `waiting`).
-    waiter: Waiter,
-    /// The last wait ended while spinning after this long (recorded at the next wait).
-    unrecorded: Option<Duration>,
+    /// How waits on it spin (carried out by `wait`, decided by the driver).
+    policy: WaitPolicy,
     /// Counts this connection in the process's CPU demand (see `waiting`).
     _open: OpenConnection,
 }
@@ -84,7 +82,7 @@ impl SoftEndpoint {
         })?;
         let peer = socket.peer_addr();
         let open = OpenConnection::new(socket.stream().local_addr().ok(), peer);
-        let waiter = Waiter::new(config.wait);
+        let policy = config.wait;
         let rc = Engine::new(config.settings(), Instant::now());
         let ready = ReadyBell::new(socket.fd()).map_err(|source| TransportError::Io {
             call: "eventfd",
@@ -94,8 +92,7 @@ impl SoftEndpoint {
             shared: Arc::new(Shared::new(config, socket, rc, ready)),
             nic: None,
             peer,
-            waiter,
-            unrecorded: None,
+            policy,
             _open: open,
         })
     }
@@ -275,31 +272,17 @@ impl Endpoint for SoftEndpoint {
         self.shared.lock().rc.poll_event()
     }
 
-    fn wait(&mut self, deadline: Instant) -> Result<bool> {
+    fn wait(&mut self, spin_until: Instant, deadline: Instant) -> Result<Woken> {
         let start = Instant::now();
-        if let Some(spun) = self.unrecorded.take() {
-            self.waiter.record(WaitEnd::Spun(spun));
-        }
-        // Spin for the policy's budget, reading the socket without blocking, while this
-        // process has a core to spare (`Waiter::plan`); then sleep in the socket.
-        let plan = self.waiter.plan(start);
-        let spin_until = Some(plan.spin_until(start, deadline)).filter(|t| *t > start);
-        let ready = self.receive_until(start, deadline, spin_until);
-        drop(plan);
-        if let Ok(ready) = ready {
-            let now = Instant::now();
-            let took = now - start;
-            if ready && spin_until.is_some_and(|t| now < t) {
-                self.unrecorded = Some(took);
-            } else {
-                self.waiter.record(if ready {
-                    WaitEnd::Slept(took)
-                } else {
-                    WaitEnd::TimedOut(took)
-                });
-            }
-        }
-        ready
+        // Spin until `spin_until`, reading the socket without blocking; then sleep in it.
+        let spin_until = Some(spin_until.min(deadline)).filter(|t| *t > start);
+        let ready = self.receive_until(start, deadline, spin_until)?;
+        let took = start.elapsed();
+        Ok(match (ready, spin_until) {
+            (false, _) => Woken::TimedOut(took),
+            (true, Some(t)) if start + took < t => Woken::Spun(took),
+            (true, _) => Woken::Slept(took),
+        })
     }
 
     fn arm_ready(&mut self) -> Result<bool> {
@@ -317,7 +300,7 @@ impl Endpoint for SoftEndpoint {
     }
 
     fn wait_policy(&self) -> WaitPolicy {
-        self.waiter.policy()
+        self.policy
     }
 
     fn waker(&self) -> Option<Waker> {

@@ -22,7 +22,7 @@ use super::pd::ProtectionDomain;
 use super::qp::QueuePair;
 use super::{RECV_WR, SEND_WR, VerbsConfig, sockaddr};
 use crate::memory::Buffer;
-use crate::transport::waiting::{OpenConnection, WaitEnd, WaitPolicy, Waiter};
+use crate::transport::waiting::{OpenConnection, WaitPolicy, Woken};
 use crate::transport::{
     Completion, ConnectionEvent, Endpoint, Result, SendOp, SendWr, Sge, TransportError, Waker,
     WcOpcode, WcStatus,
@@ -37,7 +37,7 @@ const PURE_SPIN: Duration = Duration::from_micros(50);
 
 /// What ended a sleep.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Woken {
+enum WokenBy {
     /// A completion is ready (after the thread slept).
     Completion,
     /// A completion was found by the poll right after arming the CQ: the thread never slept.
@@ -46,17 +46,17 @@ enum Woken {
     Event,
 }
 
-/// What a wait that went to sleep after `waited` in all tells the waiting policy (`None`:
-/// nothing). A completion found right after arming paid no wake-up, so it counts as found
-/// by spinning: taken as a sleep, it would drag the wake-up estimate down to the cost of the
-/// arming alone (a system call, about 20 µs under emulation, where a real wake-up costs
-/// 80–150 µs), and with it the spin budget that keeps waits from sleeping.
-fn wait_end(woken: Option<Woken>, waited: Duration) -> Option<WaitEnd> {
-    match woken {
-        Some(Woken::Completion) => Some(WaitEnd::Slept(waited)),
-        Some(Woken::BeforeSleep) => Some(WaitEnd::Spun(waited)),
-        Some(Woken::Event) => None,
-        None => Some(WaitEnd::TimedOut(waited)),
+/// How a wait that went to sleep after `waited` in all ended, for the waiting policy. A
+/// completion found right after arming paid no wake-up, so it counts as found by spinning:
+/// taken as a sleep, it would drag the wake-up estimate down to the cost of the arming alone
+/// (a system call, about 20 µs under emulation, where a real wake-up costs 80–150 µs), and
+/// with it the spin budget that keeps waits from sleeping.
+fn woken(by: Option<WokenBy>, waited: Duration) -> Woken {
+    match by {
+        Some(WokenBy::Completion) => Woken::Slept(waited),
+        Some(WokenBy::BeforeSleep) => Woken::Spun(waited),
+        Some(WokenBy::Event) => Woken::Other,
+        None => Woken::TimedOut(waited),
     }
 }
 
@@ -94,11 +94,8 @@ pub struct VerbsEndpoint {
     state: State,
     /// Armed for all completions, and no CQ event consumed since.
     armed: bool,
-    /// How long waits spin, learned from the recent ones.
-    waiter: Waiter,
-    /// A spin that found a completion (its start and the last clock reading before the
-    /// find), recorded at the next wait (off the RPC's path).
-    unrecorded: Option<(Instant, Instant)>,
+    /// How waits on it spin (carried out by `wait`, decided by the driver).
+    policy: WaitPolicy,
     /// When the rdma_cm channel is read next while polling.
     event_check: EventCheck,
     /// The outstanding work requests (tags, room, made-up completions).
@@ -192,8 +189,7 @@ impl VerbsEndpoint {
             key_cache: KeyCache::default(),
             state,
             armed: false,
-            waiter: Waiter::new(config.wait),
-            unrecorded: None,
+            policy: config.wait,
             event_check: EventCheck::default(),
             outstanding: Outstanding::new(SEND_WR as usize, RECV_WR as usize),
             ready: VecDeque::with_capacity(2 * POLL_BATCH),
@@ -295,7 +291,7 @@ impl VerbsEndpoint {
 
     /// Arms the CQ and sleeps on the completion and rdma_cm channels until a completion or
     /// an event is ready (which one) or `deadline` passes (`None`).
-    fn sleep(&mut self, deadline: Instant) -> Result<Option<Woken>> {
+    fn sleep(&mut self, deadline: Instant) -> Result<Option<WokenBy>> {
         let fds = [
             self.cq.channel_fd(),
             self.id.channel().fd(),
@@ -312,7 +308,7 @@ impl VerbsEndpoint {
                 self.armed = true;
                 // D-15: a completion queued before the arming raises no event. Poll again.
                 if self.fill()? > 0 {
-                    return Ok(Some(Woken::BeforeSleep));
+                    return Ok(Some(WokenBy::BeforeSleep));
                 }
             }
             let now = Instant::now();
@@ -332,11 +328,11 @@ impl VerbsEndpoint {
                 self.event_check.done();
                 self.read_cm_events()?;
                 if !self.events.is_empty() {
-                    return Ok(Some(Woken::Event));
+                    return Ok(Some(WokenBy::Event));
                 }
             }
             if self.fill()? > 0 {
-                return Ok(Some(Woken::Completion));
+                return Ok(Some(WokenBy::Completion));
             }
         }
     }
@@ -576,63 +572,54 @@ impl Endpoint for VerbsEndpoint {
         self.events.pop_front()
     }
 
-    fn wait(&mut self, deadline: Instant) -> Result<bool> {
-        if !self.ready.is_empty() || !self.events.is_empty() || self.fill()? > 0 {
-            return Ok(true);
+    fn wait(&mut self, spin_until: Instant, deadline: Instant) -> Result<Woken> {
+        if !self.ready.is_empty() || self.fill()? > 0 {
+            return Ok(Woken::Other);
+        }
+        if !self.events.is_empty() {
+            return Ok(Woken::Other);
         }
         let start = Instant::now();
         if self.check_cm_events()? {
-            return Ok(true);
+            return Ok(Woken::Other);
         }
         if self.state == State::Closed {
             return Err(TransportError::NotConnected);
         }
         if self.wake.woken.load(Ordering::SeqCst) && self.wake.take() {
-            return Ok(false);
+            return Ok(Woken::TimedOut(Duration::ZERO));
         }
-        // Spin for the policy's budget (see `crate::transport::waiting`). After `PURE_SPIN`, yield
-        // between polls, so that work the kernel deferred on this CPU can
+        // Spin until `spin_until` (decided by the driver's `waiting::Waiter`). After
+        // `PURE_SPIN`, yield between polls, so that work the kernel deferred on this CPU can
         // run (Soft-RoCE completes work requests in softirqs and kernel threads, which a
         // spinning thread would hold off until the next scheduler tick). No PAUSE between
         // polls, as perftest and the C reference spin: the CQ read paces the loop, and under
         // qemu's TCG a PAUSE leaves the vCPU's execution loop ("let another CPU run"), which
-        // cost a small RPC about 1.7 µs on Soft-RoCE.
-        if let Some((from, to)) = self.unrecorded.take() {
-            self.waiter.record(WaitEnd::Spun(to - from));
-        }
-        // Spinning takes a core: only while this process has one to spare (`Waiter::plan`).
-        let plan = self.waiter.plan(start);
-        let spin_until = plan.spin_until(start, deadline);
+        // cost a small RPC about 1.7 µs on Soft-RoCE. The time of a find is the last clock
+        // reading before it (no extra reading on the RPC's path).
+        let spin_until = spin_until.min(deadline);
         let mut now = start;
         while now < spin_until {
             if self.fill()? > 0 {
-                self.unrecorded = Some((start, now));
-                return Ok(true);
+                return Ok(Woken::Spun(now - start));
             }
             if self.check_cm_events()? {
-                return Ok(true);
+                return Ok(Woken::Other);
             }
             if now - start >= PURE_SPIN {
                 std::thread::yield_now();
             }
             now = Instant::now();
         }
-        let polls_forever = plan.budget.is_none();
-        drop(plan);
-        if polls_forever || now >= deadline {
+        if spin_until >= deadline {
             // Polling never sleeps; a wait that spun until its deadline is over.
             if self.fill()? > 0 {
-                self.unrecorded = Some((start, now));
-                return Ok(true);
+                return Ok(Woken::Spun(now - start));
             }
-            self.waiter.record(WaitEnd::TimedOut(now - start));
-            return Ok(false);
+            return Ok(Woken::TimedOut(now - start));
         }
         let ready = self.sleep(deadline)?;
-        if let Some(end) = wait_end(ready, Instant::now() - start) {
-            self.waiter.record(end);
-        }
-        Ok(ready.is_some())
+        Ok(woken(ready, Instant::now() - start))
     }
 
     fn arm_ready(&mut self) -> Result<bool> {
@@ -667,7 +654,7 @@ impl Endpoint for VerbsEndpoint {
     }
 
     fn wait_policy(&self) -> WaitPolicy {
-        self.waiter.policy()
+        self.policy
     }
 
     fn waker(&self) -> Option<Waker> {
@@ -703,7 +690,7 @@ impl Drop for VerbsEndpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::waiting::{WaitPolicy, Waiter};
+    use crate::transport::waiting::{WaitEnd, WaitPolicy, Waiter};
 
     #[test]
     fn a_completion_found_right_after_arming_keeps_the_wake_up_estimate() {
@@ -724,25 +711,25 @@ mod tests {
         assert!(waiter.spin_budget().unwrap() >= us(100));
         // Then a wait that spun its whole budget and found its completion by the poll right
         // after arming (the arming took 20 µs), then steady waits again.
-        let after = |woken: Woken| {
+        let after = |by: WokenBy| {
             let mut w = waiter.clone();
             let spun = w.spin_budget().unwrap();
-            w.record(wait_end(Some(woken), spun + us(20)).unwrap());
+            w.learn(woken(Some(by), spun + us(20)));
             steady(&mut w, 16);
             w.spin_budget().unwrap()
         };
-        let kept = after(Woken::BeforeSleep);
+        let kept = after(WokenBy::BeforeSleep);
         assert!(
             kept >= us(100),
             "spins as long as a wake-up costs: {kept:?}"
         );
-        let dragged = after(Woken::Completion);
+        let dragged = after(WokenBy::Completion);
         assert!(
             dragged < us(50),
             "taken as sleeps they would lower it: {dragged:?}"
         );
-        assert_eq!(wait_end(Some(Woken::Event), us(30)), None);
-        assert_eq!(wait_end(None, us(30)), Some(WaitEnd::TimedOut(us(30))));
+        assert_eq!(woken(Some(WokenBy::Event), us(30)), Woken::Other);
+        assert_eq!(woken(None, us(30)), Woken::TimedOut(us(30)));
     }
 
     fn wc(status: u32, opcode: u32, flags: u32, imm_be: u32) -> ibv_wc {
