@@ -214,8 +214,8 @@ impl Refusals {
             tracing::warn!(
                 max_connections = self.max_connections,
                 count,
-                "connection limit reached ({} connections); rejected (summary: count = \
-                 rejections not logged yet)",
+                "connection limit reached; rejected (the limit is {} connections; summary: \
+                 count = rejections not logged yet)",
                 self.max_connections
             );
         }
@@ -361,9 +361,10 @@ where
                             ?peer,
                             max_connections = self.config.max_connections,
                             count,
-                            "connection limit reached ({} connections; raise it with \
-                             --max-connections or SoftNaaConfig::max_connections); rejecting \
-                             (count: rejections this line stands for; {LATER})",
+                            "connection limit reached; rejecting (the limit is {} connections: \
+                             raise it with --max-connections or \
+                             SoftNaaConfig::max_connections; count: rejections this line \
+                             stands for; {LATER})",
                             self.config.max_connections
                         );
                     }
