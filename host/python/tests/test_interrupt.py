@@ -35,9 +35,9 @@ def interrupt_after(delay):
 
 
 def interrupted(call):
-    """Runs `call` until SIGINT (sent 0.3 s in) interrupts it; the seconds from the signal to
+    """Runs `call` until SIGINT (sent 0.33 s in) interrupts it; the seconds from the signal to
     the KeyboardInterrupt."""
-    sent, timer = interrupt_after(0.3)
+    sent, timer = interrupt_after(0.33)  # not a multiple of the 50 ms slices
     try:
         with pytest.raises(KeyboardInterrupt):
             call()
