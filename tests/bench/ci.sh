@@ -13,6 +13,8 @@
 #   tests/bench/ci.sh [OUT]      (default OUT: target/bench-ci)
 #
 # The numbers of such a short run on a shared machine mean nothing; only the pipeline is checked.
+# Last, `--idle 64` and `--busy 2` print what idle connections cost and both waiting policies
+# beside busy loops.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -85,3 +87,19 @@ python3 "$HERE/check_outputs.py" --max-size 70000 --reps 2 --compared --naa-cpu 
 python3 "$HERE/check_outputs.py" --clients 1,2 --sizes 64,65536 --overlap --isolation --naa-cpu "$out/clients"
 python3 "$HERE/check_outputs.py" --clients 1,2 --sizes 64 --mode processes --api c --overlap --no-plots --naa-cpu \
     "$out/clients-c"
+
+# What idle connections cost (64 handles left alone for 10 s; the NAA in a process of its own)
+# and the waiting policies beside busy loops: printed for the log. An idle connection arms no
+# timer, so the figures hold on a shared runner too; the busy comparison is rough there.
+echo "--- naaice-bench --idle 64 (10 s)"
+"$bench" --idle 64 --duration 10s --out "$out/idle" > "$out/idle.txt" 2>&1 || {
+    cat "$out/idle.txt" >&2
+    exit 1
+}
+cat "$out/idle.txt"
+echo "--- naaice-bench --busy 2 (the default policy and sleep beside 2 busy loops)"
+"$bench" --busy 2 --max-size 4096 --steady 200 --out "$out/busy" > "$out/busy.txt" 2>&1 || {
+    cat "$out/busy.txt" >&2
+    exit 1
+}
+cat "$out/busy.txt"

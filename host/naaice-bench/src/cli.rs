@@ -153,8 +153,8 @@ pub(crate) struct Args {
     #[arg(long, value_name = "SIZE,...", value_delimiter = ',', default_value = "64",
           value_parser = positive_size, requires = "clients")]
     pub size: Vec<u64>,
-    /// With --clients: how long each point (one N, one size) runs (`2s`, `500ms`; a bare
-    /// number is seconds).
+    /// With --clients: how long each point (one N, one size) runs; with --idle: how long the
+    /// connections are left idle (`2s`, `500ms`; a bare number is seconds).
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = positive_seconds)]
     pub duration: Duration,
     /// With --clients: every client in its own process (naaice-bench starts itself once per
@@ -180,6 +180,31 @@ pub(crate) struct Args {
     #[arg(long, value_name = "SIZE", default_value = "16MiB", value_parser = parse_size,
           requires = "isolation")]
     pub big_size: u64,
+    /// Compares the waiting policies on a busy machine: starts N busy loops (processes that
+    /// spin, as other jobs' ranks do), then measures steady RPCs of every size up to
+    /// --max-size (at most 4 MiB) against a software NAA in this process, with the --wait
+    /// policy (default adaptive) and with `sleep`, in alternated blocks of --steady RPCs
+    /// (default 600); prints both side by side and writes busy.csv. `--busy 0` compares them
+    /// on the machine as it is.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=1024),
+          conflicts_with_all = ["clients", "naa", "idle", "compare"])]
+    pub busy: Option<u32>,
+    /// Measures what idle connections cost: opens N connections (one RPC each) to a software
+    /// NAA in a process of its own (or to --naa, whose process --naa-pid names), leaves them
+    /// idle for --duration, and prints the CPU time and context switches of this process and
+    /// of the NAA's per connection and second (idle.csv).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096),
+          conflicts_with_all = ["clients", "compare"])]
+    pub idle: Option<u32>,
+    /// Internal: a busy loop of --busy.
+    #[arg(long, hide = true)]
+    pub spin: bool,
+    /// Internal: the NAA process of --idle (prints its address, serves until stdin ends).
+    #[arg(long, hide = true)]
+    pub serve: bool,
+    /// Internal: the connection limit of --serve.
+    #[arg(long, hide = true, default_value = "1")]
+    pub serve_connections: usize,
     /// Internal: run as a client process of --clients.
     #[arg(long, hide = true, value_enum)]
     pub worker: Option<WorkerKind>,

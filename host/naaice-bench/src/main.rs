@@ -5,10 +5,12 @@
 //! transport's limit and a compared CSV. With `--clients` many clients at once ([`clients`]).
 //! `naaice-bench --help` explains every option.
 
+mod busy;
 mod cli;
 mod clients;
 mod compare;
 mod cpu;
+mod idle;
 mod limits;
 mod measure;
 mod plot;
@@ -32,8 +34,17 @@ use cli::Args;
 pub(crate) type Error = Box<dyn std::error::Error>;
 
 fn run(args: &Args) -> Result<(), Error> {
+    if args.spin {
+        busy::spin();
+    }
     setup::init_logging(&args.log)?;
-    if let Some(kind) = args.worker {
+    if args.serve {
+        idle::serve(args)
+    } else if let Some(n) = args.busy {
+        busy::run(args, n)
+    } else if let Some(n) = args.idle {
+        idle::run(args, n)
+    } else if let Some(kind) = args.worker {
         clients::worker::run(args, kind)
     } else if !args.clients.is_empty() {
         clients::run(args)

@@ -377,6 +377,73 @@ fn many_clients_through_the_c_abi_in_processes() {
 }
 
 #[test]
+fn idle_connections_are_measured_on_both_sides() {
+    let (dir, out) = bench_into("idle", &["--idle", "4", "--duration", "300ms"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("4 idle connections"), "{text}");
+    let (header, rows) = csv_rows(&dir.join("idle.csv"));
+    assert_eq!(
+        header,
+        [
+            "process",
+            "connections",
+            "seconds",
+            "cpu_s",
+            "voluntary",
+            "involuntary"
+        ]
+    );
+    let processes: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
+    assert_eq!(processes, ["client", "naa"]);
+    for row in &rows {
+        assert_eq!(row[1], "4");
+        let seconds: f64 = row[2].parse().expect("seconds");
+        assert!(seconds >= 0.3, "{row:?}");
+    }
+}
+
+#[test]
+fn busy_compares_both_policies_beside_busy_loops() {
+    let (dir, out) = bench_into(
+        "busy",
+        &["--busy", "1", "--max-size", "2", "--steady", "20"],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("1 busy loops"), "{text}");
+    assert!(text.contains("worst ratio adaptive / sleep"), "{text}");
+    let (header, rows) = csv_rows(&dir.join("busy.csv"));
+    assert_eq!(
+        header,
+        ["byte_length", "busy_loops", "policy", "p50_s", "mean_s"]
+    );
+    let got: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r[0].as_str(), r[2].as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("1", "adaptive"),
+            ("1", "sleep"),
+            ("2", "adaptive"),
+            ("2", "sleep")
+        ]
+    );
+    for row in &rows {
+        let p50: f64 = row[3].parse().expect("p50");
+        assert!(p50 > 0.0, "{row:?}");
+    }
+    // The busy loops ended with the run.
+    let spinning = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|e| e.ok())
+        .filter_map(|e| std::fs::read_to_string(e.path().join("cmdline")).ok())
+        .filter(|c| c.contains("naaice-bench") && c.contains("--spin"))
+        .count();
+    assert_eq!(spinning, 0, "busy loops left running");
+}
+
+#[test]
 fn bad_client_options_are_clear_errors() {
     let cases: [(&[&str], i32, &str); 5] = [
         (&["--clients", "0"], 2, "--clients"),
