@@ -196,6 +196,9 @@ impl core::fmt::Display for ReturnCode {
                 f.write_str("SOCKET_UNAVAIL (no kernel for the function code)")
             }
             ReturnClass::KernelTimeout => f.write_str("KERNEL_TIMEOUT"),
+            ReturnClass::Reserved if *self == Self::KERNEL_FAILED => {
+                f.write_str("KERNEL_FAILED (the kernel failed)")
+            }
             ReturnClass::Reserved => write!(f, "reserved code {:#04x}", self.0),
             ReturnClass::Application => write!(f, "application error {:#04x}", self.0),
             ReturnClass::Undefined => write!(f, "undefined code {:#x}", self.0),
@@ -240,6 +243,14 @@ mod tests {
             [0, 0, 3, 0]
         );
         assert_eq!(ReturnCode::KERNEL_FAILED.class(), ReturnClass::Reserved);
+        assert_eq!(
+            std::format!("{}", ReturnCode::KERNEL_FAILED),
+            "KERNEL_FAILED (the kernel failed)"
+        );
+        assert_eq!(
+            std::format!("{}", ReturnCode::new(0x04).unwrap()),
+            "reserved code 0x04"
+        );
         assert_eq!(ReturnCode::new(0x0100_0000), None);
     }
 }

@@ -34,6 +34,10 @@ pub(crate) const SLICE: Duration = Duration::from_millis(50);
 const BACKOFF_START: Duration = Duration::from_millis(50);
 /// Longest pause between two connect attempts.
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// Longest connect attempt: an attempt that timed out gets twice as long the next time,
+/// from [`SLICE`] up to this (a link or an RDMA route that takes longer than a slice to
+/// connect is still reached; Ctrl-C then waits for the attempt in progress).
+const ATTEMPT_MAX: Duration = Duration::from_secs(1);
 
 /// Wakes a parked thread (the one that waits).
 struct Unpark(Thread);
@@ -210,8 +214,10 @@ fn unreachable(e: &naaice::Error) -> bool {
 
 /// Connects as `create(options)` does ([`Naa::create_with`]), trying again until
 /// `options.connect_timeout` passes while nothing is reachable, whether the NAA was named by
-/// address or by `NAA_SPEC`. Each attempt lasts at most [`SLICE`]; signals are looked at
-/// between attempts and during the pauses.
+/// address or by `NAA_SPEC`. The first attempt lasts at most [`SLICE`], and one that timed out
+/// twice as long the next time, up to [`ATTEMPT_MAX`]; signals are looked at between attempts
+/// and during the pauses (a refused connection fails at once, so while nothing listens they
+/// are looked at every slice).
 pub(crate) fn connect(
     py: Python<'_>,
     options: &NaaOptions,
@@ -221,6 +227,7 @@ pub(crate) fn connect(
     let deadline = start + options.connect_timeout;
     let mut backoff = BACKOFF_START;
     let mut attempts = 0u32;
+    let mut attempt_time = SLICE;
     // Every NAA_SPEC entry tried, over all attempts.
     let mut tried: Vec<Attempts> = Vec::new();
     // What the final error reports: the last failure, unless it only says "timed out" (an
@@ -230,7 +237,7 @@ pub(crate) fn connect(
         let mut attempt = options.clone();
         attempt.connect_timeout = deadline
             .saturating_duration_since(Instant::now())
-            .min(SLICE);
+            .min(attempt_time);
         attempts += 1;
         let mut e = match py.detach(|| create(&attempt)) {
             Ok(naa) => return Ok(naa),
@@ -247,6 +254,9 @@ pub(crate) fn connect(
             e,
             naaice::Error::Transport(TransportError::TimedOut) | naaice::Error::Timeout(_)
         );
+        if timed_out {
+            attempt_time = (attempt_time * 2).min(ATTEMPT_MAX);
+        }
         if !timed_out || failure.is_none() {
             failure = Some(e);
         }

@@ -301,6 +301,13 @@ impl SoftListener {
         }
     }
 
+    /// Logs how many accept failures the last line's window hid, once that window ended.
+    fn summarize(&mut self, now: Instant) {
+        if let Some(count) = self.accept_errors.expired(now) {
+            log_hidden_failures(count);
+        }
+    }
+
     /// `accept` ran out of resources: drops stalled handshakes, pauses accepting.
     fn exhausted(&mut self, now: Instant, e: &io::Error) {
         let before = self.pending.len();
@@ -386,6 +393,7 @@ impl Listener for SoftListener {
                 }
             }
             let now = Instant::now();
+            self.summarize(now);
             if now >= deadline {
                 return Ok(None);
             }
@@ -395,6 +403,22 @@ impl Listener for SoftListener {
 
     fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+}
+
+/// The summary line of accept failures a throttled line's window hid.
+fn log_hidden_failures(count: u64) {
+    tracing::warn!(
+        count,
+        "soft transport: accept failed (summary: count = failures not logged yet)"
+    );
+}
+
+impl Drop for SoftListener {
+    fn drop(&mut self) {
+        if let Some(count) = self.accept_errors.flush() {
+            log_hidden_failures(count);
+        }
     }
 }
 
