@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::engine::Ending;
-use super::queue_pair::{CHUNK, Guard, HANDOVER, ReadSlot, Shared, Sleep};
+use super::queue_pair::{CHUNK, Guard, ReadSlot, Shared, Sleep};
 use super::reader::Reader;
 use super::receive::{Mode, Stop, drive};
 use super::socket::{Interest, transient};
@@ -81,19 +81,7 @@ fn sleep<'a>(shared: &'a Shared, mut st: Guard<'a>, read: bool, now: Instant) ->
     let stall = writer
         .filter(|_| write)
         .map(|w| w.last_progress() + shared.config.ack_timeout);
-    // While an application thread holds the reader, a timer only while readers come and go
-    // (a steady exchange: a release then needs no ring, see `Core::nic_must_act`); a
-    // connection whose thread sleeps in a long wait costs no wake-ups. A release after a
-    // quiet spell rings the NIC thread, which then sets the timer.
-    let handover = match &st.read {
-        ReadSlot::App => st
-            .last_release
-            .map(|t| t + HANDOVER)
-            .filter(|t| *t > now)
-            .map(|_| now + HANDOVER),
-        ReadSlot::AppIdle(_, since) => Some(*since + HANDOVER),
-        _ => None,
-    };
+    let handover = st.handover_timer(now);
     let until = [st.rc.poll_timeout(ack_timer), stall, handover]
         .into_iter()
         .flatten()

@@ -137,6 +137,23 @@ impl Core {
 }
 
 impl Core {
+    /// When the NIC thread must look at the reader again, seen at `now` (its hand-over timer):
+    /// `HANDOVER` after an application thread gave it back; while an application thread holds
+    /// it, only while readers come and go (a release within the last `HANDOVER`: in a steady
+    /// exchange a release then needs no ring, see [`Core::nic_must_act`]). A connection whose
+    /// application thread sleeps in a long wait (an idle connection) arms no timer; its next
+    /// release rings the NIC thread, which then sets the timer.
+    pub(crate) fn handover_timer(&self, now: Instant) -> Option<Instant> {
+        match &self.read {
+            ReadSlot::App => self
+                .last_release
+                .filter(|t| *t + HANDOVER > now)
+                .map(|_| now + HANDOVER),
+            ReadSlot::AppIdle(_, since) => Some(*since + HANDOVER),
+            _ => None,
+        }
+    }
+
     /// True if the NIC thread, sleeping as `sleep` says, would sleep through something it
     /// must do: teardown, a write left over or too large for a posting thread, a stalled
     /// message that can continue, a reader handed back, or a timer earlier than its wake-up.
@@ -337,6 +354,43 @@ mod tests {
     use crate::transport::soft::eventfd::ReadyBell;
     use crate::transport::soft::frame::{Frame, HDR_LEN};
     use crate::transport::{RemoteAddr, SendOp, SendWr, Sge};
+
+    /// The NIC thread's hand-over timer: set after a release, kept while readers come and
+    /// go, and gone while an application thread sleeps with the reader (an idle connection
+    /// wakes no thread).
+    #[test]
+    fn the_hand_over_timer_runs_only_while_readers_come_and_go() {
+        let (shared, _, _peer) = queue_pair(64);
+        let mut st = shared.lock();
+        let t0 = Instant::now();
+        // Before any application thread took the reader: the NIC thread reads, no timer.
+        assert_eq!(st.handover_timer(t0), None);
+        // An application thread holds it for the first time: no timer.
+        let r = st.take_reader_for_app().expect("the reader is free");
+        assert_eq!(st.handover_timer(t0), None);
+        // It gives it back: the NIC thread looks again HANDOVER later.
+        st.read = ReadSlot::AppIdle(r, t0);
+        st.last_release = Some(t0);
+        assert_eq!(st.handover_timer(t0), Some(t0 + HANDOVER));
+        // Taken again soon (a steady exchange): the timer goes on.
+        let r = st.take_reader_for_app().expect("idle reader");
+        let soon = t0 + HANDOVER / 2;
+        assert_eq!(st.handover_timer(soon), Some(soon + HANDOVER));
+        // Held past HANDOVER since the last release (a long wait): no timer.
+        assert_eq!(st.handover_timer(t0 + HANDOVER), None);
+        assert_eq!(st.handover_timer(t0 + 1000 * HANDOVER), None);
+        // Its release after the quiet spell rings the sleeping NIC thread, which then sets
+        // the timer.
+        let later = t0 + 1000 * HANDOVER;
+        st.read = ReadSlot::AppIdle(r, later);
+        st.last_release = Some(later);
+        let asleep = Sleep {
+            until: None,
+            write: false,
+        };
+        assert!(st.nic_must_act(asleep));
+        assert_eq!(st.handover_timer(later), Some(later + HANDOVER));
+    }
 
     /// An established queue pair with one registered `len`-byte region (its key), and the
     /// peer's plain stream.
