@@ -10,11 +10,13 @@
 //! Linux keeps, per thread, the time it spent runnable but not running (`run_delay`, the
 //! second field of `/proc/thread-self/schedstat`). [`Contention`] samples it once per
 //! [`WINDOW`] of the waiting thread's time: a thread that waited for a CPU for at least an
-//! eighth of the window shares its CPU, and the adaptive policy stops spinning for a
-//! while ([`FIRST_CALM`], doubled each time contention is seen again right after, up to
-//! [`MAX_CALM`]). On an idle machine the run delay stays near zero and nothing changes.
-//! Without schedstat (not Linux, or a kernel without `CONFIG_SCHED_INFO`) nothing is ever
-//! contended.
+//! eighth of the window, while more threads were runnable on the machine than this process
+//! has CPUs (the running count of `/proc/loadavg`: others' work, not our own threads
+//! sharing a CPU for a moment until the scheduler spreads them), shares its CPU with other
+//! work, and the adaptive policy stops spinning for a while ([`FIRST_CALM`], doubled each
+//! time contention is seen again right after, up to [`MAX_CALM`]). On an idle machine
+//! nothing changes. Without schedstat (not Linux, or a kernel without `CONFIG_SCHED_INFO`)
+//! nothing is ever contended.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -55,14 +57,23 @@ impl Contention {
             .start
             .is_none_or(|s| now.saturating_duration_since(s.at) >= WINDOW);
         if due && let Some((thread, run_delay)) = run_delay() {
-            self.observe(thread, now, run_delay);
+            self.observe(thread, now, run_delay, || {
+                runnable().is_some_and(|n| n > super::cpus())
+            });
         }
         self.calm_until.is_some_and(|t| now < t)
     }
 
-    /// Feeds a reading of `thread`'s run delay at `now` (the whole rule, without the clock
-    /// or the kernel: tests call it directly).
-    pub(crate) fn observe(&mut self, thread: u64, now: Instant, run_delay: Duration) {
+    /// Feeds a reading of `thread`'s run delay at `now`; `crowded` tells whether more threads
+    /// are runnable on the machine than this process has CPUs (asked only when the run delay
+    /// is long). The whole rule, without the clock or the kernel: tests call it directly.
+    pub(crate) fn observe(
+        &mut self,
+        thread: u64,
+        now: Instant,
+        run_delay: Duration,
+        crowded: impl FnOnce() -> bool,
+    ) {
         let reading = Reading {
             thread,
             at: now,
@@ -75,7 +86,7 @@ impl Contention {
         if start.thread != thread || wall < WINDOW || run_delay < start.run_delay {
             return;
         }
-        if (run_delay - start.run_delay) * SHARE < wall {
+        if (run_delay - start.run_delay) * SHARE < wall || !crowded() {
             return;
         }
         // Seen again within the last stop's length after it ended: a longer stop.
@@ -88,6 +99,12 @@ impl Contention {
             FIRST_CALM
         };
         self.calm_until = Some(now + self.calm);
+        tracing::debug!(
+            waited_for_cpu = ?(run_delay - start.run_delay),
+            of = ?wall,
+            calm = ?self.calm,
+            "waiting thread shares its CPU with other work: adaptive waits sleep at once"
+        );
     }
 }
 
@@ -96,6 +113,14 @@ fn run_delay() -> Option<(u64, Duration)> {
     let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
     let nanos = text.split_ascii_whitespace().nth(1)?.parse().ok()?;
     Some((thread_number(), Duration::from_nanos(nanos)))
+}
+
+/// Threads runnable on the machine now (the running count of `/proc/loadavg`, this one
+/// included).
+fn runnable() -> Option<usize> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let field = text.split_ascii_whitespace().nth(3)?;
+    field.split_once('/')?.0.parse().ok()
 }
 
 /// A number of the calling thread, unique in the process.
@@ -116,8 +141,8 @@ mod tests {
     /// Feeds one [`WINDOW`] from `at`, in which the thread waited `share` of the time for a
     /// CPU, after a run delay of `delay`; returns the window's end.
     fn window(c: &mut Contention, at: Instant, delay: Duration, share: f64) -> Instant {
-        c.observe(1, at, delay);
-        c.observe(1, at + WINDOW, delay + WINDOW.mul_f64(share));
+        c.observe(1, at, delay, || true);
+        c.observe(1, at + WINDOW, delay + WINDOW.mul_f64(share), || true);
         at + WINDOW
     }
 
@@ -161,18 +186,37 @@ mod tests {
     fn short_windows_other_threads_and_small_delays_say_nothing() {
         let mut c = Contention::default();
         let t0 = Instant::now();
-        c.observe(1, t0, Duration::ZERO);
+        c.observe(1, t0, Duration::ZERO, || true);
         // Half a window: too short to judge.
-        c.observe(1, t0 + WINDOW / 2, 5 * MS);
+        c.observe(1, t0 + WINDOW / 2, 5 * MS, || true);
         assert!(!calm(&c, t0 + WINDOW / 2));
         // Another thread's reading starts a new window.
-        c.observe(2, t0 + 2 * WINDOW, 100 * MS);
+        c.observe(2, t0 + 2 * WINDOW, 100 * MS, || true);
         assert!(!calm(&c, t0 + 2 * WINDOW));
         // Under an eighth of the window: not contended.
-        c.observe(2, t0 + 3 * WINDOW, 100 * MS + WINDOW / 10);
+        c.observe(2, t0 + 3 * WINDOW, 100 * MS + WINDOW / 10, || true);
         assert!(!calm(&c, t0 + 3 * WINDOW));
-        c.observe(2, t0 + 4 * WINDOW, 100 * MS + WINDOW / 10 + WINDOW / 4);
+        c.observe(
+            2,
+            t0 + 4 * WINDOW,
+            100 * MS + WINDOW / 10 + WINDOW / 4,
+            || true,
+        );
         assert!(calm(&c, t0 + 4 * WINDOW));
+    }
+
+    #[test]
+    fn our_own_threads_sharing_a_cpu_are_not_contention() {
+        // Long run delays, but no more threads runnable than CPUs: the scheduler spreads our
+        // threads in a moment (sleeping would keep them together: a woken thread starts on
+        // its waker's CPU).
+        let mut c = Contention::default();
+        let t0 = Instant::now();
+        c.observe(1, t0, Duration::ZERO, || false);
+        c.observe(1, t0 + WINDOW, WINDOW / 2, || false);
+        assert!(!calm(&c, t0 + WINDOW));
+        c.observe(1, t0 + 2 * WINDOW, WINDOW, || true);
+        assert!(calm(&c, t0 + 2 * WINDOW), "others' work: contended");
     }
 
     #[test]
@@ -180,6 +224,9 @@ mod tests {
         if std::path::Path::new("/proc/thread-self/schedstat").exists() {
             let (thread, _) = run_delay().expect("schedstat parses");
             assert!(thread > 0);
+        }
+        if std::path::Path::new("/proc/loadavg").exists() {
+            assert!(runnable().expect("loadavg parses") >= 1, "this thread runs");
         }
     }
 }
