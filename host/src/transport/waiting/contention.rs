@@ -9,11 +9,11 @@
 //!
 //! Linux keeps, per thread, the time it spent runnable but not running (`run_delay`, the
 //! second field of `/proc/thread-self/schedstat`). [`Contention`] samples it once per
-//! [`WINDOW`] of the waiting thread's time: a thread that waited for a CPU for at least an
-//! eighth of the window, while more threads were runnable on the machine than this process
-//! has CPUs (the running count of `/proc/loadavg`: others' work, not our own threads
-//! sharing a CPU for a moment until the scheduler spreads them), shares its CPU with other
-//! work, and the adaptive policy stops spinning for a while ([`FIRST_CALM`], doubled each
+//! [`WINDOW`] of the waiting thread's time: a thread that waited for a CPU for at least a
+//! quarter of two windows in a row, while more threads were runnable on the machine than
+//! this process has CPUs (the running count of `/proc/loadavg`: others' work, not our own
+//! threads sharing a CPU for a moment until the scheduler spreads them), shares its CPU with
+//! other work, and the adaptive policy stops spinning for a while ([`FIRST_CALM`], doubled each
 //! time contention is seen again right after, up to [`MAX_CALM`]). On an idle machine
 //! nothing changes. Without schedstat (not Linux, or a kernel without `CONFIG_SCHED_INFO`)
 //! nothing is ever contended.
@@ -23,8 +23,9 @@ use std::time::{Duration, Instant};
 
 /// How much of a thread's time one sample covers.
 pub(crate) const WINDOW: Duration = Duration::from_millis(20);
-/// A window in which the thread waited for a CPU at least 1/`SHARE` of the time is contended.
-const SHARE: u32 = 8;
+/// A window in which the thread waited for a CPU at least 1/`SHARE` of the time (while the
+/// machine was crowded) is contended; two in a row stop spinning.
+const SHARE: u32 = 4;
 /// How long spinning stops after contention was first seen.
 pub(crate) const FIRST_CALM: Duration = Duration::from_millis(100);
 /// Longest stop: contention seen again within a stop's length after it ended doubles it.
@@ -47,6 +48,8 @@ pub(crate) struct Contention {
     calm_until: Option<Instant>,
     /// The length of the last stop.
     calm: Duration,
+    /// The last window was contended (one more in a row stops spinning).
+    suspect: bool,
 }
 
 impl Contention {
@@ -82,11 +85,23 @@ impl Contention {
         let Some(start) = self.start.replace(reading) else {
             return;
         };
+        // While spinning is off, windows are not judged: after the stop, two in a row must
+        // be contended again.
+        if self.calm_until.is_some_and(|t| now < t) {
+            self.suspect = false;
+            return;
+        }
         let wall = now.saturating_duration_since(start.at);
         if start.thread != thread || wall < WINDOW || run_delay < start.run_delay {
             return;
         }
         if (run_delay - start.run_delay) * SHARE < wall || !crowded() {
+            self.suspect = false;
+            return;
+        }
+        // One such window happens on an idle machine too (a thread of ours woke on a
+        // spinner's CPU); other work keeps them coming.
+        if !std::mem::replace(&mut self.suspect, true) {
             return;
         }
         // Seen again within the last stop's length after it ended: a longer stop.
@@ -99,6 +114,7 @@ impl Contention {
             FIRST_CALM
         };
         self.calm_until = Some(now + self.calm);
+        self.suspect = false;
         tracing::debug!(
             waited_for_cpu = ?(run_delay - start.run_delay),
             of = ?wall,
@@ -138,12 +154,14 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
-    /// Feeds one [`WINDOW`] from `at`, in which the thread waited `share` of the time for a
-    /// CPU, after a run delay of `delay`; returns the window's end.
+    /// Feeds two [`WINDOW`]s from `at`, in each of which the thread waited `share` of the
+    /// time for a CPU, after a run delay of `delay`; returns their end.
     fn window(c: &mut Contention, at: Instant, delay: Duration, share: f64) -> Instant {
         c.observe(1, at, delay, || true);
         c.observe(1, at + WINDOW, delay + WINDOW.mul_f64(share), || true);
-        at + WINDOW
+        let delay = delay + 2 * WINDOW.mul_f64(share);
+        c.observe(1, at + 2 * WINDOW, delay, || true);
+        at + 2 * WINDOW
     }
 
     fn calm(c: &Contention, now: Instant) -> bool {
@@ -183,7 +201,7 @@ mod tests {
     }
 
     #[test]
-    fn short_windows_other_threads_and_small_delays_say_nothing() {
+    fn short_windows_other_threads_small_delays_and_single_windows_say_nothing() {
         let mut c = Contention::default();
         let t0 = Instant::now();
         c.observe(1, t0, Duration::ZERO, || true);
@@ -193,16 +211,22 @@ mod tests {
         // Another thread's reading starts a new window.
         c.observe(2, t0 + 2 * WINDOW, 100 * MS, || true);
         assert!(!calm(&c, t0 + 2 * WINDOW));
-        // Under an eighth of the window: not contended.
-        c.observe(2, t0 + 3 * WINDOW, 100 * MS + WINDOW / 10, || true);
+        // Under a quarter of the window: not contended.
+        let mut delay = 100 * MS + WINDOW / 5;
+        c.observe(2, t0 + 3 * WINDOW, delay, || true);
         assert!(!calm(&c, t0 + 3 * WINDOW));
-        c.observe(
-            2,
-            t0 + 4 * WINDOW,
-            100 * MS + WINDOW / 10 + WINDOW / 4,
-            || true,
-        );
-        assert!(calm(&c, t0 + 4 * WINDOW));
+        // One contended window, then a quiet one: nothing.
+        delay += WINDOW / 2;
+        c.observe(2, t0 + 4 * WINDOW, delay, || true);
+        assert!(!calm(&c, t0 + 4 * WINDOW), "one window alone");
+        c.observe(2, t0 + 5 * WINDOW, delay, || true);
+        delay += WINDOW / 2;
+        c.observe(2, t0 + 6 * WINDOW, delay, || true);
+        assert!(!calm(&c, t0 + 6 * WINDOW), "not in a row");
+        // Two in a row: contended.
+        delay += WINDOW / 2;
+        c.observe(2, t0 + 7 * WINDOW, delay, || true);
+        assert!(calm(&c, t0 + 7 * WINDOW));
     }
 
     #[test]
@@ -214,9 +238,11 @@ mod tests {
         let t0 = Instant::now();
         c.observe(1, t0, Duration::ZERO, || false);
         c.observe(1, t0 + WINDOW, WINDOW / 2, || false);
-        assert!(!calm(&c, t0 + WINDOW));
-        c.observe(1, t0 + 2 * WINDOW, WINDOW, || true);
-        assert!(calm(&c, t0 + 2 * WINDOW), "others' work: contended");
+        c.observe(1, t0 + 2 * WINDOW, WINDOW, || false);
+        assert!(!calm(&c, t0 + 2 * WINDOW));
+        c.observe(1, t0 + 3 * WINDOW, 3 * WINDOW / 2, || true);
+        c.observe(1, t0 + 4 * WINDOW, 2 * WINDOW, || true);
+        assert!(calm(&c, t0 + 4 * WINDOW), "others' work: contended");
     }
 
     #[test]
