@@ -75,6 +75,17 @@ pub fn log_filter(text: &str) -> Result<String, LogFilterError> {
     Ok(directives.join(","))
 }
 
+/// [`log_filter`] as a command-line value parser (`--log`, `NAAICE_LOG`): the normalised
+/// filter, which `tracing_subscriber::EnvFilter` takes as well, or the message of a
+/// command-line error (clap exits with status 2).
+#[cfg(feature = "cli")]
+pub fn log_filter_arg(text: &str) -> Result<String, String> {
+    let filter = log_filter(text).map_err(|e| e.to_string())?;
+    tracing_subscriber::EnvFilter::try_new(&filter)
+        .map(|_| filter)
+        .map_err(|e| format!("{text:?} is not a log filter: {e}"))
+}
+
 /// One directive of [`log_filter`], normalised, or why it is not accepted.
 fn log_directive(directive: &str) -> Result<String, String> {
     // The level follows the last '=' outside a span filter's brackets.

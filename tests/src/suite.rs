@@ -32,21 +32,13 @@ fn roomy() -> SoftNaaConfig {
 #[macro_export]
 macro_rules! suite_tests {
     (ignore = $reason:literal, $run:expr) => {
-        $crate::suite_tests!(@each [#[ignore = $reason]] $run;
-            separate_inputs_and_outputs,
-            single_send_internal_regions_and_user_bytes,
-            zero_outputs_and_single_send_only_inputs,
-            over_the_connection_limit_is_rejected_with_the_reason,
-            unknown_function_code_gets_socket_unavail,
-            kernel_timeout_keeps_the_connection,
-            application_error_and_kernel_panic,
-            mrsp_errors_reach_the_client,
-            poll_and_test_never_block,
-            many_naas_overlap_from_one_thread,
-        );
+        $crate::suite_tests!(@list [#[ignore = $reason]] $run);
     };
     ($run:expr) => {
-        $crate::suite_tests!(@each [] $run;
+        $crate::suite_tests!(@list [] $run);
+    };
+    (@list $attrs:tt $run:expr) => {
+        $crate::suite_tests!(@each $attrs $run;
             separate_inputs_and_outputs,
             single_send_internal_regions_and_user_bytes,
             zero_outputs_and_single_send_only_inputs,

@@ -139,7 +139,7 @@ pub(crate) struct Args {
         env = "NAAICE_LOG",
         value_name = "FILTER",
         default_value = "warn",
-        value_parser = log_filter
+        value_parser = naaice::cli::log_filter_arg
     )]
     pub log: String,
     /// Many clients at once instead of the sweep: the numbers of clients to measure
@@ -307,15 +307,6 @@ impl Args {
             .clone()
             .unwrap_or_else(|| self.out.join("summary.csv"))
     }
-}
-
-/// A log filter of `--log` or `NAAICE_LOG` ([`naaice::cli::log_filter`]), normalised; a typo
-/// is a command-line error (exit status 2) naming the accepted forms.
-fn log_filter(s: &str) -> Result<String, String> {
-    let filter = naaice::cli::log_filter(s).map_err(|e| e.to_string())?;
-    tracing_subscriber::EnvFilter::try_new(&filter)
-        .map(|_| filter)
-        .map_err(|e| format!("{s:?} is not a log filter: {e}"))
 }
 
 /// A size of at least 1 byte (`64KiB`; a bare number is bytes).

@@ -124,7 +124,7 @@ struct Args {
     /// `trace`, `off`, or a `tracing` filter whose targets are naaice crates, such as
     /// `naaice=debug,warn`). Default: NAAICE_LOG where valid (an invalid NAAICE_LOG is
     /// reported as a problem), else warn.
-    #[arg(long, value_name = "FILTER", value_parser = log_filter)]
+    #[arg(long, value_name = "FILTER", value_parser = naaice::cli::log_filter_arg)]
     log: Option<String>,
     /// Print the man page (roff) to standard output and exit.
     #[arg(long, hide = true)]
@@ -143,15 +143,6 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
             Ok(d)
         }
     })
-}
-
-/// A log filter of `--log` ([`naaice::cli::log_filter`]), normalised; a typo is a
-/// command-line error (exit status 2) naming the accepted forms.
-fn log_filter(s: &str) -> Result<String, String> {
-    let filter = naaice::cli::log_filter(s).map_err(|e| e.to_string())?;
-    tracing_subscriber::EnvFilter::try_new(&filter)
-        .map(|_| filter)
-        .map_err(|e| format!("{s:?} is not a log filter: {e}"))
 }
 
 /// Logs to stderr, filtered by `--log`, else by `NAAICE_LOG` as in the C library (`warn`

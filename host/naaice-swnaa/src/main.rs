@@ -103,7 +103,7 @@ struct Args {
         env = "NAAICE_LOG",
         value_name = "FILTER",
         default_value = "info",
-        value_parser = log_filter
+        value_parser = naaice::cli::log_filter_arg
     )]
     log: String,
     /// Print the man page (roff) to standard output and exit.
@@ -159,15 +159,6 @@ fn parse_transport(s: &str) -> Result<AnyTransport, String> {
             .to_owned(),
         ParseTransportError::Unknown(_) => e.to_string(),
     })
-}
-
-/// A log filter of `--log` or `NAAICE_LOG` ([`naaice::cli::log_filter`]), normalised; a typo
-/// is a command-line error (exit status 2) naming the accepted forms.
-fn log_filter(s: &str) -> Result<String, String> {
-    let filter = naaice::cli::log_filter(s).map_err(|e| e.to_string())?;
-    tracing_subscriber::EnvFilter::try_new(&filter)
-        .map(|_| filter)
-        .map_err(|e| format!("{s:?} is not a log filter: {e}"))
 }
 
 /// A count of at least 1 (`--max-connections`): 0 is a command-line error (exit status 2).
