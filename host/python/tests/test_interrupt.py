@@ -20,6 +20,16 @@ BOUND = 0.5
 LONG = b"\x1e\x00\x00"  # the SLEEP kernel sleeps 3 s
 
 
+@pytest.fixture(autouse=True)
+def sigint_raises():
+    """Python's own SIGINT handler, whatever the runner left: a process started in the
+    background by a shell without job control starts with SIGINT ignored, and Python keeps it
+    so (no KeyboardInterrupt at all)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 def interrupt_after(delay):
     """Sends SIGINT to the main thread after `delay` s; returns a list that gets the time it
     was sent."""
@@ -94,7 +104,9 @@ def test_connect_retries(server):
 
 
 CHILD = r"""
-import sys, time, numpy as np, naaice, naaice.swnaa
+import signal, sys, time, numpy as np, naaice, naaice.swnaa
+# As a terminal's Ctrl-C finds it, even if this test runs where SIGINT is ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 def slow(params, call):
     time.sleep(call.user_bytes[0] / 10)
