@@ -14,6 +14,8 @@ use naaice_tests::{code, is_child, loopback, run_child};
 
 /// Kernel that blocks until [`Gate::release`] (the end of the test).
 const BLOCK: u8 = 40;
+/// A kernel that takes one second.
+const SECOND: u8 = 44;
 /// Kernel that reports its call: parameter 0 gets `[fncode, user0, user1, user2]`, and the
 /// return code is the user bytes as one 24-bit number (`user0 << 16 | user1 << 8 | user2`).
 const ECHO: u8 = 41;
@@ -76,6 +78,10 @@ fn kernels() -> KernelRegistry {
         ReturnCode::SUCCESS
     });
     k.register(code(ECHO), echo);
+    k.register(code(SECOND), |_: &mut KernelContext<'_, '_>| {
+        std::thread::sleep(Duration::from_secs(1));
+        ReturnCode::SUCCESS
+    });
     k.register(code(COPY), |ctx: &mut KernelContext<'_, '_>| {
         let first = ctx.param(0).map_or(0, |p| p[0]);
         if let Some(p) = ctx.param(1) {
@@ -179,6 +185,30 @@ fn cancel_a_kernel_that_never_finishes_and_reuse_the_handle() {
     };
     drop((extra, other, h));
     naa.shutdown();
+}
+
+#[test]
+fn wait_until_gives_up_at_its_deadline_and_the_rpc_goes_on() {
+    let naa = start(2);
+    let mut h = in_place(&naa, SECOND).expect("create");
+    h.invoke().unwrap();
+    let soon = std::time::Instant::now() + Duration::from_millis(20);
+    assert!(
+        h.wait_until(soon).unwrap().is_none(),
+        "the kernel takes 1 s"
+    );
+    assert!(h.is_busy(), "still in flight");
+    let far = std::time::Instant::now() + Duration::from_secs(30);
+    let status = h.wait_until(far).unwrap().expect("finished");
+    assert!(status.naa_error.is_success());
+    assert_eq!(
+        bytes(&h),
+        (0..64).collect::<Vec<u8>>(),
+        "kernel left the data"
+    );
+    // Once finished it returns the status at once, as wait does.
+    let again = h.wait_until(std::time::Instant::now()).unwrap();
+    assert_eq!(again.map(|s| s.naa_error), Some(status.naa_error));
 }
 
 #[test]

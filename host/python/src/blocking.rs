@@ -78,24 +78,15 @@ fn park_until(end: Instant) -> bool {
     true
 }
 
-/// Waits for the RPC in flight on `naa`, like [`Naa::wait`]. Interrupted, it cancels the RPC.
+/// Waits for the RPC in flight on `naa`, like [`Naa::wait`], in slices of [`SLICE`]
+/// ([`Naa::wait_until`]: each spins and sleeps as the library's own wait does, on this
+/// thread). Interrupted, it cancels the RPC.
 pub(crate) fn wait(py: Python<'_>, naa: &mut Naa) -> PyResult<Status> {
-    let waker = waker();
-    let outcome = {
-        let mut future = std::pin::pin!(naa.wait_async());
-        sliced(py, || {
-            let end = Instant::now() + SLICE;
-            let mut cx = Context::from_waker(&waker);
-            loop {
-                if let Poll::Ready(r) = future.as_mut().poll(&mut cx) {
-                    return Some(r);
-                }
-                if !park_until(end) {
-                    return None;
-                }
-            }
-        })
-    };
+    let outcome = sliced(py, || match naa.wait_until(Instant::now() + SLICE) {
+        Ok(None) => None,
+        Ok(Some(status)) => Some(Ok(status)),
+        Err(e) => Some(Err(e)),
+    });
     match outcome {
         Ok(r) => r.map(Status::from).map_err(errors::to_py),
         Err(interrupted) => {

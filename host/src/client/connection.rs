@@ -281,6 +281,26 @@ impl<E: Endpoint> Connection<E> {
         }
     }
 
+    /// Like [`Connection::wait`], but gives up at `deadline` with the RPC still in flight
+    /// (`Ok(None)`: wait again, or [`Connection::poll`]). A caller that must look at something
+    /// else now and then (a language runtime's signals) waits in such slices: each slice
+    /// spins and sleeps as a whole wait does.
+    pub fn wait_until(&mut self, deadline: Instant) -> Result<Option<RpcResult>> {
+        let mut look = Look::Ahead;
+        loop {
+            self.progress(Some(std::mem::replace(&mut look, Look::Input)))?;
+            if let Some(r) = self.finished.take() {
+                return Ok(Some(r));
+            }
+            if !self.client().is_busy() {
+                return Err(Error::State("no RPC in flight"));
+            }
+            if !self.driver.wait(Some(deadline))? && Instant::now() >= deadline {
+                return Ok(None);
+            }
+        }
+    }
+
     /// Runs one RPC to completion.
     pub fn do_transfer(&mut self) -> Result<RpcResult> {
         self.init_transfer()?;

@@ -308,6 +308,17 @@ impl<E: Endpoint> Naa<E> {
         Ok(self.status_of(r))
     }
 
+    /// Like [`Naa::wait`], but returns `Ok(None)` at `deadline` if the RPC is still in
+    /// flight (it goes on; wait again, test, or cancel it). For callers that wait in slices
+    /// to look at something else in between, such as the Python binding's signal checks.
+    pub fn wait_until(&mut self, deadline: std::time::Instant) -> Result<Option<Status>> {
+        if !self.is_busy() {
+            return self.last().map(Some);
+        }
+        let r = self.live()?.wait_until(deadline)?;
+        Ok(r.map(|r| self.status_of(r)))
+    }
+
     fn last(&self) -> Result<Status> {
         let r = self
             .conn
