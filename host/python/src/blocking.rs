@@ -5,13 +5,14 @@
 //! between two slices runs the process's pending signal handlers (`PyErr_CheckSignals`, with
 //! the lock). A handler that raises (SIGINT's raises `KeyboardInterrupt`) ends the call: the
 //! RPCs it waited for are cancelled ([`Naa::cancel`]: the next invoke reconnects) and the
-//! exception propagates. The waits sleep on the library's RPC futures ([`Naa::wait_async`]:
-//! the reactor thread wakes this thread when a connection has news), so a slice ends early
-//! whenever there is something to do.
+//! exception propagates. `wait` and `run` wait with [`Naa::wait_until`] (each slice is the
+//! library's own spin-then-sleep wait on this thread); `wait_any` and `wait_all` sleep on the
+//! library's RPC futures ([`Naa::wait_async`]: the reactor thread wakes this thread when a
+//! connection has news); a connect attempt runs on a thread of its own.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, mpsc};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
@@ -34,11 +35,6 @@ pub(crate) const SLICE: Duration = Duration::from_millis(50);
 const BACKOFF_START: Duration = Duration::from_millis(50);
 /// Longest pause between two connect attempts.
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
-/// Longest connect attempt: an attempt that timed out gets twice as long the next time,
-/// from [`SLICE`] up to this (a link or an RDMA route that takes longer than a slice to
-/// connect is still reached; Ctrl-C then waits for the attempt in progress).
-const ATTEMPT_MAX: Duration = Duration::from_secs(1);
-
 /// Wakes a parked thread (the one that waits).
 struct Unpark(Thread);
 
@@ -205,20 +201,18 @@ fn unreachable(e: &naaice::Error) -> bool {
 
 /// Connects as `create(options)` does ([`Naa::create_with`]), trying again until
 /// `options.connect_timeout` passes while nothing is reachable, whether the NAA was named by
-/// address or by `NAA_SPEC`. The first attempt lasts at most [`SLICE`], and one that timed out
-/// twice as long the next time, up to [`ATTEMPT_MAX`]; signals are looked at between attempts
-/// and during the pauses (a refused connection fails at once, so while nothing listens they
-/// are looked at every slice).
-pub(crate) fn connect(
-    py: Python<'_>,
-    options: &NaaOptions,
-    create: impl Fn(&NaaOptions) -> naaice::Result<Naa> + Send + Sync,
-) -> PyResult<Naa> {
+/// address or by `NAA_SPEC`. Each attempt (connect and memory-region exchange) runs on a
+/// thread of its own while this one looks at signals every [`SLICE`] ([`attempt`]); so do the
+/// pauses between attempts.
+pub(crate) fn connect<F>(py: Python<'_>, options: &NaaOptions, create: F) -> PyResult<Naa>
+where
+    F: Fn(&NaaOptions) -> naaice::Result<Naa> + Send + Sync + 'static,
+{
+    let create = Arc::new(create);
     let start = Instant::now();
     let deadline = start + options.connect_timeout;
     let mut backoff = BACKOFF_START;
     let mut attempts = 0u32;
-    let mut attempt_time = SLICE;
     // Every NAA_SPEC entry tried, over all attempts.
     let mut tried: Vec<Attempts> = Vec::new();
     // What the final error reports: the last failure, unless it only says "timed out" (an
@@ -226,11 +220,9 @@ pub(crate) fn connect(
     let mut failure: Option<naaice::Error> = None;
     loop {
         let mut attempt = options.clone();
-        attempt.connect_timeout = deadline
-            .saturating_duration_since(Instant::now())
-            .min(attempt_time);
+        attempt.connect_timeout = deadline.saturating_duration_since(Instant::now());
         attempts += 1;
-        let mut e = match py.detach(|| create(&attempt)) {
+        let mut e = match self::attempt(py, &create, attempt)? {
             Ok(naa) => return Ok(naa),
             Err(e) => e,
         };
@@ -245,9 +237,6 @@ pub(crate) fn connect(
             e,
             naaice::Error::Transport(TransportError::TimedOut) | naaice::Error::Timeout(_)
         );
-        if timed_out {
-            attempt_time = (attempt_time * 2).min(ATTEMPT_MAX);
-        }
         if !timed_out || failure.is_none() {
             failure = Some(e);
         }
@@ -268,6 +257,39 @@ pub(crate) fn connect(
         }
         backoff = (backoff * 2).min(BACKOFF_MAX);
     }
+}
+
+/// Runs one connect attempt on a thread of its own, looking at signals every [`SLICE`]
+/// meanwhile (the connect and the memory-region exchange cannot be cut into slices). Ctrl-C
+/// returns at once and leaves the attempt to end on its thread, which then drops what it
+/// made (disconnecting from the NAA). Meanwhile the parameters' Python buffers may be
+/// released: creating a handle only registers their memory and exchanges region metadata,
+/// it never reads or writes their bytes.
+fn attempt<F>(py: Python<'_>, create: &Arc<F>, options: NaaOptions) -> PyResult<naaice::Result<Naa>>
+where
+    F: Fn(&NaaOptions) -> naaice::Result<Naa> + Send + Sync + 'static,
+{
+    let (tx, rx) = mpsc::channel();
+    let create = Arc::clone(create);
+    std::thread::Builder::new()
+        .name("naaice-connect".into())
+        .spawn(move || {
+            // The receiver is gone after an interrupt: the handle is dropped here.
+            let _ = tx.send(create(&options));
+        })
+        .map_err(|source| {
+            errors::to_py(naaice::Error::Transport(TransportError::Io {
+                call: "spawn",
+                source,
+            }))
+        })?;
+    sliced(py, move || match rx.recv_timeout(SLICE) {
+        Ok(made) => Some(made),
+        Err(mpsc::RecvTimeoutError::Timeout) => None,
+        Err(mpsc::RecvTimeoutError::Disconnected) => Some(Err(naaice::Error::State(
+            "the connect attempt's thread ended without a result",
+        ))),
+    })
 }
 
 /// Adds the entries tried in one attempt (`now`) to those of the attempts before.

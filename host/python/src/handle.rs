@@ -222,7 +222,7 @@ impl PyNaa {
         let transport = naaice::environment::transport_from_env()
             .map_err(|e| errors::to_py(naaice::Error::Spec(e)))?;
         // On failure (or Ctrl-C), dropping `held` releases the exports.
-        let naa = blocking::connect(py, &options, |o| {
+        let naa = blocking::connect(py, &options, move |o| {
             Naa::create_with(&transport, fn_code, ins.clone(), outs.clone(), o)
         })?;
         Ok(Self {

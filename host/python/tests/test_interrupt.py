@@ -103,6 +103,20 @@ def test_connect_retries(server):
         assert naa.run().ok and p[0] == 1
 
 
+def test_connect_to_a_silent_peer():
+    """A peer that takes TCP connections and never answers: the attempt blocks on a thread of
+    its own, Ctrl-C ends the creation at once."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        port = listener.getsockname()[1]
+        p = bytearray(8)
+        took = interrupted(lambda: naaice.Naa(1, [p], [p], address=f"127.0.0.1:{port}",
+                                              connect_timeout=30))
+        assert took < BOUND, took
+        p.extend(b"x")  # the buffer was released
+
+
 CHILD = r"""
 import signal, sys, time, numpy as np, naaice, naaice.swnaa
 # As a terminal's Ctrl-C finds it, even if this test runs where SIGINT is ignored.
