@@ -21,6 +21,20 @@ pub enum Error {
     /// An RPC's timeout names the variable that sets its deadline.
     #[error("protocol: {0}{hint}", hint = rpc_deadline_hint(.0))]
     Protocol(machine::Error),
+    /// An RPC got no answer within its deadline (`phase`: where it stood); the deadline
+    /// comes from `NAAICE_RPC_TIMEOUT` ([`crate::NaaOptions::rpc_timeout`]) or the call's own.
+    #[error(
+        "RPC timed out in phase {phase}: no answer within its deadline of {} ({} or the \
+         call's own timeout)",
+        humantime::format_duration(*deadline),
+        crate::discovery::environment::RPC_TIMEOUT_VAR
+    )]
+    RpcTimeout {
+        /// The RPC's phase when its deadline passed.
+        phase: naaice_core::Phase,
+        /// The deadline it had.
+        deadline: std::time::Duration,
+    },
     /// A region-table operation failed.
     #[error("regions: {0}")]
     Region(#[from] RegionError),
@@ -100,7 +114,22 @@ mod tests {
         );
     }
 
-    /// An RPC's timeout names `NAAICE_RPC_TIMEOUT`; other protocol errors are unchanged.
+    /// An RPC's timeout names its deadline and `NAAICE_RPC_TIMEOUT`.
+    #[test]
+    fn an_rpc_timeout_names_its_deadline_and_variable() {
+        let e = Error::RpcTimeout {
+            phase: Phase::DataReceiving,
+            deadline: std::time::Duration::from_millis(1500),
+        };
+        assert_eq!(
+            e.to_string(),
+            "RPC timed out in phase DATA_RECEIVING: no answer within its deadline of 1s 500ms \
+             (NAAICE_RPC_TIMEOUT or the call's own timeout)"
+        );
+    }
+
+    /// Without a known deadline an RPC's timeout still names `NAAICE_RPC_TIMEOUT`; other
+    /// protocol errors are unchanged.
     #[test]
     fn an_rpc_timeout_names_its_variable() {
         let rpc = Error::Protocol(machine::Error::Timeout {

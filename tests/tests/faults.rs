@@ -222,7 +222,8 @@ fn middleware_wait_on_a_dropped_result_times_out_naming_the_phase() {
 
 fn assert_timeout(err: &Error, phase: Phase) {
     assert!(
-        matches!(err, Error::Protocol(MachineError::Timeout { phase: p }) if *p == phase),
+        matches!(err, Error::Protocol(MachineError::Timeout { phase: p })
+            | Error::RpcTimeout { phase: p, .. } if *p == phase),
         "expected a timeout in {phase:?}, got: {err}"
     );
 }

@@ -62,7 +62,7 @@ fn rpc_deadline_fails_the_call_in_time() {
     conn.init_transfer_with_timeout(Duration::from_millis(200))
         .unwrap();
     match conn.wait() {
-        Err(Error::Protocol(ProtocolError::Timeout { .. })) => {}
+        Err(Error::RpcTimeout { deadline, .. }) if deadline == Duration::from_millis(200) => {}
         other => panic!("expected a timeout, got {other:?}"),
     }
     let took = t.elapsed();

@@ -98,7 +98,7 @@ impl From<naaice::Error> for Failure {
                 _ => NAA_ERRKIND_PROTOCOL,
             },
             naaice::Error::Region(_) | naaice::Error::InvalidArgument(_) => NAA_ERRKIND_ARGUMENT,
-            naaice::Error::Timeout(_) => NAA_ERRKIND_TIMEOUT,
+            naaice::Error::Timeout(_) | naaice::Error::RpcTimeout { .. } => NAA_ERRKIND_TIMEOUT,
             naaice::Error::Busy | naaice::Error::State(_) | naaice::Error::Cancelled => {
                 NAA_ERRKIND_STATE
             }

@@ -391,7 +391,8 @@ pub(crate) fn classify(e: &Error) -> Outcome {
         Error::Transport(TransportError::Rejected(_)) => Outcome::Rejected,
         Error::Transport(TransportError::TimedOut)
         | Error::Timeout(_)
-        | Error::Protocol(machine::Error::Timeout { .. }) => Outcome::Timeout,
+        | Error::Protocol(machine::Error::Timeout { .. })
+        | Error::RpcTimeout { .. } => Outcome::Timeout,
         Error::Transport(TransportError::Unavailable(_)) => Outcome::WrongTransport,
         Error::Spec(SpecError::Resolve { .. }) => Outcome::Unresolved,
         _ => Outcome::Error,

@@ -187,7 +187,8 @@ pub(crate) fn to_py(e: naaice::Error) -> PyErr {
         naaice::Error::Transport(Transport::TimedOut) | naaice::Error::Timeout(_) => {
             timeout(message)
         }
-        naaice::Error::Protocol(machine::Error::Timeout { .. }) => timeout(message),
+        naaice::Error::Protocol(machine::Error::Timeout { .. })
+        | naaice::Error::RpcTimeout { .. } => timeout(message),
         naaice::Error::Transport(_) => TransportError::new_err(message),
         naaice::Error::Protocol(machine::Error::MrspRejected(code)) => {
             let err = MrspError::new_err(message);

@@ -22,7 +22,7 @@ use std::net::SocketAddr;
 use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
-use naaice_core::machine::{Machine, RpcArgs, RpcResult};
+use naaice_core::machine::{self, Machine, RpcArgs, RpcResult};
 use naaice_core::region::InternalId;
 use naaice_core::{Client, ClientConfig, FunctionCode, Phase, RegionId};
 
@@ -52,6 +52,8 @@ pub struct Connection<E: Endpoint = AnyEndpoint> {
     /// The result of the RPC that finished, until [`Connection::poll`] or
     /// [`Connection::wait`] returns it.
     finished: Option<RpcResult>,
+    /// The deadline of the last RPC started (its timeout error names it).
+    rpc_timeout: Option<Duration>,
 }
 
 impl<E: Endpoint> std::fmt::Debug for Connection<E> {
@@ -104,6 +106,7 @@ impl<E: Endpoint> Connection<E> {
             params: Vec::new(),
             user: [0; 3],
             finished: None,
+            rpc_timeout: None,
         })
     }
 
@@ -174,7 +177,7 @@ impl<E: Endpoint> Connection<E> {
     pub fn set_immediate(&mut self, user: [u8; 3]) -> Result<()> {
         self.check_failed()?;
         if self.client().is_busy() {
-            return Err(naaice_core::machine::Error::WrongPhase {
+            return Err(machine::Error::WrongPhase {
                 phase: self.phase(),
             }
             .into());
@@ -245,6 +248,7 @@ impl<E: Endpoint> Connection<E> {
         };
         self.driver.start_rpc(args)?;
         self.finished = None;
+        self.rpc_timeout = Some(timeout);
         self.progress(None)
     }
 
@@ -369,6 +373,17 @@ impl<E: Endpoint> Connection<E> {
 
     fn check_failed(&self) -> Result<()> {
         match self.client().error() {
+            Some(machine::Error::Timeout { phase })
+                if matches!(
+                    phase,
+                    Phase::DataSending | Phase::Calculating | Phase::DataReceiving
+                ) && self.rpc_timeout.is_some() =>
+            {
+                Err(Error::RpcTimeout {
+                    phase,
+                    deadline: self.rpc_timeout.unwrap_or_default(),
+                })
+            }
             Some(e) => Err(Error::Protocol(e)),
             None => Ok(()),
         }
