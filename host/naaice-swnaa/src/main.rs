@@ -94,6 +94,12 @@ struct Args {
         value_parser = prefix
     )]
     allow: Vec<AddressPrefix>,
+    /// Serve the NAA's metrics over HTTP at ADDR:PORT (`GET /metrics`, the Prometheus text
+    /// exposition format: RPCs by kernel and return code, bytes, kernel and RPC times,
+    /// connections, MRSPs, memory budget, workers); off by default. `--allow` does not apply
+    /// to it: bind it to an address only the monitoring network reaches (`127.0.0.1:9464`).
+    #[arg(long, env = "NAAICE_METRICS", value_name = "ADDR:PORT")]
+    metrics: Option<SocketAddr>,
     /// Log filter (`error`, `warn`, `info` (default), `debug`, `trace`, `off`, or a `tracing`
     /// filter whose targets are naaice crates, such as `naaice=debug,warn`); anything else is
     /// refused.
@@ -141,6 +147,10 @@ const MAN: ManExtras<'static> = ManExtras {
         (
             "naaice-swnaa --max-connections 64 --memory-budget 32GiB --idle-timeout 10m",
             "A shared NAA service with limits.",
+        ),
+        (
+            "naaice-swnaa --metrics 127.0.0.1:9464",
+            "Serve Prometheus metrics on loopback port 9464 (scrape http://127.0.0.1:9464/metrics).",
         ),
         (
             "naaice-swnaa --allow 10.0.0.0/24,10.0.1.0/24",
@@ -209,6 +219,7 @@ fn run(mut args: Args) -> Result<(), String> {
         evict_idle_after: args.evict_idle_after.0,
         max_bytes_per_connection: args.max_bytes,
         allow: std::mem::take(&mut args.allow),
+        metrics: args.metrics,
         ..SoftNaaConfig::default()
     };
     if let Some(bytes) = args.memory_budget {
@@ -233,6 +244,9 @@ fn run(mut args: Args) -> Result<(), String> {
     let naa = SoftNaa::bind(args.transport, addr, config, KernelRegistry::builtin())
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     eprint!("{}", banner(naa.local_addr(), &naa.served(), args.wait));
+    if let Some(at) = naa.metrics_addr() {
+        eprintln!("  metrics: http://{at}{}", naaice::swnaa::METRICS_PATH);
+    }
     if !allowed.is_empty() {
         eprintln!("  allowed clients: {allowed} (others are rejected at connect)");
     }

@@ -70,12 +70,16 @@ mod allow;
 mod budget;
 mod kernel;
 pub mod local;
+mod metrics;
+mod metrics_endpoint;
 mod slots;
 mod worker;
 
 pub use allow::{AddressPrefix, ParsePrefixError};
 pub use budget::default_memory_budget;
 pub use kernel::{KERNEL_FAILED, Kernel, KernelContext, KernelRegion, KernelRegistry};
+pub use metrics::METRIC_NAMES;
+pub use metrics_endpoint::METRICS_PATH;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -86,6 +90,8 @@ use std::time::{Duration, Instant};
 use naaice_core::{Placement, ServerConfig};
 
 use budget::MemoryBudget;
+use metrics::NaaMetrics;
+use metrics_endpoint::MetricsEndpoint;
 use slots::{Activity, Admission, Slots};
 
 use crate::error::{Error, Result};
@@ -121,6 +127,11 @@ pub struct SoftNaaConfig {
     /// The address prefixes clients may connect from (empty, the default: any). A client
     /// from elsewhere is rejected at connect with [`ACCESS_DENIED_REASON`] and a log line.
     pub allow: Vec<AddressPrefix>,
+    /// Where to serve the NAA's metrics over HTTP (`GET /metrics`, the Prometheus text
+    /// exposition format; port 0 picks a free port); `None`, the default: nowhere, and nothing
+    /// is counted. [`SoftNaaConfig::allow`] does not apply to it: bind it to an address only
+    /// the monitoring network reaches. The metrics are listed in [`METRIC_NAMES`].
+    pub metrics: Option<SocketAddr>,
 }
 
 impl Default for SoftNaaConfig {
@@ -136,6 +147,7 @@ impl Default for SoftNaaConfig {
             max_bytes_per_connection: 4 << 30,
             memory_budget: default_memory_budget(),
             allow: Vec::new(),
+            metrics: None,
         }
     }
 }
@@ -239,6 +251,9 @@ pub struct SoftNaa<T: Transport> {
     listener: T::Listener,
     config: SoftNaaConfig,
     kernels: Arc<KernelRegistry>,
+    budget: Arc<MemoryBudget>,
+    /// The counters and their endpoint, when [`SoftNaaConfig::metrics`] asks for them.
+    metrics: Option<(Arc<NaaMetrics>, MetricsEndpoint)>,
     _transport: T,
 }
 
@@ -268,11 +283,22 @@ where
                 "max_connections must be at least 1".into(),
             ));
         }
+        let budget = MemoryBudget::new(config.memory_budget);
+        let metrics = match config.metrics {
+            Some(at) => {
+                let counters = NaaMetrics::new(&kernels, Arc::clone(&budget));
+                let endpoint = MetricsEndpoint::start(at, Arc::clone(&counters))?;
+                Some((counters, endpoint))
+            }
+            None => None,
+        };
         let listener = transport.listen(addr)?;
         Ok(Self {
             listener,
             config,
             kernels: Arc::new(kernels),
+            budget,
+            metrics,
             _transport: transport,
         })
     }
@@ -280,6 +306,18 @@ where
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
         self.listener.local_addr()
+    }
+
+    /// The bound address of the metrics endpoint (`None`: [`SoftNaaConfig::metrics`] is
+    /// off).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().map(|(_, e)| e.local_addr())
+    }
+
+    /// The metrics now, in the Prometheus text exposition format, as the endpoint serves
+    /// them (`None`: [`SoftNaaConfig::metrics`] is off).
+    pub fn metrics_text(&self) -> Option<String> {
+        self.metrics.as_ref().map(|(m, _)| m.render())
     }
 
     fn server_config(&self) -> ServerConfig {
@@ -298,7 +336,8 @@ where
     /// Workers are told to stop and joined before it returns.
     pub fn run(mut self, shutdown: &Arc<AtomicBool>) -> Result<()> {
         let server_config = self.server_config();
-        let budget = MemoryBudget::new(self.config.memory_budget);
+        let budget = Arc::clone(&self.budget);
+        let counters = self.metrics.as_ref().map(|(m, _)| Arc::clone(m));
         let mut slots = Slots::new(self.config.max_connections, self.config.evict_idle_after);
         let mut refusals = Refusals::new(self.config.max_connections, &self.config.allow);
         tracing::info!(
@@ -341,6 +380,9 @@ where
                          stands for; {LATER})"
                     );
                 }
+                if let Some(m) = &counters {
+                    m.rejected_allow();
+                }
                 incoming.reject(&format!(
                     "{ACCESS_DENIED_REASON}: {who} is not in the allowed prefixes ({allowed})"
                 ));
@@ -349,6 +391,9 @@ where
             match slots.admit(Instant::now()) {
                 Admission::Free => {}
                 Admission::Evicted { idle } => {
+                    if let Some(m) = &counters {
+                        m.evicted();
+                    }
                     tracing::info!(
                         ?peer,
                         ?idle,
@@ -356,6 +401,9 @@ where
                     );
                 }
                 Admission::Full => {
+                    if let Some(m) = &counters {
+                        m.rejected_limit();
+                    }
                     if let Some(count) = refusals.rejections.hit(Instant::now()) {
                         tracing::warn!(
                             ?peer,
@@ -377,6 +425,7 @@ where
                 config: server_config,
                 kernels: Arc::clone(&self.kernels),
                 budget: Arc::clone(&budget),
+                metrics: counters.as_ref().map(|m| m.register(Arc::clone(&activity))),
                 activity: Arc::clone(&activity),
             };
             let stop = Arc::clone(shutdown);
@@ -398,6 +447,7 @@ where
     /// dropping the handle).
     pub fn spawn(self) -> Result<SoftNaaHandle> {
         let addr = self.local_addr();
+        let metrics_addr = self.metrics_addr();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
@@ -415,6 +465,7 @@ where
             })?;
         Ok(SoftNaaHandle {
             addr,
+            metrics_addr,
             stop,
             thread: Some(thread),
         })
@@ -434,6 +485,7 @@ impl SoftNaa<crate::transport::AnyTransport> {
 #[derive(Debug)]
 pub struct SoftNaaHandle {
     addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -442,6 +494,12 @@ impl SoftNaaHandle {
     /// The address clients connect to.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The bound address of the metrics endpoint (`None`: [`SoftNaaConfig::metrics`] is
+    /// off).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     /// Stops accepting, disconnects every client and waits for all threads.

@@ -17,6 +17,7 @@ use naaice_core::{Instant as CoreInstant, Phase, RegionFlags, ReturnCode, Server
 
 use super::budget::{MemoryBudget, Reservation};
 use super::kernel::{KERNEL_FAILED, KernelContext, KernelRegion, KernelRegistry};
+use super::metrics::{ConnectionMetrics, Registration};
 use super::slots::Activity;
 use crate::clock;
 use crate::driver::{self, Driver, ServerEvent};
@@ -36,6 +37,8 @@ pub(crate) struct WorkerContext {
     pub(crate) budget: Arc<MemoryBudget>,
     /// What this worker tells the slot policy (idle or busy; eviction).
     pub(crate) activity: Arc<Activity>,
+    /// The connection's counters, when the NAA's metrics are on.
+    pub(crate) metrics: Option<Registration>,
 }
 
 /// Serves one connection request to the end. Never panics on peer input; returns when the
@@ -115,6 +118,8 @@ fn run<E: Endpoint>(
     let waker = driver.waker();
     let wakeable = waker.is_some();
     ctx.activity.set_waker(waker);
+    let metrics = ctx.metrics.as_ref().map(Registration::metrics);
+    let mut counted = Counted::default();
     while !stopping() {
         // The slot policy's marks: busy while the kernel runs, idle from its end. The idle
         // mark is set once the answer is posted, off the RPC's path.
@@ -123,10 +128,17 @@ fn run<E: Endpoint>(
             ctx.activity.set_idle(None);
             let done = kernels.run(call, taken);
             kernel_end = Some(done.1);
+            if let Some(m) = metrics {
+                counted.kernel(m, call, taken, done, kernels.timeout);
+            }
             (!stopping()).then_some(done)
         });
         if let Some(end) = kernel_end {
             ctx.activity.set_idle(Some(clock::from_core(end)));
+        }
+        if let Some(m) = metrics {
+            let machine = driver.machine();
+            counted.answered(m, machine.rpc_count(), machine.kernel_running());
         }
         let event = match served {
             Ok(event) => event,
@@ -141,6 +153,9 @@ fn run<E: Endpoint>(
             // `RunKernel`.
             Some(ServerEvent::RunKernel(_)) => {}
             Some(ServerEvent::MrspComplete) => {
+                if let Some(m) = metrics {
+                    m.mrsp_complete(&kernels.regions);
+                }
                 tracing::debug!(regions = kernels.regions.len(), "MRSP done");
             }
             // A flushed work request only follows the connection's end (its cause, if any,
@@ -162,6 +177,63 @@ fn run<E: Endpoint>(
     }
 }
 
+/// What the worker has counted of its connection's RPCs (metrics on).
+#[derive(Default)]
+struct Counted {
+    /// RPCs that ran a kernel.
+    kernels: u32,
+    /// RPCs of function codes without a kernel.
+    unknown: u32,
+    /// The RPC whose answer is being posted: its function code and when its call was taken.
+    answering: Option<(u8, CoreInstant)>,
+}
+
+impl Counted {
+    /// A kernel taken at `taken` returned `done`; its RPC is answered next.
+    fn kernel(
+        &mut self,
+        m: &ConnectionMetrics,
+        call: KernelCall,
+        taken: CoreInstant,
+        (rc, end): (ReturnCode, CoreInstant),
+        timeout: Duration,
+    ) {
+        // An RPC served in the same pass as this one was answered by now.
+        if let Some((fncode, at)) = self.answering.take() {
+            m.rpc_time(fncode, taken.saturating_duration_since(at));
+        }
+        self.kernels = self.kernels.wrapping_add(1);
+        let rc = if end > taken + timeout {
+            ReturnCode::KERNEL_TIMEOUT
+        } else {
+            rc
+        };
+        m.kernel_rpc(
+            call.fncode,
+            rc,
+            call.rpc,
+            end.saturating_duration_since(taken),
+        );
+        self.answering = Some((call.fncode, taken));
+    }
+
+    /// A pass of the worker ended with every answer posted; `rpcs`: the machine's count of
+    /// RPCs (those of codes without a kernel included); `kernel_due`: the machine counted an
+    /// RPC whose kernel has not returned yet (its event comes with the next pass).
+    fn answered(&mut self, m: &ConnectionMetrics, rpcs: u32, kernel_due: bool) {
+        if let Some((fncode, at)) = self.answering.take() {
+            m.rpc_time(fncode, clock::now().saturating_duration_since(at));
+        }
+        let unknown = rpcs
+            .saturating_sub(self.kernels)
+            .saturating_sub(u32::from(kernel_due));
+        if unknown > self.unknown {
+            m.unknown_rpcs(u64::from(unknown - self.unknown));
+            self.unknown = unknown;
+        }
+    }
+}
+
 /// Answers an allocation request of the MRSP: memory within the NAA's budget (the whole
 /// request is reserved at its first region), or a refusal.
 fn allocate<E: Endpoint>(
@@ -178,6 +250,11 @@ fn allocate<E: Endpoint>(
 ) {
     if memory.is_none() {
         *memory = reserve(driver, &ctx.budget);
+        if memory.is_none()
+            && let Some(m) = &ctx.metrics
+        {
+            m.metrics().naa().rejected_memory();
+        }
     }
     if memory.is_some() {
         driver.allocate(region, size, internal);

@@ -1,0 +1,296 @@
+//! The software NAA's metrics endpoint (`SoftNaaConfig::metrics`): what a known workload
+//! leaves in the exposition, read over HTTP and parsed with a Prometheus parser crate
+//! (`prometheus-parse`), and what the endpoint answers to other requests.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use naaice::swnaa::{METRIC_NAMES, METRICS_PATH, SoftNaaConfig, SoftNaaHandle};
+use naaice::transport::soft::{SoftEndpoint, SoftTransport};
+use naaice::{Naa, NaaOptions, Param};
+use naaice_core::ReturnCode;
+use naaice_tests::{APP_ERROR, start_naa};
+use prometheus_parse::{Scrape, Value};
+
+/// GETs `path` from the endpoint: (status, content type, body).
+fn get(addr: SocketAddr, path: &str) -> (u16, String, String) {
+    let agent = ureq::Agent::new_with_config(
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(10)))
+            .build(),
+    );
+    let mut response = agent
+        .get(format!("http://{addr}{path}"))
+        .call()
+        .expect("the metrics endpoint answers");
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let body = response.body_mut().read_to_string().expect("a text body");
+    (status, content_type, body)
+}
+
+/// The exposition, parsed.
+fn scrape(naa: &SoftNaaHandle) -> Scrape {
+    let addr = naa.metrics_addr().expect("metrics on");
+    let (status, content_type, body) = get(addr, METRICS_PATH);
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        content_type.starts_with("text/plain; version=0.0.4"),
+        "{content_type}"
+    );
+    Scrape::parse(body.lines().map(|l| Ok(l.to_owned()))).expect("the exposition parses")
+}
+
+/// The value of the sample `name` whose labels include `labels`.
+fn value(s: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let found: Vec<f64> = s
+        .samples
+        .iter()
+        .filter(|x| x.metric == name)
+        .filter(|x| labels.iter().all(|(k, v)| x.labels.get(k) == Some(*v)))
+        .map(|x| match &x.value {
+            Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => *v,
+            Value::Histogram(b) => b.last().map_or(0.0, |b| b.count),
+            Value::Summary(_) => f64::NAN,
+        })
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "one sample {name} {labels:?}: {:#?}",
+        s.samples
+    );
+    found[0]
+}
+
+/// A handle with one in-place parameter of `len` bytes.
+fn handle(naa: &SoftNaaHandle, fncode: u8, len: usize) -> naaice::Result<Naa<SoftEndpoint>> {
+    let p = Param::zeroed(len);
+    Naa::create_with(
+        &SoftTransport::default(),
+        u32::from(fncode),
+        vec![p.clone()],
+        vec![p],
+        &NaaOptions::at(naa.local_addr()),
+    )
+}
+
+fn rpc(h: &mut Naa<SoftEndpoint>) -> ReturnCode {
+    h.invoke().expect("invoke");
+    h.wait().expect("wait").naa_error
+}
+
+/// Waits until the scrape shows `open` connections (a worker ends a moment after its client).
+fn until_open(naa: &SoftNaaHandle, open: f64) -> Scrape {
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = scrape(naa);
+        if value(&s, "naaice_naa_connections_open", &[]) == open || Instant::now() > until {
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_known_workload_is_counted_exactly() {
+    let naa = start_naa(SoftNaaConfig {
+        max_connections: 1,
+        evict_idle_after: None,
+        memory_budget: 1 << 20,
+        metrics: Some("127.0.0.1:0".parse().unwrap()),
+        ..SoftNaaConfig::default()
+    });
+    let start = until_open(&naa, 0.0);
+    assert_eq!(
+        value(&start, "naaice_naa_connections_accepted_total", &[]),
+        0.0
+    );
+    assert_eq!(
+        value(&start, "naaice_naa_memory_budget_free_bytes", &[]),
+        f64::from(1 << 20)
+    );
+    // Every metric the documentation lists is there, with its type, before any RPC.
+    let families: HashMap<&str, ()> = start
+        .docs
+        .keys()
+        .map(|k| (k.trim_end_matches("_total"), ()))
+        .collect();
+    for name in METRIC_NAMES {
+        assert!(
+            families.contains_key(name),
+            "{name} missing: {:?}",
+            start.docs.keys()
+        );
+    }
+
+    // 7 RPCs of kernel 1 (64 B in place), then a second client while the one slot is taken.
+    let mut a = handle(&naa, 1, 64).expect("create");
+    for _ in 0..7 {
+        assert_eq!(rpc(&mut a), ReturnCode::SUCCESS);
+    }
+    let busy = scrape(&naa);
+    assert_eq!(value(&busy, "naaice_naa_connections_open", &[]), 1.0);
+    assert_eq!(value(&busy, "naaice_naa_workers", &[]), 1.0);
+    assert_eq!(
+        value(&busy, "naaice_naa_memory_budget_used_bytes", &[]),
+        64.0
+    );
+    handle(&naa, 1, 64).expect_err("rejected: one slot");
+    drop(a);
+    until_open(&naa, 0.0);
+
+    // One application error, one code without a kernel, one MRSP over the memory budget.
+    let mut b = handle(&naa, APP_ERROR, 16).expect("create");
+    assert_eq!(rpc(&mut b), ReturnCode::application(0x42).unwrap());
+    drop(b);
+    until_open(&naa, 0.0);
+    let mut c = handle(&naa, 99, 16).expect("create");
+    assert_eq!(rpc(&mut c), ReturnCode::SOCKET_UNAVAIL);
+    drop(c);
+    until_open(&naa, 0.0);
+    handle(&naa, 1, 2 << 20).expect_err("over the memory budget");
+    let s = until_open(&naa, 0.0);
+
+    let rpcs = |fncode: &str, rc: &str| {
+        value(
+            &s,
+            "naaice_naa_rpcs_total",
+            &[("fncode", fncode), ("rc", rc)],
+        )
+    };
+    assert_eq!(rpcs("1", "0"), 7.0);
+    assert_eq!(rpcs(&APP_ERROR.to_string(), "66"), 1.0);
+    assert_eq!(rpcs("unknown", "1"), 1.0);
+    assert_eq!(
+        value(&s, "naaice_naa_rpc_input_bytes_total", &[("fncode", "1")]),
+        7.0 * 64.0
+    );
+    assert_eq!(
+        value(&s, "naaice_naa_rpc_output_bytes_total", &[("fncode", "1")]),
+        7.0 * 64.0
+    );
+    // The histograms count every RPC that ran a kernel.
+    for h in ["naaice_naa_kernel_seconds", "naaice_naa_rpc_seconds"] {
+        assert_eq!(value(&s, h, &[("fncode", "1")]), 7.0, "{h}");
+        assert_eq!(
+            value(&s, &format!("{h}_count"), &[("fncode", "1")]),
+            7.0,
+            "{h}"
+        );
+    }
+    let rejected = |reason| {
+        value(
+            &s,
+            "naaice_naa_connections_rejected_total",
+            &[("reason", reason)],
+        )
+    };
+    assert_eq!(rejected("limit"), 1.0);
+    assert_eq!(rejected("memory_budget"), 1.0);
+    assert_eq!(rejected("allow"), 0.0);
+    assert_eq!(rejected("evicted_idle"), 0.0);
+    // a, b, c and the one over the budget were admitted; the MRSP of the last failed.
+    assert_eq!(value(&s, "naaice_naa_connections_accepted_total", &[]), 4.0);
+    assert_eq!(value(&s, "naaice_naa_mrsp_total", &[("result", "ok")]), 3.0);
+    assert_eq!(
+        value(&s, "naaice_naa_mrsp_total", &[("result", "failed")]),
+        1.0
+    );
+    assert_eq!(value(&s, "naaice_naa_memory_budget_used_bytes", &[]), 0.0);
+    assert_eq!(value(&s, "naaice_naa_workers_busy", &[]), 0.0);
+    naa.shutdown();
+}
+
+#[test]
+fn clients_outside_the_allow_list_and_evictions_are_counted() {
+    let naa = start_naa(SoftNaaConfig {
+        max_connections: 1,
+        evict_idle_after: Some(Duration::from_millis(50)),
+        metrics: Some("127.0.0.1:0".parse().unwrap()),
+        ..SoftNaaConfig::default()
+    });
+    let mut idle = handle(&naa, 1, 8).expect("create");
+    assert_eq!(rpc(&mut idle), ReturnCode::SUCCESS);
+    std::thread::sleep(Duration::from_millis(100));
+    let mut newcomer = handle(&naa, 1, 8).expect("takes the idle one's slot");
+    assert_eq!(rpc(&mut newcomer), ReturnCode::SUCCESS);
+    let s = scrape(&naa);
+    assert_eq!(
+        value(
+            &s,
+            "naaice_naa_connections_rejected_total",
+            &[("reason", "evicted_idle")]
+        ),
+        1.0
+    );
+    naa.shutdown();
+
+    let denied = start_naa(SoftNaaConfig {
+        allow: vec!["10.99.0.0/16".parse().unwrap()],
+        metrics: Some("127.0.0.1:0".parse().unwrap()),
+        ..SoftNaaConfig::default()
+    });
+    handle(&denied, 1, 8).expect_err("not allowed");
+    let s = scrape(&denied);
+    assert_eq!(
+        value(
+            &s,
+            "naaice_naa_connections_rejected_total",
+            &[("reason", "allow")]
+        ),
+        1.0
+    );
+    assert_eq!(value(&s, "naaice_naa_connections_accepted_total", &[]), 0.0);
+    denied.shutdown();
+}
+
+#[test]
+fn the_endpoint_answers_only_its_path_and_is_off_by_default() {
+    let naa = start_naa(SoftNaaConfig {
+        metrics: Some("127.0.0.1:0".parse().unwrap()),
+        ..SoftNaaConfig::default()
+    });
+    let addr = naa.metrics_addr().expect("on");
+    assert_ne!(addr.port(), 0);
+    let (status, _, body) = get(addr, "/other");
+    assert_eq!(status, 404);
+    assert!(body.contains(METRICS_PATH), "{body}");
+    let (status, _, _) = get(addr, "/metrics?x=1");
+    assert_eq!(status, 200);
+    naa.shutdown();
+    // The NAA gone, so is its endpoint (its listening socket closes a moment later).
+    let until = Instant::now() + Duration::from_secs(5);
+    while std::net::TcpStream::connect(addr).is_ok() {
+        assert!(Instant::now() < until, "the endpoint still listens");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+
+    let off = start_naa(SoftNaaConfig::default());
+    assert_eq!(off.metrics_addr(), None);
+    off.shutdown();
+}
+
+#[test]
+fn an_address_in_use_is_a_clear_error() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let err = naaice::swnaa::SoftNaa::bind(
+        SoftTransport::default(),
+        "127.0.0.1:0".parse().unwrap(),
+        SoftNaaConfig {
+            metrics: Some(taken.local_addr().unwrap()),
+            ..SoftNaaConfig::default()
+        },
+        naaice::swnaa::KernelRegistry::builtin(),
+    )
+    .expect_err("the port is taken");
+    let text = err.to_string();
+    assert!(text.contains("cannot serve metrics on"), "{text}");
+}
