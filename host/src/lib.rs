@@ -44,7 +44,7 @@ mod throttle;
 pub mod transport;
 pub mod units;
 
-pub use client::{connection, naa, naa_set, rpc_future};
+pub use client::{connection, naa, naa_set, rpc_future, stats};
 pub use discovery::{environment, select, spec};
 pub use swnaa::local;
 pub use transport::waiting;

@@ -6,3 +6,4 @@ pub mod connection;
 pub mod naa;
 pub mod naa_set;
 pub mod rpc_future;
+pub mod stats;

@@ -44,6 +44,7 @@ pub use call::Call;
 use link::Link;
 
 use crate::client::connection::Connection;
+use crate::client::stats::{HandleStats, Stats};
 use crate::discovery::environment::{self, Rank};
 use crate::discovery::select::{self, Pool, Reservation};
 use crate::discovery::spec::{self, SpecError};
@@ -190,6 +191,7 @@ pub struct Naa<E: Endpoint = AnyEndpoint> {
     /// How to connect again (after [`Naa::cancel`]) and the parameters to register then.
     link: Link<E>,
     _reservation: Option<Reservation>,
+    stats: HandleStats,
 }
 
 impl<E: Endpoint> std::fmt::Debug for Naa<E> {
@@ -234,33 +236,48 @@ impl<E: Endpoint> Naa<E> {
         config.rpc_timeout = options.rpc_timeout;
         let connect =
             |remote, kind, until| link::connect(transport, remote, kind, local, config, until);
-        let (mut conn, chosen, reservation) = match options.remote {
-            Some(addr) => {
-                let until = std::time::Instant::now() + options.connect_timeout;
-                (connect(addr, None, until)?, (addr, None), None)
-            }
-            None => {
-                let pool = options.pool.clone().map_or_else(Pool::global, Ok)?;
-                let rank = options.rank.map_or_else(Rank::from_env, Ok)?;
-                let chosen = select::connect(
-                    &pool,
-                    fncode,
-                    inputs.len(),
-                    &rank,
-                    options.connect_timeout,
-                    connect,
-                )?;
-                let to = (chosen.address, chosen.transport);
-                (chosen.connection, to, Some(chosen.reservation))
+        let mut stats = HandleStats::new();
+        let connecting = std::time::Instant::now();
+        let connected = (|| {
+            let (mut conn, chosen, reservation) = match options.remote {
+                Some(addr) => {
+                    let until = std::time::Instant::now() + options.connect_timeout;
+                    (connect(addr, None, until)?, (addr, None), None)
+                }
+                None => {
+                    let pool = options.pool.clone().map_or_else(Pool::global, Ok)?;
+                    let rank = options.rank.map_or_else(Rank::from_env, Ok)?;
+                    let chosen = select::connect(
+                        &pool,
+                        fncode,
+                        inputs.len(),
+                        &rank,
+                        options.connect_timeout,
+                        connect,
+                    )?;
+                    let to = (chosen.address, chosen.transport);
+                    (chosen.connection, to, Some(chosen.reservation))
+                }
+            };
+            let connected = connecting.elapsed();
+            attach(&mut conn, &inputs, &outputs)?;
+            Ok((conn, chosen, reservation, connected))
+        })();
+        let (conn, chosen, reservation, connected) = match connected {
+            Ok(c) => c,
+            Err(e) => {
+                stats.connect_failed(&e);
+                return Err(e);
             }
         };
-        attach(&mut conn, &inputs, &outputs)?;
+        stats.created(connected, connecting.elapsed() - connected);
         let link = Link::new(transport, chosen, local, config, options, inputs, outputs);
         Ok(Self {
             conn: Some(conn),
             fncode: code,
             link,
             _reservation: reservation,
+            stats,
         })
     }
 
@@ -295,8 +312,9 @@ impl<E: Endpoint> Naa<E> {
         if !self.is_busy() {
             return self.last().map(Some);
         }
-        let r = self.live()?.poll()?;
-        Ok(r.map(|r| self.status_of(r)))
+        let r = self.live()?.poll();
+        self.stats.observe(&r, |r| r.status);
+        Ok(r?.map(|r| self.status_of(r)))
     }
 
     /// `naa_wait`: blocks until the RPC finishes (or fails, or its deadline passes).
@@ -304,7 +322,9 @@ impl<E: Endpoint> Naa<E> {
         if !self.is_busy() {
             return self.last();
         }
-        let r = self.live()?.wait()?;
+        let r = self.live()?.wait().map(Some);
+        self.stats.observe(&r, |r| r.status);
+        let r = r?.ok_or(Error::State("no RPC in flight"))?;
         Ok(self.status_of(r))
     }
 
@@ -315,8 +335,9 @@ impl<E: Endpoint> Naa<E> {
         if !self.is_busy() {
             return self.last().map(Some);
         }
-        let r = self.live()?.wait_until(deadline)?;
-        Ok(r.map(|r| self.status_of(r)))
+        let r = self.live()?.wait_until(deadline);
+        self.stats.observe(&r, |r| r.status);
+        Ok(r?.map(|r| self.status_of(r)))
     }
 
     fn last(&self) -> Result<Status> {
@@ -393,6 +414,13 @@ impl<E: Endpoint> Naa<E> {
     /// The connection (read-only).
     pub(crate) fn connection(&self) -> Option<&Connection<E>> {
         self.conn.as_ref()
+    }
+
+    /// This handle's statistics: RPCs, errors by kind, bytes, connect and MRSP time, latency
+    /// percentiles ([`Stats`]). When the handle ends they are added to the process's
+    /// ([`crate::stats::process`]).
+    pub fn stats(&self) -> Stats {
+        self.stats.snapshot()
     }
 
     /// `naa_finalize`: disconnects and releases everything (also done on drop).

@@ -43,6 +43,8 @@ pub const RPC_TIMEOUT_VAR: &str = "NAAICE_RPC_TIMEOUT";
 pub const CONNECT_TIMEOUT_VAR: &str = "NAAICE_CONNECT_TIMEOUT";
 /// How connections wait for completions ([`WaitPolicy`] text).
 pub const WAIT_VAR: &str = "NAAICE_WAIT";
+/// `1`: print the process's client statistics at exit ([`crate::stats`]).
+pub const STATS_VAR: &str = "NAAICE_STATS";
 /// Default per-RPC deadline: the C reference's receive timeout (one hour).
 pub const DEFAULT_RPC_TIMEOUT: Duration = Duration::from_secs(3600);
 /// Log filter of the library's messages on stderr ([`log_filter`]).
@@ -149,6 +151,11 @@ pub const VARIABLES: &[Variable] = &[
         name: "PMIX_RANK",
         default: "(none)",
         meaning: "rank under PMIx launchers (no size)",
+    },
+    Variable {
+        name: STATS_VAR,
+        default: "0",
+        meaning: "1: print the process's client statistics (RPCs, errors, bytes, latency percentiles) in one line on stderr at exit",
     },
     Variable {
         name: LOG_VAR,

@@ -80,8 +80,11 @@ impl<E: Endpoint> Naa<E> {
         let timeout = call.timeout.unwrap_or_else(|| self.rpc_timeout());
         let conn = match &mut self.conn {
             Some(conn) => conn,
-            None => self.conn.insert(self.link.reconnect()?),
+            None => self.conn.insert(self.link.reconnect(&mut self.stats)?),
         };
-        conn.init_transfer_with(fncode, call.user, timeout)
+        let (sent, received) = self.link.bytes(conn.rpc_count() == 0);
+        conn.init_transfer_with(fncode, call.user, timeout)?;
+        self.stats.started(sent, received);
+        Ok(())
     }
 }

@@ -57,7 +57,7 @@ impl<E: Endpoint> Naa<E> {
     /// otherwise) and redoes the MRSP. A connected handle is left as it is.
     pub fn reconnect(&mut self) -> Result<()> {
         if self.conn.is_none() {
-            self.conn = Some(self.link.reconnect()?);
+            self.conn = Some(self.link.reconnect(&mut self.stats)?);
         }
         Ok(())
     }

@@ -8,6 +8,7 @@ use naaice_core::ClientConfig;
 
 use super::{NaaOptions, Param};
 use crate::client::connection::Connection;
+use crate::client::stats::HandleStats;
 use crate::error::Result;
 use crate::swnaa::local;
 use crate::transport::{Endpoint, Transport, TransportKind};
@@ -50,11 +51,38 @@ impl<E: Endpoint> Link<E> {
 
     /// A new connection with the parameters registered and the MRSP done (a fresh
     /// connection: every input, single-send ones included, goes out with its first RPC).
-    pub(super) fn reconnect(&self) -> Result<Connection<E>> {
-        let mut conn = (self.connect)(Instant::now() + self.connect_timeout)?;
-        super::attach(&mut conn, &self.inputs, &self.outputs)?;
-        tracing::debug!(remote = %self.remote, "handle reconnected");
-        Ok(conn)
+    /// The handle's `stats` count the connection, or the error.
+    pub(super) fn reconnect(&self, stats: &mut HandleStats) -> Result<Connection<E>> {
+        let start = Instant::now();
+        let connected = (self.connect)(start + self.connect_timeout).and_then(|mut conn| {
+            let connect = start.elapsed();
+            super::attach(&mut conn, &self.inputs, &self.outputs)?;
+            Ok((conn, connect))
+        });
+        match connected {
+            Ok((conn, connect)) => {
+                stats.connected(connect, start.elapsed() - connect);
+                tracing::debug!(remote = %self.remote, "handle reconnected");
+                Ok(conn)
+            }
+            Err(e) => {
+                stats.connect_failed(&e);
+                Err(e)
+            }
+        }
+    }
+
+    /// The bytes an RPC writes to the NAA (the inputs; single-send ones only with the
+    /// `first` RPC of a connection) and those the NAA writes back when its kernel runs.
+    pub(super) fn bytes(&self, first: bool) -> (u64, u64) {
+        let sent = self
+            .inputs
+            .iter()
+            .filter(|p| first || !p.single_send)
+            .map(|p| p.buffer.len() as u64)
+            .sum();
+        let received = self.outputs.iter().map(|p| p.buffer.len() as u64).sum();
+        (sent, received)
     }
 
     /// The default per-RPC deadline.

@@ -1,0 +1,52 @@
+//! Client statistics: runs RPCs against the NAA of `NAA_SPEC` (or local mode), checks every
+//! result and prints the handle's statistics ([`naaice::Naa::stats`]: RPCs, errors, bytes,
+//! connect and MRSP time, latency percentiles).
+//!
+//! ```sh
+//! NAA_SPEC=local:1:1 cargo run --example stats -- 1000
+//! NAA_SPEC=127.0.0.1:12345:1:1 NAAICE_STATS=1 cargo run --example stats -- 1000
+//! ```
+//!
+//! The argument is the number of RPCs (default 1000); each adds 1 to a 64-byte parameter in
+//! place (built-in kernel 1 or 2: the function code of `NAA_SPEC` says which). With
+//! `NAAICE_STATS=1` the process's statistics follow in one line when it exits.
+
+use naaice::{Naa, Param};
+
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("stats: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let count: u32 = match std::env::args().nth(1) {
+        Some(n) => n.parse().map_err(|e| format!("the RPC count {n:?}: {e}"))?,
+        None => 1000,
+    };
+    let transport = naaice::environment::transport_from_env()?;
+    let data = Param::from_vec(vec![0; 64]);
+    let mut naa: Naa = Naa::create(&transport, 1, vec![data.clone()], vec![data])?;
+    let step = naa.function_code().get();
+    let mut expected = 0u8;
+    for _ in 0..count {
+        naa.invoke()?;
+        let status = naa.wait()?;
+        if !status.naa_error.is_success() {
+            return Err(format!("the NAA answered {}", status.naa_error).into());
+        }
+        expected = expected.wrapping_add(step);
+        if naa.output(0)?.iter().any(|&b| b != expected) {
+            return Err("a wrong result".into());
+        }
+    }
+    println!("{count} RPCs checked");
+    let stats = naa.stats();
+    println!("handle: {stats}");
+    naa.finalize();
+    Ok(())
+}
