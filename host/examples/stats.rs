@@ -4,12 +4,13 @@
 //!
 //! ```sh
 //! NAA_SPEC=local:1:1 cargo run --example stats -- 1000
-//! NAA_SPEC=127.0.0.1:12345:1:1 NAAICE_STATS=1 cargo run --example stats -- 1000
+//! NAA_SPEC=127.0.0.1:12345:2:1 NAAICE_STATS=1 cargo run --example stats -- 1000 2
 //! ```
 //!
-//! The argument is the number of RPCs (default 1000); each adds 1 to a 64-byte parameter in
-//! place (built-in kernel 1 or 2: the function code of `NAA_SPEC` says which). With
-//! `NAAICE_STATS=1` the process's statistics follow in one line when it exits.
+//! The arguments are the number of RPCs (default 1000) and the function code (default 1: the
+//! built-in kernel that adds 1 to every byte; 2 adds 2, 3 does nothing); each RPC runs on a
+//! 64-byte parameter in place and its result is checked. With `NAAICE_STATS=1` the process's
+//! statistics follow in one line when it exits.
 
 use naaice::{Naa, Param};
 
@@ -28,10 +29,16 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         Some(n) => n.parse().map_err(|e| format!("the RPC count {n:?}: {e}"))?,
         None => 1000,
     };
+    let fncode: u8 = match std::env::args().nth(2) {
+        Some(c) => c
+            .parse()
+            .map_err(|e| format!("the function code {c:?}: {e}"))?,
+        None => 1,
+    };
     let transport = naaice::environment::transport_from_env()?;
     let data = Param::from_vec(vec![0; 64]);
-    let mut naa: Naa = Naa::create(&transport, 1, vec![data.clone()], vec![data])?;
-    let step = naa.function_code().get();
+    let mut naa: Naa = Naa::create(&transport, fncode.into(), vec![data.clone()], vec![data])?;
+    let step = fncode % 3;
     let mut expected = 0u8;
     for _ in 0..count {
         naa.invoke()?;

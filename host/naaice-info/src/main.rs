@@ -3,6 +3,7 @@
 //! the NAAs of `NAA_SPEC`; with `--probe`, whether each NAA answers an RPC.
 
 mod config;
+mod metrics;
 mod probe;
 mod rdma;
 mod report;
@@ -117,6 +118,11 @@ struct Args {
     /// Use SPEC (NAA_SPEC syntax) instead of the NAA_SPEC variable.
     #[arg(long, value_name = "SPEC")]
     spec: Option<String>,
+    /// Read the metrics endpoint of a running naaice-swnaa (its `--metrics ADDR:PORT`) and
+    /// print a short summary: RPCs served, errors, RPC time p50/p99, connections, memory;
+    /// nothing else is looked at (--timeout bounds the request).
+    #[arg(long, value_name = "ADDR:PORT")]
+    metrics: Option<std::net::SocketAddr>,
     /// Print one JSON document (the same facts) instead of text.
     #[arg(long)]
     json: bool,
@@ -234,6 +240,18 @@ fn main() -> ExitCode {
         return code;
     }
     init_logging(args.log.as_deref());
+    if let Some(addr) = args.metrics {
+        return match metrics::summary(addr, args.timeout) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("naaice-info: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let report = gather(&args);
     if let (Some(n), true) = (args.entry, report.spec.error.is_none()) {
         let count = report.spec.entries.len();
