@@ -22,7 +22,9 @@ apt_install python3 python3-venv openmpi-bin binutils
 # The interpreter CI tests with: Debian's (3.11). PYTHON overrides.
 python=${PYTHON:-/usr/bin/python3}
 "$python" --version
-venv=target/python-ci-venv
+# Absolute: maturin hands zig to cmake as "<interpreter> -m ziglang", and cmake runs it
+# from its own build directory.
+venv=$PWD/target/python-ci-venv
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 # Pinned: the versions CI was checked with. Binary wheels only: mpi4py's wheel loads the
 # system's libmpi (Debian's Open MPI) at run time; built from source it would take many
@@ -63,7 +65,7 @@ echo "newest glibc symbol version: $newest"
     { echo "the extension needs $newest, newer than the tag's GLIBC_2.28" >&2; exit 1; }
 "$venv/bin/pip" install -q --disable-pip-version-check --force-reinstall --no-deps "$wheel"
 # The tests import the installed wheel, never a build left in the source tree.
-(root=$PWD && cd / && "$root/$venv/bin/python" -c \
+(cd / && "$venv/bin/python" -c \
     'import naaice; assert "site-packages" in naaice.__file__, naaice.__file__')
 cargo build --release --locked -p naaice-swnaa -p naaice-bench
 target=$(cargo metadata --format-version 1 --no-deps |
