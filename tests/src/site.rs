@@ -5,6 +5,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use naaice::swnaa::{SoftNaa, SoftNaaConfig, SoftNaaHandle};
 use naaice::transport::AnyTransport;
 use naaice::transport::soft::SoftTransport;
+use naaice::waiting::WaitPolicy;
 
 use naaice::core::ClientConfig;
 use naaice::{Connection, Naa, NaaOptions, Param};
@@ -18,6 +19,8 @@ pub struct Site {
     pub transport: AnyTransport,
     /// The NAA's address (port chosen by the system).
     pub ip: IpAddr,
+    /// How the NAA's workers and the clients wait.
+    pub wait: WaitPolicy,
 }
 
 impl Site {
@@ -26,15 +29,28 @@ impl Site {
         Self {
             transport: SoftTransport::default().into(),
             ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            wait: WaitPolicy::default(),
         }
     }
 
-    /// A software NAA with the test kernels, running in the background.
+    /// AP2 options for `naa`, waiting as the site says.
+    pub fn options(&self, naa: &SoftNaaHandle) -> NaaOptions {
+        NaaOptions {
+            wait: self.wait,
+            ..NaaOptions::at(naa.local_addr())
+        }
+    }
+
+    /// A software NAA with the test kernels, running in the background (its workers wait as
+    /// the site says).
     pub fn start_naa(&self, config: SoftNaaConfig) -> SoftNaaHandle {
         SoftNaa::bind(
             self.transport.clone(),
             SocketAddr::new(self.ip, 0),
-            config,
+            SoftNaaConfig {
+                wait: self.wait,
+                ..config
+            },
             test_kernels(),
         )
         .expect("bind the software NAA")
@@ -45,7 +61,9 @@ impl Site {
     /// Connects (AP1) to `naa` for `fncode`.
     pub fn try_connect(&self, naa: &SoftNaaHandle, fncode: u8) -> naaice::Result<Connection> {
         let config = ClientConfig::new(code(fncode));
-        Connection::connect(&self.transport, naa.local_addr(), None, config)
+        let mut conn = Connection::connect(&self.transport, naa.local_addr(), None, config)?;
+        conn.set_wait(self.wait);
+        Ok(conn)
     }
 
     /// Connects (AP1) to `naa` for `fncode`, or panics.
@@ -61,7 +79,7 @@ impl Site {
             fncode,
             vec![p.clone()],
             vec![p],
-            &NaaOptions::at(naa.local_addr()),
+            &self.options(naa),
         )
         .expect("create an NAA handle")
     }

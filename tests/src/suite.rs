@@ -157,7 +157,7 @@ pub fn concurrent_clients(site: &Site, clients: u8, rpcs: u8, len: usize) {
     });
     let options = NaaOptions {
         rpc_timeout: Duration::from_secs(120),
-        ..NaaOptions::at(naa.local_addr())
+        ..site.options(&naa)
     };
     let threads: Vec<_> = (0..clients)
         .map(|t| {

@@ -23,9 +23,9 @@ use std::time::{Duration, Instant};
 
 use naaice::core::ClientConfig;
 use naaice::swnaa::{SoftNaa, SoftNaaConfig, SoftNaaHandle};
-use naaice::transport::verbs::{VerbsConfig, VerbsEndpoint, VerbsTransport, device_names};
+use naaice::transport::verbs::{VerbsEndpoint, VerbsTransport, device_names};
 use naaice::transport::{Transport, TransportError};
-use naaice::waiting::{SpinSlot, WaitPolicy, cpu_demand};
+use naaice::waiting::{WaitPolicy, cpu_demand};
 use naaice::{Buffer, Connection, Error, Naa, NaaOptions, Param};
 use naaice_tests::suite::{self, Site, pattern, plus};
 use naaice_tests::{SLEEP, code, test_kernels, wait_through_shutdown};
@@ -87,6 +87,7 @@ fn site(ip: IpAddr) -> Site {
     Site {
         transport: VerbsTransport::default().into(),
         ip,
+        wait: WaitPolicy::default(),
     }
 }
 
@@ -256,13 +257,9 @@ fn four_concurrent_clients() {
 #[ignore = "needs an RDMA device: run with --include-ignored where there is one"]
 fn sixteen_event_driven_clients_never_miss_a_wakeup() {
     verbs_test("event_driven", 240, |ip| {
-        let sleepy = VerbsTransport::new(VerbsConfig {
-            wait: WaitPolicy::Sleep,
-            ..VerbsConfig::default()
-        });
         let site = Site {
-            transport: sleepy.into(),
-            ip,
+            wait: WaitPolicy::Sleep,
+            ..site(ip)
         };
         suite::concurrent_clients(&site, 16, 20, 100);
     });
@@ -558,14 +555,15 @@ fn a_connection_in_use_keeps_its_slot_however_old() {
 
 /// A connection to the SLEEP kernel at `addr` with `config`, one in-place 64-byte region, MRSP
 /// done (the region is returned: it must outlive the connection).
-fn sleep_connection(addr: SocketAddr, config: VerbsConfig) -> (Conn, Buffer) {
+fn sleep_connection(addr: SocketAddr, wait: WaitPolicy) -> (Conn, Buffer) {
     let mut conn = Connection::connect(
-        &VerbsTransport::new(config),
+        &VerbsTransport::default(),
         addr,
         None,
         ClientConfig::new(code(SLEEP)),
     )
     .unwrap();
+    conn.set_wait(wait);
     let buf = Buffer::zeroed(64);
     let id = conn.add_param(&buf).unwrap();
     conn.set_input(id).unwrap();
@@ -581,13 +579,9 @@ fn sleep_connection(addr: SocketAddr, config: VerbsConfig) -> (Conn, Buffer) {
 #[ignore = "needs an RDMA device: run with --include-ignored where there is one"]
 fn naa_shutdown_mid_rpc_fails_the_client() {
     verbs_test("server_gone", 120, |ip| {
-        let spinning = VerbsConfig {
-            wait: WaitPolicy::Poll,
-            ..VerbsConfig::default()
-        };
-        for config in [VerbsConfig::default(), spinning] {
+        for wait in [WaitPolicy::default(), WaitPolicy::Poll] {
             let naa = start_naa(ip, SoftNaaConfig::default());
-            let (mut conn, _buf) = sleep_connection(naa.local_addr(), config.clone());
+            let (mut conn, _buf) = sleep_connection(naa.local_addr(), wait);
             conn.set_immediate([100, 0, 0]).unwrap(); // 1 s kernel
             conn.init_transfer().unwrap();
             let (r, took) = wait_through_shutdown(&mut conn, naa, Duration::from_millis(100));
@@ -597,75 +591,9 @@ fn naa_shutdown_mid_rpc_fails_the_client() {
             );
             assert!(
                 took < Duration::from_secs(30),
-                "noticed after {took:?} ({config:?})"
+                "noticed after {took:?} ({wait})"
             );
         }
-    });
-}
-
-/// CPU time of the calling thread so far.
-#[allow(unsafe_code)]
-fn thread_cpu_time() -> Duration {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `t` is a valid, writable timespec for the duration of the call.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    Duration::new(
-        u64::try_from(t.tv_sec).unwrap_or(0),
-        u32::try_from(t.tv_nsec).unwrap_or(0),
-    )
-}
-
-/// A wait that finds every spin slot of its process taken sleeps at once instead of spinning
-/// (spinning threads must not outnumber the cores they run on): during a 500 ms kernel, the
-/// client thread of a connection whose policy spins for 2 s uses a small part of the CPU
-/// time that the same wait uses with the slots free.
-#[test]
-#[ignore = "needs an RDMA device: run with --include-ignored where there is one"]
-fn waits_sleep_while_every_spin_slot_is_taken() {
-    verbs_test("spin_slots", 120, |ip| {
-        let naa = start_naa(ip, SoftNaaConfig::default());
-        let spin = VerbsConfig {
-            wait: WaitPolicy::Spin(Duration::from_secs(2)),
-            ..VerbsConfig::default()
-        };
-        let (mut conn, _buf) = sleep_connection(naa.local_addr(), spin);
-        let cpu_of_rpc = |conn: &mut Conn| {
-            conn.set_immediate([50, 0, 0]).unwrap(); // 500 ms kernel
-            let before = thread_cpu_time();
-            conn.init_transfer().unwrap();
-            let result = conn.wait().unwrap();
-            assert!(result.status.is_success(), "{result:?}");
-            thread_cpu_time() - before
-        };
-        // Take every slot: the waits of other tests running at the same time give theirs
-        // back within a few milliseconds.
-        let mut held = Vec::new();
-        let collect_until = Instant::now() + Duration::from_millis(200);
-        while Instant::now() < collect_until {
-            match SpinSlot::take() {
-                Some(slot) => held.push(slot),
-                None => std::thread::sleep(Duration::from_millis(1)),
-            }
-        }
-        assert!(!held.is_empty(), "the process has at least one spin slot");
-        let denied = cpu_of_rpc(&mut conn);
-        drop(held);
-        assert!(
-            denied < Duration::from_millis(150),
-            "a 500 ms wait with every spin slot taken used {denied:?} of CPU time"
-        );
-        // The same wait with the slots free spins (a concurrent test may hold the slot when
-        // one starts: a few tries).
-        let spinning: Vec<Duration> = (0..4).map(|_| cpu_of_rpc(&mut conn)).collect();
-        assert!(
-            spinning.iter().any(|&t| t > denied * 4),
-            "with the slots free the waits used {spinning:?}, not more than with every \
-             slot taken ({denied:?})"
-        );
     });
 }
 

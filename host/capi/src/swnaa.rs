@@ -393,7 +393,12 @@ pub unsafe extern "C" fn naa_swnaa_start(
             Ok(t) => t,
             Err(e) => return fail(NAME, Failure::config(e)),
         };
+        let wait = match naaice::environment::wait_policy_from_env() {
+            Ok(w) => w,
+            Err(e) => return fail(NAME, Failure::config(e.to_string())),
+        };
         let (config, kernels) = (state.config.clone(), state.kernels.clone());
+        let config = SoftNaaConfig { wait, ..config };
         let spawned = SoftNaa::bind(transport, addr, config, kernels)
             .and_then(|naa| {
                 for served in naa.served() {

@@ -73,12 +73,14 @@ struct Side {
 
 impl Side {
     fn start(base: &AnyTransport, policy: WaitPolicy) -> Result<Self, Error> {
-        let mut transport = base.clone();
-        transport.set_wait(policy);
+        let transport = base.clone();
         let naa = SoftNaa::bind(
             transport.clone(),
             SocketAddr::from(([127, 0, 0, 1], 0)),
-            SoftNaaConfig::default(),
+            SoftNaaConfig {
+                wait: policy,
+                ..SoftNaaConfig::default()
+            },
             KernelRegistry::builtin(),
         )?
         .spawn()?;
@@ -97,7 +99,10 @@ impl Side {
             fncode,
             vec![param.clone()],
             vec![param],
-            &NaaOptions::at(self.naa.local_addr()),
+            &NaaOptions {
+                wait: self.policy,
+                ..NaaOptions::at(self.naa.local_addr())
+            },
         )?;
         let mut samples = Samples::default();
         for i in 0..WARM_UP + n {

@@ -84,6 +84,7 @@ pub(crate) fn serve(args: &Args) -> Result<(), Error> {
     let transport = crate::setup::transport(args)?;
     let config = SoftNaaConfig {
         max_connections: args.serve_connections.max(1),
+        wait: crate::setup::wait(),
         ..SoftNaaConfig::default()
     };
     let naa = SoftNaa::bind(
@@ -134,7 +135,10 @@ pub(crate) fn run(args: &Args, n: u32) -> Result<(), Error> {
             args.fncode.into(),
             vec![p.clone()],
             vec![p],
-            &NaaOptions::at(naa_addr),
+            &NaaOptions {
+                wait: crate::setup::wait(),
+                ..NaaOptions::at(naa_addr)
+            },
         )?;
         h.invoke()?;
         h.wait()?;

@@ -78,6 +78,7 @@ fn main() -> ExitCode {
             .error(clap::error::ErrorKind::ArgumentConflict, e)
             .exit();
     }
+    setup::set_wait(args.wait_policy().unwrap_or_default());
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

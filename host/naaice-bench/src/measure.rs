@@ -121,12 +121,14 @@ pub(crate) fn retry<T>(what: &str, mut f: impl FnMut() -> naaice::Result<T>) -> 
 impl Target<'_> {
     fn connect(&self) -> Result<Connection<AnyEndpoint>, Error> {
         retry("connect", || {
-            Connection::connect(
+            let mut conn = Connection::connect(
                 self.transport,
                 self.naa,
                 None,
                 ClientConfig::new(self.fncode),
-            )
+            )?;
+            conn.set_wait(crate::setup::wait());
+            Ok(conn)
         })
     }
 
@@ -261,7 +263,10 @@ impl Target<'_> {
     /// The middleware client: `naa_create` (one in-place parameter), then the timed
     /// `naa_invoke` + `naa_wait`, then `naa_finalize`.
     fn middleware_sample(&self, buffer: &Buffer) -> Result<f64, Error> {
-        let options = NaaOptions::at(self.naa);
+        let options = NaaOptions {
+            wait: crate::setup::wait(),
+            ..NaaOptions::at(self.naa)
+        };
         let fncode = u32::from(self.fncode.get());
         let mut naa = retry("naa_create", || {
             Naa::create_with(

@@ -3,14 +3,30 @@
 use std::io::IsTerminal;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::Path;
+use std::sync::OnceLock;
 
 use naaice::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle};
 use naaice::transport::AnyTransport;
 use naaice::transport::soft::{SoftConfig, SoftTransport};
+use naaice::waiting::WaitPolicy;
 
 use crate::Error;
 use crate::cli::Args;
 use crate::process_clock::ProcessClock;
+
+/// How this run's connections wait (`--wait`, `--busy-poll-us`), both ends.
+static WAIT: OnceLock<WaitPolicy> = OnceLock::new();
+
+/// Sets how this run's connections wait (once, from the command line).
+pub(crate) fn set_wait(policy: WaitPolicy) {
+    let _ = WAIT.set(policy);
+}
+
+/// How this run's connections wait, both ends (the default policy unless the command line
+/// said otherwise).
+pub(crate) fn wait() -> WaitPolicy {
+    WAIT.get().copied().unwrap_or_default()
+}
 
 /// The transport named by `--transport`, with the tuning options applied.
 pub(crate) fn transport(args: &Args) -> Result<AnyTransport, Error> {
@@ -20,9 +36,6 @@ pub(crate) fn transport(args: &Args) -> Result<AnyTransport, Error> {
             .into()),
         AnyTransport::Soft(_) => {
             let mut config = SoftConfig::default();
-            if let Some(policy) = args.wait_policy() {
-                config.wait = policy;
-            }
             if let Some(delay) = args.ack_delay {
                 config.ack_delay = delay;
             }
@@ -34,11 +47,9 @@ pub(crate) fn transport(args: &Args) -> Result<AnyTransport, Error> {
             if args.ack_delay.is_some() {
                 return Err("--ack-delay applies to the software transport only".into());
             }
-            let mut config = VerbsConfig::default();
-            if let Some(policy) = args.wait_policy() {
-                config.wait = policy;
-            }
-            Ok(AnyTransport::Verbs(VerbsTransport::new(config)))
+            Ok(AnyTransport::Verbs(VerbsTransport::new(
+                VerbsConfig::default(),
+            )))
         }
     }
 }
@@ -75,6 +86,7 @@ pub(crate) fn naa(
     };
     let config = SoftNaaConfig {
         max_connections,
+        wait: wait(),
         ..SoftNaaConfig::default()
     };
     let handle =

@@ -191,14 +191,9 @@ pub(crate) fn gather(spec_arg: Option<&str>) -> Gathered {
     let wait = environment::wait_policy(value(environment::WAIT_VAR).as_deref())
         .map_err(|e| record(&mut errors, environment::WAIT_VAR, e))
         .ok();
+    // As the library does: no transport when a variable it reads is wrong.
     let transport = match (choice, wait) {
-        (Some(choice), Some(wait)) => {
-            let mut t = AnyTransport::from_choice(choice);
-            if let Some(w) = wait {
-                t.set_wait(w);
-            }
-            Some(t)
-        }
+        (Some(choice), Some(_)) => Some(AnyTransport::from_choice(choice)),
         _ => None,
     };
     let mut timeout = |name: &'static str, default: Duration| {

@@ -220,6 +220,7 @@ fn run(mut args: Args) -> Result<(), String> {
         max_bytes_per_connection: args.max_bytes,
         allow: std::mem::take(&mut args.allow),
         metrics: args.metrics,
+        wait: args.wait,
         ..SoftNaaConfig::default()
     };
     if let Some(bytes) = args.memory_budget {
@@ -240,7 +241,6 @@ fn run(mut args: Args) -> Result<(), String> {
         .collect::<Vec<_>>()
         .join(", ");
     let addr = SocketAddr::new(args.address, args.port);
-    args.transport.set_wait(args.wait);
     let naa = SoftNaa::bind(args.transport, addr, config, KernelRegistry::builtin())
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     eprint!("{}", banner(naa.local_addr(), &naa.served(), args.wait));

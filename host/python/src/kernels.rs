@@ -181,6 +181,7 @@ impl Server {
         let handle = py
             .detach(|| -> naaice::Result<SoftNaaHandle> {
                 let transport = naaice::environment::transport_from_env()?;
+                config.wait = naaice::environment::wait_policy_from_env()?;
                 SoftNaa::bind(transport, addr, config, registry)?.spawn()
             })
             .map_err(errors::to_py)?;

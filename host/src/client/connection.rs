@@ -27,7 +27,7 @@ use naaice_core::region::InternalId;
 use naaice_core::{Client, ClientConfig, FunctionCode, Phase, RegionId};
 
 use crate::clock;
-use crate::driver::{Calling, ClientEvent, Driver, Look};
+use crate::driver::{Calling, ClientEvent, Driver};
 use crate::error::{Error, Result};
 use crate::memory::Buffer;
 use crate::transport::waiting::WaitPolicy;
@@ -98,9 +98,10 @@ impl<E: Endpoint> Connection<E> {
     }
 
     /// A connection over an endpoint that is already connected (for example one from
-    /// [`Transport::connect_as`], to know and time the transport before the MRSP).
+    /// [`Transport::connect_as`], to know and time the transport before the MRSP). Its waits
+    /// follow the default [`WaitPolicy`] until [`Connection::set_wait`].
     pub fn from_endpoint(ep: E, config: ClientConfig) -> Result<Self> {
-        let driver = Driver::client(ep, config)?;
+        let driver = Driver::client(ep, config, WaitPolicy::default())?;
         Ok(Self {
             driver,
             params: Vec::new(),
@@ -116,6 +117,12 @@ impl<E: Endpoint> Connection<E> {
 
     fn client_mut(&mut self) -> &mut Client {
         self.driver.machine_mut()
+    }
+
+    /// Sets how this connection's waits spin before they sleep ([`WaitPolicy`]; default
+    /// adaptive). What the waits learned under the previous policy is dropped.
+    pub fn set_wait(&mut self, policy: WaitPolicy) {
+        self.driver.set_wait(policy);
     }
 
     /// The protocol phase (spec §4.1 values through [`Phase::value`]).
@@ -201,7 +208,7 @@ impl<E: Endpoint> Connection<E> {
     pub fn init_mrsp(&mut self) -> Result<()> {
         self.check_failed()?;
         self.client_mut().start_mrsp(clock::now())?;
-        self.progress(None)
+        self.progress(false)
     }
 
     /// Runs the MRSP to completion (bounded by the MRSP timeout of the [`ClientConfig`]).
@@ -209,7 +216,7 @@ impl<E: Endpoint> Connection<E> {
         self.init_mrsp()?;
         while !self.client().mrsp_done() {
             self.driver.wait(None)?;
-            self.progress(Some(Look::Input))?;
+            self.progress(true)?;
         }
         Ok(())
     }
@@ -249,7 +256,7 @@ impl<E: Endpoint> Connection<E> {
         self.driver.start_rpc(args)?;
         self.finished = None;
         self.rpc_timeout = Some(timeout);
-        self.progress(None)
+        self.progress(false)
     }
 
     /// True from [`Connection::init_transfer`] until [`Connection::poll`] or
@@ -265,16 +272,14 @@ impl<E: Endpoint> Connection<E> {
 
     /// Makes progress without blocking. Returns the RPC result once the RPC in flight is done.
     pub fn poll(&mut self) -> Result<Option<RpcResult>> {
-        self.progress(Some(Look::Input))?;
+        self.progress(true)?;
         Ok(self.finished.take())
     }
 
     /// Blocks until the RPC in flight finishes (or fails, or its deadline passes).
     pub fn wait(&mut self) -> Result<RpcResult> {
-        // The first look comes just after the RPC was posted: a look ahead (the wait reads).
-        let mut look = Look::Ahead;
         loop {
-            self.progress(Some(std::mem::replace(&mut look, Look::Input)))?;
+            self.progress(true)?;
             if let Some(r) = self.finished.take() {
                 return Ok(r);
             }
@@ -290,9 +295,8 @@ impl<E: Endpoint> Connection<E> {
     /// else now and then (a language runtime's signals) waits in such slices: each slice
     /// spins and sleeps as a whole wait does.
     pub fn wait_until(&mut self, deadline: Instant) -> Result<Option<RpcResult>> {
-        let mut look = Look::Ahead;
         loop {
-            self.progress(Some(std::mem::replace(&mut look, Look::Input)))?;
+            self.progress(true)?;
             if let Some(r) = self.finished.take() {
                 return Ok(Some(r));
             }
@@ -316,13 +320,13 @@ impl<E: Endpoint> Connection<E> {
         self.driver.disconnect();
     }
 
-    /// Executes pending work, after feeding what the transport has ready (looking as `feed`
-    /// says, if at all), and handles the machine's events (the one place they are handled).
-    fn progress(&mut self, feed: Option<Look>) -> Result<()> {
+    /// Executes pending work, after feeding what the transport has ready if `feed`, and
+    /// handles the machine's events (the one place they are handled).
+    fn progress(&mut self, feed: bool) -> Result<()> {
         self.check_failed()?;
-        if let Some(look) = feed {
+        if feed {
             let finished = &mut self.finished;
-            self.driver.pump(&mut Calling { finished }, look)?;
+            self.driver.pump(&mut Calling { finished })?;
         }
         while let Some(event) = self.driver.next_event() {
             // The machine keeps the MRSP state and the error.
@@ -341,7 +345,7 @@ impl<E: Endpoint> Connection<E> {
     /// Makes progress like [`Connection::poll`] without taking the result: `Ok(true)` once
     /// the RPC in flight has finished (a later `poll` or `wait` returns its result).
     pub(crate) fn advance(&mut self) -> Result<bool> {
-        self.progress(Some(Look::Input))?;
+        self.progress(true)?;
         Ok(!self.client().is_busy())
     }
 
@@ -361,9 +365,9 @@ impl<E: Endpoint> Connection<E> {
         self.driver.ready_fd()
     }
 
-    /// How the transport waits (a wait over many connections spins by it).
-    pub(crate) fn wait_policy(&self) -> WaitPolicy {
-        self.driver.wait_policy()
+    /// The connection's waiter: a wait over many connections plans with it.
+    pub(crate) fn waiter(&mut self) -> &mut crate::transport::waiting::Waiter {
+        self.driver.waiter()
     }
 
     /// When the connection must be polled even without readiness (the RPC's deadline).

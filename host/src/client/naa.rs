@@ -50,6 +50,7 @@ use crate::discovery::select::{self, Pool, Reservation};
 use crate::discovery::spec::{self, SpecError};
 use crate::error::{Error, Result};
 use crate::memory::{Buffer, BufferGuard};
+use crate::transport::waiting::WaitPolicy;
 use crate::transport::{AnyEndpoint, Endpoint, Transport};
 
 /// A parameter of an NAA call: a buffer, optionally single-send.
@@ -121,6 +122,8 @@ pub struct NaaOptions {
     pub rank: Option<Rank>,
     /// The entries to choose from; `None` is the process's `NAA_SPEC`.
     pub pool: Option<Arc<Pool>>,
+    /// How the handle's waits spin before they sleep (`NAAICE_WAIT`); default adaptive.
+    pub wait: WaitPolicy,
 }
 
 impl Default for NaaOptions {
@@ -133,6 +136,7 @@ impl Default for NaaOptions {
             rpc_timeout: environment::DEFAULT_RPC_TIMEOUT,
             rank: None,
             pool: None,
+            wait: WaitPolicy::default(),
         }
     }
 }
@@ -153,7 +157,7 @@ impl NaaOptions {
     }
 
     /// The options `naa_create` and [`crate::Naa::create`] use: the defaults with
-    /// `NAAICE_RPC_TIMEOUT` and `NAAICE_CONNECT_TIMEOUT` applied (NAA from `NAA_SPEC`, local
+    /// `NAAICE_RPC_TIMEOUT`, `NAAICE_CONNECT_TIMEOUT` and `NAAICE_WAIT` applied (NAA from `NAA_SPEC`, local
     /// address from `NAA_LOCAL_IP`, rank from the launcher).
     pub fn from_env() -> Result<Self, SpecError> {
         environment::warn_unknown_variables();
@@ -174,6 +178,9 @@ impl NaaOptions {
             var(environment::CONNECT_TIMEOUT_VAR).as_deref(),
         )? {
             options.connect_timeout = t;
+        }
+        if let Some(w) = environment::wait_policy(var(environment::WAIT_VAR).as_deref())? {
+            options.wait = w;
         }
         Ok(options)
     }
@@ -234,8 +241,10 @@ impl<E: Endpoint> Naa<E> {
         let mut config = ClientConfig::new(code);
         config.mrsp_timeout = options.mrsp_timeout;
         config.rpc_timeout = options.rpc_timeout;
-        let connect =
-            |remote, kind, until| link::connect(transport, remote, kind, local, config, until);
+        let wait = options.wait;
+        let connect = |remote, kind, until| {
+            link::connect(transport, (remote, kind), local, config, wait, until)
+        };
         let mut stats = HandleStats::new();
         let connecting = std::time::Instant::now();
         let connected = (|| {

@@ -36,14 +36,13 @@
 //! by a call that is to wait for all).
 //!
 //! **Progress.** Every call progresses each participating connection without blocking.
-//! The `wait_*` functions then spin, progressing them again and again, as long as the wait
-//! policy of the first handle in flight lets a single connection's wait spin ([`WaitPolicy`]:
-//! by default while the machine has a core to spare, for a budget learned from this thread's
-//! recent waits over sets), and then sleep in one poll(2) on their readiness descriptors and
-//! the earliest RPC deadline; a transport without a descriptor is polled every millisecond
-//! instead.
+//! The `wait_*` functions then spin, progressing them again and again, as long as the first
+//! handle in flight would let its own wait spin (its
+//! [`WaitPolicy`](crate::waiting::WaitPolicy) and what its waits learned: by default while
+//! the machine has a core to spare), and then sleep in one poll(2) on their readiness
+//! descriptors and the earliest RPC deadline; a transport without a descriptor is polled
+//! every millisecond instead.
 
-use std::cell::RefCell;
 use std::os::fd::BorrowedFd;
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -55,7 +54,7 @@ use crate::client::connection::Connection;
 use crate::client::naa::{Naa, Status};
 use crate::error::{Error, Result};
 use crate::transport::Endpoint;
-use crate::transport::waiting::{WaitEnd, WaitPolicy, Waiter};
+use crate::transport::waiting::{WaitEnd, Waiter};
 
 /// One RPC of a set that finished or failed: the handle's position and its outcome.
 #[derive(Debug)]
@@ -133,9 +132,9 @@ where
 }
 
 /// Waits on `handles` until `test` is ready, in rounds as a single connection's waits go:
-/// each round spins, calling `test` in a loop, for the budget that this thread's [`Waiter`]
-/// for sets gives under the policy of the first handle in flight, then sleeps once on their
-/// descriptors; the waiter learns from how each round ended.
+/// each round spins, calling `test` in a loop, for the budget that the [`Waiter`] of the first
+/// handle in flight gives under its policy, then sleeps once on their descriptors; that
+/// waiter learns from how each round ended.
 fn wait_until<E: Endpoint, T>(
     handles: &mut [&mut Naa<E>],
     test: impl Fn(&mut [&mut Naa<E>]) -> Poll<T>,
@@ -144,47 +143,41 @@ fn wait_until<E: Endpoint, T>(
         if let Poll::Ready(t) = test(handles) {
             return t;
         }
-        let policy = handles
-            .iter()
-            .find(|naa| in_flight(naa))
-            .and_then(|naa| naa.connection())
-            .map_or(WaitPolicy::Sleep, Connection::wait_policy);
         let start = Instant::now();
-        let plan = with_set_waiter(policy, |w| w.plan(start));
         let deadline = earliest_deadline(handles).unwrap_or(start + SPIN_HORIZON);
-        let spin_until = plan.spin_until(start, deadline);
+        let first = handles.iter().position(|naa| in_flight(naa));
+        let plan = first
+            .and_then(|i| waiter(handles, i))
+            .map(|w| w.plan(start));
+        let spin_until = plan
+            .as_ref()
+            .map_or(start, |p| p.spin_until(start, deadline));
         while Instant::now() < spin_until {
             std::hint::spin_loop();
             if let Poll::Ready(t) = test(handles) {
-                with_set_waiter(policy, |w| w.record(WaitEnd::Spun(start.elapsed())));
+                if let Some(w) = first.and_then(|i| waiter(handles, i)) {
+                    w.record(WaitEnd::Spun(start.elapsed()));
+                }
                 return t;
             }
         }
         drop(plan);
-        if sleep(handles) {
-            with_set_waiter(policy, |w| w.record(WaitEnd::Slept(start.elapsed())));
+        if sleep(handles)
+            && let Some(w) = first.and_then(|i| waiter(handles, i))
+        {
+            w.record(WaitEnd::Slept(start.elapsed()));
         }
     }
 }
 
-/// Longest round of a wait over handles without a deadline under [`WaitPolicy::Poll`]
-/// (which spins until the deadline): it then looks at their descriptors once.
+/// Longest round of a wait over handles without a deadline under
+/// [`WaitPolicy::Poll`](crate::waiting::WaitPolicy::Poll) (which spins until the deadline):
+/// it then looks at their descriptors once.
 const SPIN_HORIZON: Duration = Duration::from_secs(1);
 
-/// Runs `f` on this thread's waiter for waits over many handles (a set keeps no state
-/// between calls, so what the waits learned lives with the thread), made anew when the
-/// policy changes.
-fn with_set_waiter<R>(policy: WaitPolicy, f: impl FnOnce(&mut Waiter) -> R) -> R {
-    thread_local! {
-        static SET_WAITER: RefCell<Option<Waiter>> = const { RefCell::new(None) };
-    }
-    SET_WAITER.with(|cell| {
-        let mut waiter = cell.borrow_mut();
-        if waiter.as_ref().is_some_and(|w| w.policy() != policy) {
-            *waiter = None;
-        }
-        f(waiter.get_or_insert_with(|| Waiter::new(policy)))
-    })
+/// The waiter of handle `i`'s connection (none after a cancel).
+fn waiter<'a, E: Endpoint>(handles: &'a mut [&mut Naa<E>], i: usize) -> Option<&'a mut Waiter> {
+    handles[i].connection_mut().map(Connection::waiter)
 }
 
 /// The earliest deadline of the handles in flight.

@@ -9,6 +9,7 @@
 //! | `NAAICE_CONNECT_TIMEOUT` | connect deadline (a duration), retries and failover included ([`crate::client::connection::CONNECT_TIMEOUT`] when unset) |
 //! | `NAAICE_TRANSPORT` | `auto` (default: verbs where an RDMA device reaches the NAA, else the software transport), `soft` or `verbs` ([`transport_from_env`]) |
 //! | `NAAICE_WAIT` | how connections wait for completions: `adaptive` (default), `adaptive:CAP_US`, `poll`, `sleep`, `spin:US` ([`crate::transport::waiting`]) |
+//! | `NAAICE_STATS` | `1`: print the process's client statistics in one line on stderr at exit ([`crate::stats`]) |
 //! | `NAAICE_RANK`, `NAAICE_NRANKS` | this process's rank and the number of ranks (win over the launcher's) |
 //! | `SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID` | rank, size and node-local rank under `srun` |
 //! | `OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE`, `OMPI_COMM_WORLD_LOCAL_RANK` | the same under Open MPI's `mpirun` |
@@ -424,8 +425,8 @@ pub fn transport_choice(value: Option<&str>) -> Result<TransportChoice, SpecErro
 }
 
 /// The transport of clients and software NAAs, the same for Rust, C and the binaries:
-/// `NAAICE_TRANSPORT` (`auto` when unset), waiting for completions as `NAAICE_WAIT` says
-/// (adaptive when unset).
+/// `NAAICE_TRANSPORT` (`auto` when unset). How connections wait (`NAAICE_WAIT`) is theirs:
+/// [`NaaOptions::from_env`](crate::NaaOptions::from_env), [`wait_policy_from_env`].
 pub fn transport_from_env() -> Result<AnyTransport, SpecError> {
     transport_from_lookup(|name| std::env::var(name).ok())
 }
@@ -434,11 +435,16 @@ pub fn transport_from_env() -> Result<AnyTransport, SpecError> {
 pub fn transport_from_lookup(
     var: impl Fn(&str) -> Option<String>,
 ) -> Result<AnyTransport, SpecError> {
-    let mut transport = AnyTransport::from_choice(transport_choice(var(TRANSPORT_VAR).as_deref())?);
-    if let Some(policy) = wait_policy(var(WAIT_VAR).as_deref())? {
-        transport.set_wait(policy);
-    }
-    Ok(transport)
+    Ok(AnyTransport::from_choice(transport_choice(
+        var(TRANSPORT_VAR).as_deref(),
+    )?))
+}
+
+/// How connections wait, from `NAAICE_WAIT` (the default, adaptive, when unset): for C and
+/// Python software NAAs ([`SoftNaaConfig::wait`](crate::swnaa::SoftNaaConfig)) and AP1
+/// connections ([`Connection::set_wait`](crate::Connection::set_wait)).
+pub fn wait_policy_from_env() -> Result<WaitPolicy, SpecError> {
+    Ok(wait_policy(std::env::var(WAIT_VAR).ok().as_deref())?.unwrap_or_default())
 }
 
 #[cfg(test)]
@@ -537,8 +543,13 @@ mod tests {
             err.contains(TRANSPORT_VAR) && err.contains("\"auto\""),
             "{err}"
         );
-        let err = name(&[(WAIT_VAR, "hurry")]).unwrap_err().to_string();
+        // The waiting policy is the connection's: read with the handle's options.
+        let err = NaaOptions::from_lookup(lookup(&[(WAIT_VAR, "hurry")]))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains(WAIT_VAR) && err.contains("hurry"), "{err}");
+        let options = NaaOptions::from_lookup(lookup(&[(WAIT_VAR, "sleep")])).unwrap();
+        assert_eq!(options.wait, WaitPolicy::Sleep);
         let verbs = name(&[(TRANSPORT_VAR, "verbs")]);
         if cfg!(feature = "verbs") {
             assert_eq!(verbs, Ok("verbs"));

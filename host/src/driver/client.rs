@@ -6,15 +6,16 @@ use super::regions::RegionMemory;
 use super::{Driver, MessageBuffers};
 use crate::error::Result;
 use crate::memory::Buffer;
+use crate::transport::waiting::WaitPolicy;
 use crate::transport::{Endpoint, MemoryRegion};
 
 impl<E: Endpoint> Driver<E, Client> {
-    /// Takes over a connected endpoint for a client with `config`: registers the message
-    /// buffers.
-    pub(crate) fn client(mut ep: E, config: ClientConfig) -> Result<Self> {
+    /// Takes over a connected endpoint for a client with `config` whose waits follow
+    /// `wait`: registers the message buffers.
+    pub(crate) fn client(mut ep: E, config: ClientConfig, wait: WaitPolicy) -> Result<Self> {
         let buffers = MessageBuffers::register(&mut ep)?;
         let client = Client::new(config, ClientRegions::new());
-        Ok(Self::established(ep, buffers, client))
+        Ok(Self::established(ep, buffers, client, wait))
     }
 
     /// Registers `buffer` and adds it as the next parameter region (no flags yet).

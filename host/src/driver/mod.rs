@@ -12,13 +12,12 @@
 //! completions, without the action queue.
 //!
 //! **Waiting.** The driver owns the connection's waiting decision: how long [`Driver::wait`]
-//! spins before it sleeps ([`Waiter`], under the policy the transport was configured with),
-//! and whether a look just before a likely wait reads the transport (`look`). The transport
+//! spins before it sleeps ([`Waiter`], under the connection's [`WaitPolicy`]); waits over
+//! many connections ([`crate::naa_set`]) plan with the waiter of one of them. The transport
 //! carries the decision out and reports how each wait ended.
 
 mod client;
 mod lane;
-mod look;
 mod ready_fd;
 mod regions;
 mod role;
@@ -26,7 +25,6 @@ mod server;
 mod work;
 
 pub(crate) use lane::{Calling, Lane, Offer, Serving, Took};
-pub(crate) use look::Look;
 pub(crate) use regions::MessageBuffers;
 pub(crate) use role::{ClientEvent, Event, Role, ServerEvent};
 pub(crate) use server::accept;
@@ -62,8 +60,6 @@ pub(crate) struct Driver<E: Endpoint, M: Role> {
     /// The write list the machine's express lane posts on every RPC (built once).
     express: Vec<SendWr>,
     connected: bool,
-    /// Whether looks before a likely wait read the transport.
-    ahead: look::LookAhead,
     /// How long waits spin: the connection's waiting decision (see `transport::waiting`).
     waiter: Waiter,
     /// The last wait found its completion while spinning after this long: learned at the
@@ -73,10 +69,14 @@ pub(crate) struct Driver<E: Endpoint, M: Role> {
 
 impl<E: Endpoint, M: Role> Driver<E, M> {
     /// Wraps an established endpoint whose message buffers are registered, and tells the
-    /// machine that the connection is up.
-    pub(crate) fn established(ep: E, buffers: MessageBuffers<E::Region>, mut machine: M) -> Self {
+    /// machine that the connection is up; its waits follow `policy`.
+    pub(crate) fn established(
+        ep: E,
+        buffers: MessageBuffers<E::Region>,
+        mut machine: M,
+        policy: WaitPolicy,
+    ) -> Self {
         machine.established(clock::now());
-        let ep_policy = ep.wait_policy();
         let blank = Completion {
             wr_id: 0,
             status: WcStatus::Success,
@@ -94,8 +94,7 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
             completions: vec![blank; COMPLETION_BATCH],
             express: Vec::new(),
             connected: true,
-            ahead: look::LookAhead::new(ep_policy),
-            waiter: Waiter::new(ep_policy),
+            waiter: Waiter::new(policy),
             unrecorded: None,
         }
     }
@@ -163,18 +162,13 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
     /// The clock is read at most once per call, when first needed: everything fed in one pump
     /// happens at that instant (a time read is a real share of a small RPC's instructions),
     /// except what follows a kernel the lane ran.
-    ///
-    /// The first look at the transport is `first`; every further one (after the lane
-    /// posted something) is a look ahead ([`Look::Ahead`]): a wait that reads follows if it
-    /// finds nothing.
-    pub(crate) fn pump(&mut self, lane: &mut impl Lane<E, M>, first: Look) -> Result<bool> {
+    pub(crate) fn pump(&mut self, lane: &mut impl Lane<E, M>) -> Result<bool> {
         let mut now = None;
         let mut general = false;
         let mut taken = false;
         let mut events_fed = false;
-        let mut look = first;
         loop {
-            let n = self.look(std::mem::replace(&mut look, Look::Ahead))?;
+            let n = self.ep.poll(&mut self.completions)?;
             for i in 0..n {
                 let wc = self.completions[i];
                 if !general {
@@ -212,22 +206,6 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
             self.machine.handle_timeout(now.unwrap_or_else(clock::now));
         }
         Ok(true)
-    }
-
-    /// Moves ready completions into the scratch list as `look` says; how many.
-    fn look(&mut self, look: Look) -> Result<usize> {
-        let read = match look {
-            Look::Input => true,
-            Look::Ahead => self.ahead.reads(),
-        };
-        if !read {
-            return self.ep.poll_queued(&mut self.completions);
-        }
-        let n = self.ep.poll(&mut self.completions)?;
-        if look == Look::Ahead {
-            self.ahead.learn(n > 0);
-        }
-        Ok(n)
     }
 
     /// Feeds the ready connection events.
@@ -284,8 +262,18 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
         }
     }
 
-    /// The connection's waiting policy (for waits over many connections).
-    pub(crate) fn wait_policy(&self) -> WaitPolicy {
-        self.waiter.policy()
+    /// From now on, waits follow `policy` (what was learned under the old one is dropped).
+    pub(crate) fn set_wait(&mut self, policy: WaitPolicy) {
+        self.waiter = Waiter::new(policy);
+        self.unrecorded = None;
+    }
+
+    /// The connection's waiter, for a wait over many connections that plans with it and
+    /// tells it how the wait ended.
+    pub(crate) fn waiter(&mut self) -> &mut Waiter {
+        if let Some(spun) = self.unrecorded.take() {
+            self.waiter.record(WaitEnd::Spun(spun));
+        }
+        &mut self.waiter
     }
 }

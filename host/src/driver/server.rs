@@ -5,17 +5,19 @@ use std::sync::Arc;
 use naaice_core::machine::{KernelCall, Machine, Post, ServerAction};
 use naaice_core::{RegionFlags, RegionId, ReturnCode, Server};
 
-use super::{Driver, Look, MessageBuffers, ServerEvent, Serving};
+use super::{Driver, MessageBuffers, ServerEvent, Serving};
 use crate::clock;
 use crate::memory::Buffer;
+use crate::transport::waiting::WaitPolicy;
 use crate::transport::{Endpoint, Incoming};
 
-/// Accepts a connection request for `server`: registers the message buffers and posts the
-/// first receive *before* accepting (spec §1.3). A request that cannot be served is
-/// rejected; `None` then (the reason is logged).
+/// Accepts a connection request for `server`, whose waits follow `wait`: registers the
+/// message buffers and posts the first receive *before* accepting (spec §1.3). A request
+/// that cannot be served is rejected; `None` then (the reason is logged).
 pub(crate) fn accept<I: Incoming>(
     mut incoming: I,
     mut server: Server,
+    wait: WaitPolicy,
 ) -> Option<Driver<I::Endpoint, Server>> {
     let peer = incoming.peer_addr();
     let buffers = match MessageBuffers::register(incoming.endpoint()) {
@@ -37,7 +39,7 @@ pub(crate) fn accept<I: Incoming>(
         return None;
     }
     match incoming.accept() {
-        Ok(ep) => Some(Driver::established(ep, buffers, server)),
+        Ok(ep) => Some(Driver::established(ep, buffers, server, wait)),
         Err(e) => {
             tracing::warn!(?peer, error = %e, "accept failed");
             None
@@ -124,7 +126,7 @@ impl<E: Endpoint> Driver<E, Server> {
                 Some(event) => return Ok(Some(event)),
                 None if pumped => return Ok(None),
                 None => {
-                    if !self.pump(&mut Serving::new(kernel), Look::Input)? {
+                    if !self.pump(&mut Serving::new(kernel))? {
                         return Ok(None);
                     }
                     pumped = true;

@@ -96,6 +96,7 @@ use slots::{Activity, Admission, Slots};
 
 use crate::error::{Error, Result};
 use crate::throttle::LogThrottle;
+use crate::transport::waiting::WaitPolicy;
 use crate::transport::{Incoming, Listener, Transport};
 
 /// Settings of a software NAA.
@@ -132,6 +133,10 @@ pub struct SoftNaaConfig {
     /// is counted. [`SoftNaaConfig::allow`] does not apply to it: bind it to an address only
     /// the monitoring network reaches. The metrics are listed in [`METRIC_NAMES`].
     pub metrics: Option<SocketAddr>,
+    /// How the worker of each connection waits for its client: how long it spins before it
+    /// sleeps ([`WaitPolicy`]; `--wait` of `naaice-swnaa`, `NAAICE_WAIT` for the C and Python
+    /// servers). Default adaptive.
+    pub wait: WaitPolicy,
 }
 
 impl Default for SoftNaaConfig {
@@ -148,6 +153,7 @@ impl Default for SoftNaaConfig {
             memory_budget: default_memory_budget(),
             allow: Vec::new(),
             metrics: None,
+            wait: WaitPolicy::default(),
         }
     }
 }
@@ -427,6 +433,7 @@ where
                 budget: Arc::clone(&budget),
                 metrics: counters.as_ref().map(|m| m.register(Arc::clone(&activity))),
                 activity: Arc::clone(&activity),
+                wait: self.config.wait,
             };
             let stop = Arc::clone(shutdown);
             let spawned = std::thread::Builder::new()

@@ -22,6 +22,7 @@ use super::slots::Activity;
 use crate::clock;
 use crate::driver::{self, Driver, ServerEvent};
 use crate::memory::Buffer;
+use crate::transport::waiting::WaitPolicy;
 use crate::transport::{Endpoint, Incoming};
 
 /// How often a worker looks at the shutdown flag while idle.
@@ -39,6 +40,8 @@ pub(crate) struct WorkerContext {
     pub(crate) activity: Arc<Activity>,
     /// The connection's counters, when the NAA's metrics are on.
     pub(crate) metrics: Option<Registration>,
+    /// How the worker waits for its client.
+    pub(crate) wait: WaitPolicy,
 }
 
 /// Serves one connection request to the end. Never panics on peer input; returns when the
@@ -48,7 +51,7 @@ pub(crate) fn serve<I: Incoming>(incoming: I, ctx: &WorkerContext, shutdown: &At
     // Declared before the driver: given back only after the region memory is freed.
     let mut memory: Option<Reservation> = None;
     let server = Server::new(ctx.config, clock::now());
-    let Some(mut driver) = driver::accept(incoming, server) else {
+    let Some(mut driver) = driver::accept(incoming, server, ctx.wait) else {
         return;
     };
     tracing::info!(?peer, "client connected");

@@ -17,7 +17,6 @@ use super::{
     Result, SendWr, Sge, Transport, TransportChoice, TransportKind,
 };
 use crate::memory::Buffer;
-use crate::transport::waiting::WaitPolicy;
 
 /// Runs `$body` with `$x` bound to whichever transport's value `$value` holds.
 macro_rules! dispatch {
@@ -197,23 +196,6 @@ impl AnyListener {
                 kind: TransportKind::Verbs,
                 addr: Ok(l.local_addr()),
             }],
-        }
-    }
-}
-
-impl AnyTransport {
-    /// Sets how endpoints created from now on wait for completions (both transports, and
-    /// both choices of `auto`).
-    pub fn set_wait(&mut self, policy: WaitPolicy) {
-        match self {
-            Self::Soft(t) => t.set_wait(policy),
-            Self::Auto(a) => {
-                a.soft.set_wait(policy);
-                #[cfg(feature = "verbs")]
-                a.verbs.set_wait(policy);
-            }
-            #[cfg(feature = "verbs")]
-            Self::Verbs(t) => t.set_wait(policy),
         }
     }
 }
@@ -431,9 +413,6 @@ impl Endpoint for AnyEndpoint {
     fn poll(&mut self, out: &mut [Completion]) -> Result<usize> {
         with_endpoint!(self, e => e.poll(out))
     }
-    fn poll_queued(&mut self, out: &mut [Completion]) -> Result<usize> {
-        with_endpoint!(self, e => e.poll_queued(out))
-    }
     fn poll_event(&mut self) -> Option<ConnectionEvent> {
         with_endpoint!(self, e => e.poll_event())
     }
@@ -450,14 +429,6 @@ impl Endpoint for AnyEndpoint {
             #[cfg(feature = "verbs")]
             Ep::Verbs(e) => e.ready_fd(),
             _ => None,
-        }
-    }
-    fn wait_policy(&self) -> WaitPolicy {
-        match &self.0 {
-            Ep::Soft(e) => e.wait_policy(),
-            #[cfg(feature = "verbs")]
-            Ep::Verbs(e) => e.wait_policy(),
-            _ => WaitPolicy::Sleep,
         }
     }
     fn waker(&self) -> Option<super::Waker> {

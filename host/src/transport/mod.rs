@@ -41,7 +41,6 @@ pub use auto::{AutoTransport, Served};
 pub use kind::{ParseTransportError, TransportChoice, TransportKind};
 
 use crate::memory::Buffer;
-use waiting::WaitPolicy;
 
 /// The default rdma_cm / software-transport port (spec §1.1).
 pub const DEFAULT_PORT: u16 = 12345;
@@ -294,20 +293,13 @@ pub trait Endpoint: Send {
     fn post_send(&mut self, wrs: &[SendWr]) -> Result<()>;
     /// Moves ready completions into `out`; returns how many. Never blocks.
     fn poll(&mut self, out: &mut [Completion]) -> Result<usize>;
-    /// Like [`Endpoint::poll`], but moves only completions already produced, without reading
-    /// input where that costs a system call (the software transport, whose
-    /// [`Endpoint::wait`] reads as it sleeps): for a caller that waits next if nothing is
-    /// ready. Never blocks. By default the same as `poll`.
-    fn poll_queued(&mut self, out: &mut [Completion]) -> Result<usize> {
-        self.poll(out)
-    }
     /// Returns the next connection event, if any. Never blocks.
     fn poll_event(&mut self) -> Option<ConnectionEvent>;
     /// Waits until a completion or connection event is ready, or `deadline` passes: looks
     /// for completions without sleeping ("spins") until `spin_until`, then sleeps until
     /// `deadline` (`spin_until` at or before now: sleeps at once; at or after `deadline`:
     /// never sleeps). Returns at once if something is already ready. The caller decides how
-    /// long to spin (the connection's [`waiting::Waiter`], in the driver); the transport
+    /// long to spin (the connection's waiting decision, made by the driver); the transport
     /// carries it out and reports how the wait ended ([`waiting::Woken`]). The endpoint's
     /// [`Waker`] ends it early ([`waiting::Woken::TimedOut`]).
     fn wait(&mut self, spin_until: Instant, deadline: Instant) -> Result<waiting::Woken>;
@@ -336,13 +328,6 @@ pub trait Endpoint: Send {
     /// `arm_ready` was called.
     fn ready_fd(&self) -> Option<BorrowedFd<'_>> {
         None
-    }
-    /// How this endpoint waits ([`WaitPolicy`]): a thread that waits for many endpoints at
-    /// once ([`crate::naa_set`]) spins by the policy of the first of them before it sleeps on
-    /// their descriptors. The default, for a transport that does not spin, is
-    /// [`WaitPolicy::Sleep`].
-    fn wait_policy(&self) -> WaitPolicy {
-        WaitPolicy::Sleep
     }
     /// A [`Waker`] that ends this endpoint's waits early from another thread, or `None` if
     /// the transport has none (the default): a caller that must notice other threads'

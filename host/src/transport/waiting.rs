@@ -7,7 +7,7 @@
 //!
 //! * [`WaitPolicy::Adaptive`] (the default) spins for a budget learned from the connection's
 //!   recent waits, bounded by a cap, and backs off to sleeping at once when spinning does not
-//!   pay (see [`Waiter`] for the rule);
+//!   pay (a learner per connection, in its driver);
 //! * [`WaitPolicy::Poll`] never sleeps (a dedicated core per connection, as the C software NAA
 //!   effectively has);
 //! * [`WaitPolicy::Sleep`] sleeps at once; [`WaitPolicy::Spin`] spins for a fixed time.
@@ -20,13 +20,15 @@
 //! once, instead of taking the CPU from the threads that produce the completions: a spinning
 //! thread that the scheduler preempts, and a peer that spins in the run queue, turn a round
 //! trip of microseconds into one of scheduler time slices. Fixed spinning
-//! ([`WaitPolicy::Spin`]) spins on at most one thread per CPU ([`SpinSlot`]).
+//! ([`WaitPolicy::Spin`]) spins on at most one thread per CPU of the process.
 //!
-//! The policy is chosen in Rust with the transport's configuration
-//! ([`VerbsConfig::wait`](crate::transport::verbs::VerbsConfig)), in the C ABI with
-//! `NAAICE_WAIT` ([`crate::discovery::environment`]) and on the `naaice-swnaa` command line with `--wait`.
-//! The software transport ([`SoftConfig::wait`](crate::transport::soft::SoftConfig)) spins by
-//! reading its socket without blocking, the verbs transport by polling its completion queue.
+//! The policy belongs to a connection: in Rust [`NaaOptions::wait`](crate::NaaOptions) for a
+//! handle, [`Connection::set_wait`](crate::Connection::set_wait) for an AP1 connection and
+//! [`SoftNaaConfig::wait`](crate::swnaa::SoftNaaConfig) for a software NAA's workers; in C and
+//! Python `NAAICE_WAIT` ([`crate::discovery::environment`]); on the `naaice-swnaa` command
+//! line `--wait`. The connection's driver decides each wait by it (a learner per connection);
+//! the software transport carries a spin out by reading its socket without blocking, the verbs
+//! transport by polling its completion queue.
 
 use std::fmt;
 use std::str::FromStr;
@@ -36,9 +38,10 @@ mod contention;
 mod cores;
 
 use contention::Contention;
+pub(crate) use cores::SpinSlot;
 pub use cores::{
-    LAUNCHER_LOCAL_TASKS_VARS, OpenConnection, SpinSlot, cores_to_spare, cpu_demand, cpus,
-    launcher_local_tasks, spin_slots,
+    LAUNCHER_LOCAL_TASKS_VARS, OpenConnection, cores_to_spare, cpu_demand, cpus,
+    launcher_local_tasks,
 };
 
 /// Default cap of the adaptive spin budget.
@@ -151,7 +154,7 @@ impl fmt::Display for WaitPolicy {
 
 /// How one wait ended, as the transport saw it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WaitEnd {
+pub(crate) enum WaitEnd {
     /// Something was ready after spinning this long.
     Spun(Duration),
     /// Something was ready after spinning the whole budget and sleeping: this long in all,
@@ -162,7 +165,7 @@ pub enum WaitEnd {
 }
 
 /// How an endpoint's wait ended ([`Endpoint::wait`](crate::transport::Endpoint::wait)), as
-/// the transport saw it; the connection's [`Waiter`] learns from it.
+/// the transport saw it; the connection's waiting learner takes it in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Woken {
     /// A completion was ready after spinning this long (or right after arming the sleep:
@@ -186,17 +189,17 @@ impl Woken {
 
 /// How one wait spins (see [`Waiter::plan`]).
 #[derive(Debug)]
-pub struct SpinPlan {
+pub(crate) struct SpinPlan {
     /// How long it spins before it sleeps; `None`: until its deadline (never sleep).
-    pub budget: Option<Duration>,
-    /// Held while it spins (the verbs transport drops it before sleeping, the software
-    /// transport when the wait returns).
-    pub slot: Option<SpinSlot>,
+    pub(crate) budget: Option<Duration>,
+    /// Held for the wait (given back when the plan is dropped, as the wait returns).
+    #[allow(dead_code, reason = "held for its Drop; read only by tests")]
+    pub(crate) slot: Option<SpinSlot>,
 }
 
 impl SpinPlan {
     /// When a wait that started at `start` stops spinning (`deadline` at the latest).
-    pub fn spin_until(&self, start: Instant, deadline: Instant) -> Instant {
+    pub(crate) fn spin_until(&self, start: Instant, deadline: Instant) -> Instant {
         self.budget
             .and_then(|b| start.checked_add(b))
             .map_or(deadline, |t| t.min(deadline))
@@ -241,7 +244,7 @@ impl SpinPlan {
 /// `cap`, and while waits are long the spinning costs at most `cap`/16 per wait after a few
 /// waits.
 #[derive(Clone, Debug)]
-pub struct Waiter {
+pub(crate) struct Waiter {
     policy: WaitPolicy,
     typical: Duration,
     budget: Duration,
@@ -264,7 +267,7 @@ pub struct Waiter {
 
 impl Waiter {
     /// A new connection's state under `policy`.
-    pub fn new(policy: WaitPolicy) -> Self {
+    pub(crate) fn new(policy: WaitPolicy) -> Self {
         let typical = match policy {
             WaitPolicy::Adaptive { cap } => cap / 2,
             _ => Duration::ZERO,
@@ -286,14 +289,9 @@ impl Waiter {
         waiter
     }
 
-    /// The policy.
-    pub fn policy(&self) -> WaitPolicy {
-        self.policy
-    }
-
     /// How long the next wait spins before it sleeps; `None`: until its deadline (never
     /// sleep).
-    pub fn spin_budget(&mut self) -> Option<Duration> {
+    pub(crate) fn spin_budget(&mut self) -> Option<Duration> {
         let budget = self.next_budget();
         self.spinning = budget.unwrap_or(Duration::ZERO);
         budget
@@ -305,18 +303,20 @@ impl Waiter {
     /// ([`cores_to_spare`]) or while the waiting thread shares its CPU with other busy work
     /// (it waited for a CPU: see `contention`); under any spinning policy when every slot is
     /// taken.
-    pub fn plan(&mut self, now: Instant) -> SpinPlan {
+    pub(crate) fn plan(&mut self, now: Instant) -> SpinPlan {
         let budget = self.spin_budget();
         let adaptive = matches!(self.policy, WaitPolicy::Adaptive { .. });
         let busy = |w: &mut Self| adaptive && (!cores_to_spare() || w.contention.contended(now));
-        self.plan_given(budget, busy)
+        self.plan_given(budget, busy, SpinSlot::take)
     }
 
-    /// [`Waiter::plan`] with `busy` saying whether the CPUs are taken (tests inject it).
+    /// [`Waiter::plan`] with `busy` saying whether the CPUs are taken and `slot` taking a
+    /// spin slot (tests inject both).
     fn plan_given(
         &mut self,
         budget: Option<Duration>,
         busy: impl FnOnce(&mut Self) -> bool,
+        slot: impl FnOnce() -> Option<SpinSlot>,
     ) -> SpinPlan {
         let sleep = SpinPlan {
             budget: Some(Duration::ZERO),
@@ -329,7 +329,7 @@ impl Waiter {
                 self.spin_denied();
                 sleep
             }
-            Some(_) => match SpinSlot::take() {
+            Some(_) => match slot() {
                 Some(slot) => SpinPlan {
                     budget,
                     slot: Some(slot),
@@ -344,7 +344,7 @@ impl Waiter {
 
     /// The next wait sleeps at once after all (no [`SpinSlot`] was free): it is learned from
     /// as a wait that did not spin.
-    pub fn spin_denied(&mut self) {
+    pub(crate) fn spin_denied(&mut self) {
         self.spinning = Duration::ZERO;
     }
 
@@ -372,7 +372,7 @@ impl Waiter {
 
     /// Learns from how an endpoint's wait ended ([`Woken`]; [`Woken::Other`] teaches
     /// nothing).
-    pub fn learn(&mut self, woken: Woken) {
+    pub(crate) fn learn(&mut self, woken: Woken) {
         match woken {
             Woken::Spun(t) => self.record(WaitEnd::Spun(t)),
             Woken::Slept(t) => self.record(WaitEnd::Slept(t)),
@@ -382,7 +382,7 @@ impl Waiter {
     }
 
     /// Learns from how the last wait ended (only the adaptive policy learns).
-    pub fn record(&mut self, end: WaitEnd) {
+    pub(crate) fn record(&mut self, end: WaitEnd) {
         let WaitPolicy::Adaptive { cap } = self.policy else {
             return;
         };
@@ -725,15 +725,34 @@ mod tests {
     fn busy_cpus_make_an_adaptive_wait_sleep_at_once() {
         let mut w = adaptive();
         let budget = w.spin_budget();
-        let plan = w.plan_given(budget, |_| true);
+        let plan = w.plan_given(budget, |_| true, SpinSlot::take);
         assert_eq!(plan.budget, Some(Duration::ZERO), "busy: sleep at once");
         assert!(plan.slot.is_none());
         // The wait slept without spinning: learned as a wait that did not spin.
         w.record(WaitEnd::Slept(30 * US));
         let budget = w.spin_budget();
-        let plan = w.plan_given(budget, |_| false);
+        let plan = w.plan_given(budget, |_| false, SpinSlot::take);
         assert!(plan.budget.is_some_and(|b| b > Duration::ZERO), "{plan:?}");
         assert!(plan.slot.is_some(), "a free CPU: spins in a slot");
+    }
+
+    #[test]
+    fn a_wait_that_finds_every_spin_slot_taken_sleeps_at_once() {
+        for policy in [
+            WaitPolicy::Spin(Duration::from_secs(2)),
+            WaitPolicy::default(),
+        ] {
+            let mut w = Waiter::new(policy);
+            let budget = w.spin_budget();
+            let plan = w.plan_given(budget, |_| false, || None);
+            assert_eq!(plan.budget, Some(Duration::ZERO), "{policy}: sleep at once");
+            assert!(plan.slot.is_none());
+        }
+        // Polling never asks for a slot: it spins until the deadline.
+        let mut w = Waiter::new(WaitPolicy::Poll);
+        let budget = w.spin_budget();
+        let plan = w.plan_given(budget, |_| true, || None);
+        assert_eq!(plan.budget, None);
     }
 
     #[test]

@@ -198,6 +198,7 @@ pub(super) unsafe fn make_setup(
         user: [0; 3],
         rpc_timeout: options.rpc_timeout,
         mrsp_timeout: options.mrsp_timeout,
+        wait: options.wait,
     })
 }
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use naaice::core::machine::RpcResult;
 use naaice::core::{ClientConfig, FunctionCode, Phase, RegionId};
 use naaice::transport::{Endpoint, Transport};
+use naaice::waiting::WaitPolicy;
 use naaice::{Buffer, Connection};
 
 use crate::error::{Failure, naa_error_kind};
@@ -47,6 +48,8 @@ pub(super) struct Setup {
     pub(super) rpc_timeout: Duration,
     /// MRSP deadline.
     pub(super) mrsp_timeout: Duration,
+    /// How the connection waits (`NAAICE_WAIT`).
+    pub(super) wait: WaitPolicy,
 }
 
 /// A connected context on transport endpoint `E`.
@@ -78,6 +81,7 @@ impl<E: Endpoint> Session<E> {
         config.mrsp_timeout = setup.mrsp_timeout;
         let mut conn = Connection::connect(transport, setup.remote, setup.local, config)?;
         conn.set_immediate(setup.user)?;
+        conn.set_wait(setup.wait);
         Ok(Self {
             conn,
             ids: Vec::new(),

@@ -53,6 +53,7 @@ pub(crate) fn rust_handle(
     let data = Param::from_vec((0..usize::try_from(size)?).map(|i| i as u8).collect());
     let mut options = NaaOptions::at(target);
     options.rpc_timeout = RPC_TIMEOUT;
+    options.wait = crate::setup::wait();
     // A connection of the previous measurement may still hold an NAA's slot for a moment.
     retry(&format!("naa_create at {target}"), || {
         Naa::create_with(

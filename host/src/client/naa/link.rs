@@ -11,6 +11,7 @@ use crate::client::connection::Connection;
 use crate::client::stats::HandleStats;
 use crate::error::Result;
 use crate::swnaa::local;
+use crate::transport::waiting::WaitPolicy;
 use crate::transport::{Endpoint, Transport, TransportKind};
 
 /// One connection attempt to `remote` until `until`.
@@ -39,8 +40,11 @@ impl<E: Endpoint> Link<E> {
         outputs: Vec<Param>,
     ) -> Self {
         let transport = transport.clone();
+        let wait = options.wait;
         Self {
-            connect: Box::new(move |until| connect(&transport, remote, kind, local, config, until)),
+            connect: Box::new(move |until| {
+                connect(&transport, (remote, kind), local, config, wait, until)
+            }),
             remote,
             config,
             connect_timeout: options.connect_timeout,
@@ -103,13 +107,13 @@ impl<E: Endpoint> Link<E> {
 
 /// Connects to `remote`: the in-process NAA of local mode ([`crate::swnaa::local`]) through
 /// [`Transport::connect_local`], any other through [`Transport::connect_as`] with the
-/// transport its `NAA_SPEC` entry names (`kind`).
+/// transport its `NAA_SPEC` entry names (`kind`). The connection's waits follow `wait`.
 pub(super) fn connect<T: Transport>(
     transport: &T,
-    remote: SocketAddr,
-    kind: Option<TransportKind>,
+    (remote, kind): (SocketAddr, Option<TransportKind>),
     local: Option<SocketAddr>,
     config: ClientConfig,
+    wait: WaitPolicy,
     until: Instant,
 ) -> Result<Connection<T::Endpoint>> {
     let ep = if local::is_local(remote) {
@@ -117,5 +121,7 @@ pub(super) fn connect<T: Transport>(
     } else {
         transport.connect_as(kind, remote, local, until)?
     };
-    Connection::from_endpoint(ep, config)
+    let mut conn = Connection::from_endpoint(ep, config)?;
+    conn.set_wait(wait);
+    Ok(conn)
 }

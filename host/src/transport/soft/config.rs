@@ -6,7 +6,6 @@ use std::time::Duration;
 use super::engine::Settings;
 #[cfg(feature = "fault-injection")]
 use super::fault::FaultPlan;
-use crate::transport::waiting::WaitPolicy;
 
 /// Settings of the software transport.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,11 +29,6 @@ pub struct SoftConfig {
     pub max_send_wr: usize,
     /// Most outstanding receives. Default 1025.
     pub max_recv_wr: usize,
-    /// How a thread waiting for completions spins before it sleeps in the socket (see
-    /// [`crate::waiting`]; `NAAICE_WAIT` in the C ABI, `--wait` of `naaice-swnaa`). Default
-    /// adaptive: it spins, reading the socket without blocking, only while the process's
-    /// connections leave a core to spare.
-    pub wait: WaitPolicy,
     /// Faults to inject, for tests of deadlines and error paths (cargo feature
     /// `fault-injection`). Default: none.
     #[cfg(feature = "fault-injection")]
@@ -50,7 +44,6 @@ impl Default for SoftConfig {
             ack_delay: Duration::from_micros(200),
             max_send_wr: 1025,
             max_recv_wr: 1025,
-            wait: WaitPolicy::default(),
             #[cfg(feature = "fault-injection")]
             faults: FaultPlan::default(),
         }

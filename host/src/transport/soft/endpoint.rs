@@ -12,12 +12,13 @@ use super::config::SoftConfig;
 use super::engine::Engine;
 use super::eventfd::ReadyBell;
 use super::frame::{Frame, MAX_REASON};
+use super::look_ahead::LookAhead;
 use super::nic;
 use super::queue_pair::{Guard, POST_BUDGET, ReadSlot, Shared};
 use super::receive::receive_inline;
 use super::socket::Socket;
 use crate::memory::Buffer;
-use crate::transport::waiting::{OpenConnection, WaitPolicy, Woken};
+use crate::transport::waiting::{OpenConnection, Woken};
 use crate::transport::{
     Completion, ConnectionEvent, Endpoint, MemoryRegion, Result, SendWr, Sge, TransportError, Waker,
 };
@@ -67,8 +68,10 @@ pub struct SoftEndpoint {
     shared: Arc<Shared>,
     nic: Option<JoinHandle<()>>,
     peer: Option<SocketAddr>,
-    /// How waits on it spin (carried out by `wait`, decided by the driver).
-    policy: WaitPolicy,
+    /// Whether the first look after a post reads the socket.
+    ahead: LookAhead,
+    /// Something was posted since the last look or wait: the next look is a look ahead.
+    posted: bool,
     /// Counts this connection in the process's CPU demand (see `waiting`).
     _open: OpenConnection,
 }
@@ -82,7 +85,6 @@ impl SoftEndpoint {
         })?;
         let peer = socket.peer_addr();
         let open = OpenConnection::new(socket.stream().local_addr().ok(), peer);
-        let policy = config.wait;
         let rc = Engine::new(config.settings(), Instant::now());
         let ready = ReadyBell::new(socket.fd()).map_err(|source| TransportError::Io {
             call: "eventfd",
@@ -92,7 +94,8 @@ impl SoftEndpoint {
             shared: Arc::new(Shared::new(config, socket, rc, ready)),
             nic: None,
             peer,
-            policy,
+            ahead: LookAhead::default(),
+            posted: false,
             _open: open,
         })
     }
@@ -249,23 +252,27 @@ impl Endpoint for SoftEndpoint {
         // Small frames leave from this thread; the NIC thread gets the rest.
         st = shared.pump(st, POST_BUDGET);
         shared.nudge(&mut st);
+        drop(st);
+        self.posted = true;
         Ok(())
     }
 
     fn poll(&mut self, out: &mut [Completion]) -> Result<usize> {
         let shared = &*self.shared;
+        // The first look after a post comes just before a likely wait: it reads only as the
+        // look-ahead learner says (the wait reads anyway).
+        let ahead = std::mem::take(&mut self.posted);
         let mut st = shared.lock();
-        if !st.rc.has_ready()
-            && let Some(r) = st.take_reader_for_app()
-        {
-            // Nothing ready: receive what has arrived, if the NIC thread is not receiving.
-            st = receive_inline(shared, st, r, Instant::now(), None, None);
+        if !st.rc.has_ready() && (!ahead || self.ahead.reads()) {
+            if let Some(r) = st.take_reader_for_app() {
+                // Nothing ready: receive what has arrived, if the NIC thread is not receiving.
+                st = receive_inline(shared, st, r, Instant::now(), None, None);
+            }
+            if ahead {
+                self.ahead.learn(st.rc.has_ready());
+            }
         }
         Ok(take_completions(&mut st, out))
-    }
-
-    fn poll_queued(&mut self, out: &mut [Completion]) -> Result<usize> {
-        Ok(take_completions(&mut self.shared.lock(), out))
     }
 
     fn poll_event(&mut self) -> Option<ConnectionEvent> {
@@ -273,6 +280,7 @@ impl Endpoint for SoftEndpoint {
     }
 
     fn wait(&mut self, spin_until: Instant, deadline: Instant) -> Result<Woken> {
+        self.posted = false;
         let start = Instant::now();
         // Spin until `spin_until`, reading the socket without blocking; then sleep in it.
         let spin_until = Some(spin_until.min(deadline)).filter(|t| *t > start);
@@ -297,10 +305,6 @@ impl Endpoint for SoftEndpoint {
 
     fn ready_fd(&self) -> Option<BorrowedFd<'_>> {
         Some(self.shared.ready.fd())
-    }
-
-    fn wait_policy(&self) -> WaitPolicy {
-        self.policy
     }
 
     fn waker(&self) -> Option<Waker> {
@@ -380,22 +384,27 @@ mod tests {
     /// A client and an NAA that sleep in their waits do not read the socket before they
     /// sleep (the sleep reads): the client's look after posting an RPC and the NAA's look
     /// after posting an answer make a receive that finds nothing only when they probe
-    /// (one look in 16 on each side, see `driver::look`).
+    /// (one look in 16 on each side, see `look_ahead`).
     #[test]
     fn sleeping_waits_make_no_empty_reads() {
         const RPCS: usize = 200;
-        let mut transport: AnyTransport = "soft".parse().unwrap();
-        transport.set_wait(WaitPolicy::Sleep);
+        let transport: AnyTransport = "soft".parse().unwrap();
         let naa = SoftNaa::bind(
             transport.clone(),
             "127.0.0.1:0".parse().unwrap(),
-            SoftNaaConfig::default(),
+            SoftNaaConfig {
+                wait: WaitPolicy::Sleep,
+                ..SoftNaaConfig::default()
+            },
             KernelRegistry::builtin(),
         )
         .unwrap()
         .spawn()
         .unwrap();
-        let options = NaaOptions::at(naa.local_addr());
+        let options = NaaOptions {
+            wait: WaitPolicy::Sleep,
+            ..NaaOptions::at(naa.local_addr())
+        };
         let p = Param::from_vec(vec![1u8; 64]);
         let mut h: Naa =
             Naa::create_with(&transport, 3, vec![p.clone()], vec![p], &options).unwrap();

@@ -22,8 +22,9 @@
 //!   (larger ones one per direction). The NIC thread does the rest: the remainder of
 //!   larger frames, what arrives while no application thread waits, a message waiting for a
 //!   receive, timers, and teardown. The wire format is unchanged by this division of work.
-//!   A waiting application thread first reads the socket without blocking for the budget of
-//!   its wait policy (`SoftConfig::wait`, see [`crate::waiting`]), then sleeps in it.
+//!   A waiting application thread first reads the socket without blocking for as long as
+//!   the caller says (the connection's waiting decision, see [`crate::waiting`]), then
+//!   sleeps in it; the first look after a post reads only as `look_ahead` learns.
 //! * `eventfd`: for a thread that waits on many endpoints (or an async reactor) instead of
 //!   in `wait`, an eventfd rung when a completion or event is ready; arming it hands the
 //!   reader to the NIC thread at once.
@@ -45,6 +46,7 @@ mod eventfd;
 mod fault;
 mod frame;
 mod listener;
+mod look_ahead;
 #[allow(unsafe_code)]
 mod lowat;
 mod nic;
@@ -68,7 +70,6 @@ pub use endpoint::{SoftEndpoint, SoftRegion};
 pub use fault::{Direction, Fault, FaultAction, FaultPlan, FrameKind};
 pub use listener::{MAX_PENDING_HANDSHAKES, STALLED_HANDSHAKE, SoftIncoming, SoftListener};
 
-use super::waiting::WaitPolicy;
 use super::{Result, Transport};
 
 /// The software transport (RC semantics over TCP; any IPv4 or IPv6 address).
@@ -88,11 +89,6 @@ impl SoftTransport {
     /// The configuration in use.
     pub fn config(&self) -> &SoftConfig {
         &self.config
-    }
-
-    /// Sets how endpoints created from now on wait for completions.
-    pub fn set_wait(&mut self, policy: WaitPolicy) {
-        self.config.wait = policy;
     }
 }
 

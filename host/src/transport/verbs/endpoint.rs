@@ -20,9 +20,9 @@ use super::mr::{KeyCache, KeyTable, VerbsRegion};
 use super::outstanding::Outstanding;
 use super::pd::ProtectionDomain;
 use super::qp::QueuePair;
-use super::{RECV_WR, SEND_WR, VerbsConfig, sockaddr};
+use super::{RECV_WR, SEND_WR, sockaddr};
 use crate::memory::Buffer;
-use crate::transport::waiting::{OpenConnection, WaitPolicy, Woken};
+use crate::transport::waiting::{OpenConnection, Woken};
 use crate::transport::{
     Completion, ConnectionEvent, Endpoint, Result, SendOp, SendWr, Sge, TransportError, Waker,
     WcOpcode, WcStatus,
@@ -94,8 +94,6 @@ pub struct VerbsEndpoint {
     state: State,
     /// Armed for all completions, and no CQ event consumed since.
     armed: bool,
-    /// How waits on it spin (carried out by `wait`, decided by the driver).
-    policy: WaitPolicy,
     /// When the rdma_cm channel is read next while polling.
     event_check: EventCheck,
     /// The outstanding work requests (tags, room, made-up completions).
@@ -163,7 +161,7 @@ unsafe impl Send for VerbsEndpoint {}
 
 impl VerbsEndpoint {
     /// Creates PD, completion channel, CQ (armed solicited-only) and QP on `id`.
-    pub(super) fn new(id: Arc<CmId>, config: &VerbsConfig, state: State) -> Result<Self> {
+    pub(super) fn new(id: Arc<CmId>, state: State) -> Result<Self> {
         let pd = ProtectionDomain::new(&id)?;
         let channel = CompletionChannel::new(&pd)?;
         let cq = CompletionQueue::new(&channel)?;
@@ -189,7 +187,6 @@ impl VerbsEndpoint {
             key_cache: KeyCache::default(),
             state,
             armed: false,
-            policy: config.wait,
             event_check: EventCheck::default(),
             outstanding: Outstanding::new(SEND_WR as usize, RECV_WR as usize),
             ready: VecDeque::with_capacity(2 * POLL_BATCH),
@@ -651,10 +648,6 @@ impl Endpoint for VerbsEndpoint {
 
     fn ready_fd(&self) -> Option<BorrowedFd<'_>> {
         self.ready_fd.as_ref().map(AsFd::as_fd)
-    }
-
-    fn wait_policy(&self) -> WaitPolicy {
-        self.policy
     }
 
     fn waker(&self) -> Option<Waker> {

@@ -126,7 +126,7 @@ pub(super) fn connect(
         "rdma_resolve_route",
         deadline,
     )?;
-    let mut ep = VerbsEndpoint::new(Arc::new(id), config, State::Pending)?;
+    let mut ep = VerbsEndpoint::new(Arc::new(id), State::Pending)?;
     let mut param = conn_param();
     // SAFETY: the id is live with its QP created; `param` is valid for the call.
     if unsafe { rdma_connect(ep.id().as_ptr(), &mut param) } != 0 {
@@ -149,12 +149,11 @@ pub struct VerbsListener {
     id: CmId,
     channel: Arc<EventChannel>,
     local: SocketAddr,
-    config: VerbsConfig,
 }
 
 impl VerbsListener {
     /// Binds to `addr` (`0.0.0.0` or `::` for every address; port 0 picks one) and listens.
-    pub(super) fn bind(config: VerbsConfig, addr: SocketAddr) -> Result<Self> {
+    pub(super) fn bind(addr: SocketAddr) -> Result<Self> {
         let channel = EventChannel::new()?;
         let id = CmId::new(&channel)?;
         let mut c = CSockAddr::new(addr);
@@ -169,12 +168,7 @@ impl VerbsListener {
         // SAFETY: the id is live; rdma_cm keeps its addresses in `sockaddr_storage` fields.
         let local = unsafe { sockaddr::from_c(rdma_get_local_addr(&*id.as_ptr())) }.unwrap_or(addr);
         tracing::debug!(%local, "verbs: listening");
-        Ok(Self {
-            id,
-            channel,
-            local,
-            config,
-        })
+        Ok(Self { id, channel, local })
     }
 
     /// Takes over the new id of a CONNECT_REQUEST: own event channel, verbs objects.
@@ -185,7 +179,7 @@ impl VerbsListener {
         // acknowledged when read.
         let mut id = unsafe { CmId::from_request(raw, &self.channel) };
         id.migrate(&EventChannel::new()?)?;
-        let ep = VerbsEndpoint::new(Arc::new(id), &self.config, State::Pending)?;
+        let ep = VerbsEndpoint::new(Arc::new(id), State::Pending)?;
         Ok(VerbsIncoming { ep: Some(ep) })
     }
 }

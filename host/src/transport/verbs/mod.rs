@@ -21,8 +21,8 @@
 //!   for all completions and **polls the CQ again after every arming**, so a completion that
 //!   arrived in between is never missed (the C server's lost wake-up, defect D-15).
 //! * [`Endpoint::wait`](super::Endpoint::wait) polls the CQ in a loop for as long as
-//!   [`VerbsConfig::wait`] says (learned from the connection's recent waits by default, see
-//!   [`crate::transport::waiting`]), then sleeps in `ppoll` on the completion channel and the rdma_cm
+//!   the caller says (the connection's waiting decision, learned from its recent waits by
+//!   default, see [`crate::transport::waiting`]), then sleeps in `ppoll` on the completion channel and the rdma_cm
 //!   event channel until its deadline; [`Endpoint::poll`](super::Endpoint::poll) never
 //!   blocks. No signals, no alarms. While polling, the rdma_cm channel is read at most once a
 //!   millisecond, timed by the coarse clock (a system call each time).
@@ -69,14 +69,10 @@ pub use listener::{VerbsIncoming, VerbsListener};
 pub use mr::VerbsRegion;
 
 use super::{Result, Transport, TransportError};
-use crate::transport::waiting::WaitPolicy;
 
 /// Settings of the verbs transport.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VerbsConfig {
-    /// How [`wait`](super::Endpoint::wait) waits: how long it polls the CQ in a loop before
-    /// it arms the completion channel and sleeps ([`crate::transport::waiting`]). Default: adaptive.
-    pub wait: WaitPolicy,
     /// Timeout handed to `rdma_resolve_addr` and `rdma_resolve_route` (also bounded by the
     /// connect deadline). Default 2 s.
     pub resolve_timeout: Duration,
@@ -85,7 +81,6 @@ pub struct VerbsConfig {
 impl Default for VerbsConfig {
     fn default() -> Self {
         Self {
-            wait: WaitPolicy::default(),
             resolve_timeout: Duration::from_secs(2),
         }
     }
@@ -106,11 +101,6 @@ impl VerbsTransport {
     /// The configuration in use.
     pub fn config(&self) -> &VerbsConfig {
         &self.config
-    }
-
-    /// Sets how endpoints created from now on wait for completions.
-    pub fn set_wait(&mut self, policy: WaitPolicy) {
-        self.config.wait = policy;
     }
 }
 
@@ -134,7 +124,7 @@ impl Transport for VerbsTransport {
 
     fn listen(&self, addr: SocketAddr) -> Result<VerbsListener> {
         rdma_core::check()?;
-        VerbsListener::bind(self.config.clone(), addr)
+        VerbsListener::bind(addr)
     }
 
     fn connect_local(&self, _remote: SocketAddr, _deadline: Instant) -> Result<VerbsEndpoint> {

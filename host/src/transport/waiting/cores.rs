@@ -35,7 +35,7 @@ pub fn cpus() -> usize {
 }
 
 /// How many threads of this process may spin at once: one per CPU it may run on.
-pub fn spin_slots() -> usize {
+pub(crate) fn spin_slots() -> usize {
     cpus()
 }
 
@@ -81,11 +81,11 @@ pub fn cores_to_spare() -> bool {
 /// wait that finds every slot taken sleeps at once. The slot is given back when dropped.
 /// [`super::WaitPolicy::Poll`] does not ask for one (it asked for a core per connection).
 #[derive(Debug)]
-pub struct SpinSlot(());
+pub(crate) struct SpinSlot(());
 
 impl SpinSlot {
     /// A slot, if one is free.
-    pub fn take() -> Option<Self> {
+    pub(crate) fn take() -> Option<Self> {
         Self::take_of(spin_slots())
     }
 

@@ -1,23 +1,10 @@
-//! How the driver looks at the transport for completions: reading new input, or only taking
-//! what is ready without a system call. A look just before a likely wait (the client's first
-//! look after posting an RPC, the NAA's look after posting an answer) mostly finds nothing
-//! when the peer runs on a core or a host of its own: the wait that follows reads anyway (the
-//! software transport sleeps in the receive), so reading first only costs a system call. On a
-//! busy or a single CPU the peer often answers before this thread looks again, and reading
-//! then saves the wait. [`LookAhead`] learns which case holds.
-
-use crate::transport::waiting::WaitPolicy;
-
-/// How [`Driver::pump`](super::Driver::pump) first looks at the transport.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Look {
-    /// For new input too ([`Endpoint::poll`](crate::transport::Endpoint::poll)).
-    Input,
-    /// A look before a likely wait: for new input too, or only at what is ready without a
-    /// system call ([`Endpoint::poll_queued`](crate::transport::Endpoint::poll_queued)), as
-    /// the connection's [`LookAhead`] says, which learns from it.
-    Ahead,
-}
+//! Whether a look for completions just after a post reads the socket, or only takes what is
+//! already queued. A look just before a likely wait (the client's first look after posting an
+//! RPC, the NAA's look after posting an answer) mostly finds nothing when the peer runs on a
+//! core or a host of its own: the wait that follows reads anyway (it sleeps in the receive),
+//! so reading first only costs a system call. On a busy or a single CPU the peer often answers
+//! before this thread looks again, and reading then saves the wait. [`LookAhead`] learns which
+//! case holds; the endpoint asks it for the first look after each post.
 
 /// Every this many looks ahead that take only what is queued, one reads, to notice when reads
 /// start to find something.
@@ -27,32 +14,19 @@ const READ_WHILE_FOUND: u32 = 4;
 
 /// Whether looks ahead read: while at least [`READ_WHILE_FOUND`] of the last 8 that read found
 /// something; otherwise one in [`PROBE_EVERY`] reads.
-/// Under a policy that spins ([`WaitPolicy::Poll`], [`WaitPolicy::Spin`]) every look reads:
-/// the wait that follows reads without sleeping anyway.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct LookAhead {
     /// The last 8 reading looks, newest in bit 0: found something.
     found: u8,
     /// Looks that took only what was queued since the last that read.
     skipped: u8,
-    /// Every look reads (a spinning policy).
-    always: bool,
 }
 
 impl LookAhead {
-    /// The look-ahead of a connection that waits under `policy`.
-    pub(crate) fn new(policy: WaitPolicy) -> Self {
-        Self {
-            always: matches!(policy, WaitPolicy::Poll)
-                || matches!(policy, WaitPolicy::Spin(d) if !d.is_zero()),
-            ..Self::default()
-        }
-    }
-
     /// True if this look ahead reads (it then reports what it found with
     /// [`LookAhead::learn`]).
     pub(crate) fn reads(&mut self) -> bool {
-        if self.always || self.found.count_ones() >= READ_WHILE_FOUND {
+        if self.found.count_ones() >= READ_WHILE_FOUND {
             return true;
         }
         self.skipped += 1;
@@ -84,19 +58,6 @@ mod tests {
                 reads
             })
             .count()
-    }
-
-    #[test]
-    fn spinning_policies_always_read() {
-        for policy in [
-            WaitPolicy::Poll,
-            WaitPolicy::Spin(std::time::Duration::from_micros(50)),
-        ] {
-            let mut ahead = LookAhead::new(policy);
-            assert_eq!(reads(&mut ahead, 100, false), 100, "{policy}");
-        }
-        let mut ahead = LookAhead::new(WaitPolicy::Sleep);
-        assert_eq!(reads(&mut ahead, 160, false), 10);
     }
 
     #[test]
