@@ -96,8 +96,10 @@ pub(super) fn connect(
     deadline: Instant,
 ) -> Result<VerbsEndpoint> {
     use rdma_cm_event_type::*;
+    let mut steps = Steps::start();
     let channel = EventChannel::new()?;
     let id = CmId::new(&channel)?;
+    steps.done("cm id");
     let mut dst = CSockAddr::new(remote);
     let mut src = local.map(CSockAddr::new);
     let src_ptr = src
@@ -115,6 +117,7 @@ pub(super) fn connect(
         "rdma_resolve_addr",
         deadline,
     )?;
+    steps.done("address");
     let timeout = millis_until(deadline, config.resolve_timeout);
     // SAFETY: the id is live and its address resolved.
     if unsafe { rdma_resolve_route(id.as_ptr(), timeout) } != 0 {
@@ -126,7 +129,9 @@ pub(super) fn connect(
         "rdma_resolve_route",
         deadline,
     )?;
+    steps.done("route");
     let mut ep = VerbsEndpoint::new(Arc::new(id), State::Pending)?;
+    steps.done("pd/cq/qp");
     let mut param = conn_param();
     // SAFETY: the id is live with its QP created; `param` is valid for the call.
     if unsafe { rdma_connect(ep.id().as_ptr(), &mut param) } != 0 {
@@ -139,8 +144,45 @@ pub(super) fn connect(
         deadline,
     )?;
     ep.set_connected(true);
-    tracing::debug!(%remote, "verbs: connected");
+    steps.done("connect");
+    tracing::debug!(%remote, steps = %steps, "verbs: connected");
     Ok(ep)
+}
+
+/// How long each step of a connection set-up took, for the debug log (where set-up time
+/// goes: rdma_cm id, address and route resolution, verbs objects, the connect handshake).
+struct Steps {
+    start: Instant,
+    last: Instant,
+    taken: Vec<(&'static str, std::time::Duration)>,
+}
+
+impl Steps {
+    fn start() -> Self {
+        let now = Instant::now();
+        Self {
+            start: now,
+            last: now,
+            taken: Vec::with_capacity(5),
+        }
+    }
+
+    /// The step `name` ended now.
+    fn done(&mut self, name: &'static str) {
+        let now = Instant::now();
+        self.taken.push((name, now - self.last));
+        self.last = now;
+    }
+}
+
+impl std::fmt::Display for Steps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?} in all:", self.last - self.start)?;
+        for (name, took) in &self.taken {
+            write!(f, " {name} {took:?}")?;
+        }
+        Ok(())
+    }
 }
 
 /// A listening rdma_cm id (spec §1.3). Each connection request gets its own event channel.
