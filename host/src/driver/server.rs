@@ -20,6 +20,7 @@ pub(crate) fn accept<I: Incoming>(
     wait: WaitPolicy,
 ) -> Option<Driver<I::Endpoint, Server>> {
     let peer = incoming.peer_addr();
+    let start = std::time::Instant::now();
     let buffers = match MessageBuffers::register(incoming.endpoint()) {
         Ok(b) => b,
         Err(e) => {
@@ -38,8 +39,17 @@ pub(crate) fn accept<I: Incoming>(
         incoming.reject("NAA out of resources");
         return None;
     }
+    let registered = start.elapsed();
     match incoming.accept() {
-        Ok(ep) => Some(Driver::established(ep, buffers, server, wait)),
+        Ok(ep) => {
+            tracing::debug!(
+                ?peer,
+                registered = ?registered,
+                accepted = ?(start.elapsed() - registered),
+                "accepted (message buffers registered, first receive posted)"
+            );
+            Some(Driver::established(ep, buffers, server, wait))
+        }
         Err(e) => {
             tracing::warn!(?peer, error = %e, "accept failed");
             None
@@ -53,6 +63,7 @@ impl<E: Endpoint> Driver<E, Server> {
     /// reported to the machine (which answers the MRSP with an error).
     pub(crate) fn allocate(&mut self, region: RegionId, size: u32, internal: bool) {
         let now = clock::now();
+        let start = std::time::Instant::now();
         let Some(buffer) = Buffer::try_zeroed(size as usize) else {
             tracing::warn!(size = %crate::units::size(u64::from(size)), "allocation failed");
             let _ = self.machine.assignment_failed(now, region);
@@ -74,6 +85,7 @@ impl<E: Endpoint> Driver<E, Server> {
         if let Err(e) = result {
             tracing::error!(error = %e, "region assignment refused");
         }
+        tracing::debug!(size, internal, took = ?start.elapsed(), "region allocated and registered");
     }
 
     /// Answers an allocation request with a refusal without allocating anything (the MRSP

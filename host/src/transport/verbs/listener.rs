@@ -219,9 +219,13 @@ impl VerbsListener {
             .ok_or(TransportError::Protocol("connect request without an id"))?;
         // SAFETY: a CONNECT_REQUEST's id is new, owned by the application, and its event was
         // acknowledged when read.
+        let mut steps = Steps::start();
         let mut id = unsafe { CmId::from_request(raw, &self.channel) };
         id.migrate(&EventChannel::new()?)?;
+        steps.done("cm id");
         let ep = VerbsEndpoint::new(Arc::new(id), State::Pending)?;
+        steps.done("pd/cq/qp");
+        tracing::debug!(steps = %steps, "verbs: connection request taken");
         Ok(VerbsIncoming { ep: Some(ep) })
     }
 }
