@@ -81,7 +81,7 @@ fn a_handle_counts_its_rpcs_errors_bytes_and_latency() {
 fn child() {
     let p = Param::zeroed(64);
     let mut h: Naa = Naa::create_with(
-        &naaice::transport::AnyTransport::Soft(SoftTransport::default()),
+        &naaice::transport::AnyTransport::from(SoftTransport::default()),
         1,
         vec![p.clone()],
         vec![p],

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use naaice::cli::ManExtras;
-use naaice::transport::{AnyTransport, ParseTransportError};
+use naaice::transport::{AnyTransport, ParseTransportError, TransportChoice};
 use naaice::units::{parse_duration, parse_size};
 use naaice::waiting::WaitPolicy;
 
@@ -281,12 +281,13 @@ impl Args {
         if let Some(t) = &self.transport_arg {
             return Ok(t.clone());
         }
-        match from_env().map_err(|e| e.to_string())? {
-            AnyTransport::Auto(_) => Ok(AnyTransport::from(
+        let chosen = from_env().map_err(|e| e.to_string())?;
+        if chosen.choice() == TransportChoice::Auto {
+            return Ok(AnyTransport::from(
                 naaice::transport::soft::SoftTransport::default(),
-            )),
-            chosen => Ok(chosen),
+            ));
         }
+        Ok(chosen)
     }
 
     /// Path of the low-level CSV.
@@ -350,7 +351,7 @@ fn parse_transport(s: &str) -> Result<AnyTransport, String> {
             .to_owned(),
         ParseTransportError::Unknown(_) => e.to_string(),
     })?;
-    if let AnyTransport::Auto(_) = t {
+    if t.choice() == TransportChoice::Auto {
         return Err("a benchmark measures one transport: name it (soft or verbs)".to_owned());
     }
     Ok(t)

@@ -6,8 +6,8 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use naaice::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle};
-use naaice::transport::AnyTransport;
 use naaice::transport::soft::{SoftConfig, SoftTransport};
+use naaice::transport::{AnyTransport, TransportChoice, TransportKind};
 use naaice::waiting::WaitPolicy;
 
 use crate::Error;
@@ -30,26 +30,22 @@ pub(crate) fn wait() -> WaitPolicy {
 
 /// The transport named by `--transport`, with the tuning options applied.
 pub(crate) fn transport(args: &Args) -> Result<AnyTransport, Error> {
-    match &args.transport {
-        AnyTransport::Auto(_) => Err("--transport auto: a benchmark measures one transport; \
+    match args.transport.choice() {
+        TransportChoice::Auto => Err("--transport auto: a benchmark measures one transport; \
              name it (soft or verbs)"
             .into()),
-        AnyTransport::Soft(_) => {
+        TransportChoice::Only(TransportKind::Soft) => {
             let mut config = SoftConfig::default();
             if let Some(delay) = args.ack_delay {
                 config.ack_delay = delay;
             }
             Ok(AnyTransport::from(SoftTransport::new(config)))
         }
-        #[cfg(feature = "verbs")]
-        AnyTransport::Verbs(_) => {
-            use naaice::transport::verbs::{VerbsConfig, VerbsTransport};
+        TransportChoice::Only(TransportKind::Verbs) => {
             if args.ack_delay.is_some() {
                 return Err("--ack-delay applies to the software transport only".into());
             }
-            Ok(AnyTransport::Verbs(VerbsTransport::new(
-                VerbsConfig::default(),
-            )))
+            Ok(AnyTransport::from_choice(args.transport.choice()))
         }
     }
 }
@@ -70,19 +66,16 @@ pub(crate) fn naa(
             .ok_or_else(|| format!("--naa {spec}: no address"))?;
         return Ok((addr, None));
     }
-    let listen = match (transport, args.address) {
-        (AnyTransport::Soft(_) | AnyTransport::Auto(_), None) => {
-            SocketAddr::from(([127, 0, 0, 1], 0))
-        }
+    let listen = match (transport.choice(), args.address) {
         (_, Some(ip)) => SocketAddr::new(ip, 0),
-        #[cfg(feature = "verbs")]
-        (AnyTransport::Verbs(_), None) => {
+        (TransportChoice::Only(TransportKind::Verbs), None) => {
             return Err(
                 "--transport verbs without --naa needs --address IP (an address of an RDMA \
                         device) for the in-process NAA"
                     .into(),
             );
         }
+        (_, None) => SocketAddr::from(([127, 0, 0, 1], 0)),
     };
     let config = SoftNaaConfig {
         max_connections,

@@ -5,7 +5,7 @@
 //! Each entry is probed as the library would use it: its address resolved like
 //! [`naaice::select::address`] (for a `local:` entry, the in-process NAA it starts), then [`Transport::connect_as`] with the transport the entry names
 //! (else the one `NAAICE_TRANSPORT` chooses), from `NAA_LOCAL_IP` if set. Under `auto` the
-//! probe makes the same two attempts [`AutoTransport`](naaice::transport::AutoTransport)
+//! probe makes the same two attempts `auto` (`naaice::transport::AnyTransport`)
 //! makes (verbs with half of the time where verbs is usable, then the software transport),
 //! one at a time, so that each transport's own error is seen: the library's combined error
 //! would hide whether the NAA refused the connection or did not answer. A `local:` entry is

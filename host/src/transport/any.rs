@@ -1,115 +1,46 @@
-//! The transport chosen at run time: [`AnyTransport`] is the software transport or (with the
+//! The transport chosen at run time: [`AnyTransport`] is `auto` (verbs where it reaches the
+//! NAA, else the software transport; servers serve both), the software transport or (with the
 //! cargo feature `verbs`) the verbs transport, behind the same traits, so code that picks its
-//! transport from a command line or the environment is written once. Dispatch is one `match`
-//! per call (no boxing, no allocation).
+//! transport from a command line or the environment is written once. Its endpoints, requests
+//! and regions are in `any_endpoint`; what `auto` does is in [`super::auto`].
 
 use std::net::SocketAddr;
-use std::os::fd::BorrowedFd;
 use std::str::FromStr;
 use std::time::Instant;
 
-use super::auto::{AutoListener, AutoTransport, Served};
-use super::soft::{SoftEndpoint, SoftIncoming, SoftListener, SoftRegion, SoftTransport};
+use super::any_endpoint::{AnyEndpoint, AnyIncoming};
+use super::auto::{self, Served};
+use super::soft::{SoftListener, SoftTransport};
 #[cfg(feature = "verbs")]
-use super::verbs::{VerbsEndpoint, VerbsIncoming, VerbsListener, VerbsRegion, VerbsTransport};
-use super::{
-    Completion, ConnectionEvent, Endpoint, Incoming, Listener, MemoryRegion, ParseTransportError,
-    Result, SendWr, Sge, Transport, TransportChoice, TransportKind,
-};
-use crate::memory::Buffer;
+use super::verbs::{VerbsListener, VerbsTransport};
+use super::{Listener, ParseTransportError, Result, Transport, TransportChoice, TransportKind};
 
-/// Runs `$body` with `$x` bound to whichever transport's value `$value` holds.
-macro_rules! dispatch {
-    ($ty:ident, $value:expr, $x:ident => $body:expr) => {
-        match $value {
-            $ty::Soft($x) => $body,
-            #[cfg(feature = "verbs")]
-            $ty::Verbs($x) => $body,
-        }
-    };
-}
-
-/// A transport chosen at run time. Parse one from its name (`"auto"`, `"soft"`, `"verbs"`)
-/// with [`str::parse`], read `NAAICE_TRANSPORT` with
-/// [`transport_from_env`](crate::discovery::environment::transport_from_env), or wrap a configured one
-/// with `From`. The default is `auto` ([`super::auto`]).
-#[derive(Clone, Debug)]
-pub enum AnyTransport {
-    /// Verbs where it reaches the NAA, else the software transport; servers serve both.
-    Auto(AutoTransport),
-    /// The software transport (RC semantics over TCP).
-    Soft(SoftTransport),
-    /// The verbs transport (RDMA through libibverbs and librdmacm).
+/// A transport chosen at run time: the choice (`auto`, the default, or one transport) and the
+/// configuration of each transport it may use. Parse one from its name (`"auto"`, `"soft"`,
+/// `"verbs"`) with [`str::parse`], read `NAAICE_TRANSPORT` with
+/// [`transport_from_env`](crate::discovery::environment::transport_from_env), or wrap a
+/// configured transport with `From`. A `NAA_SPEC` entry that names a transport uses it with
+/// this one's configuration of it ([`Transport::connect_as`]).
+#[derive(Clone, Debug, Default)]
+pub struct AnyTransport {
+    choice: TransportChoice,
+    /// The software transport's configuration.
+    pub soft: SoftTransport,
+    /// The verbs transport's configuration.
     #[cfg(feature = "verbs")]
-    Verbs(VerbsTransport),
+    pub verbs: VerbsTransport,
 }
 
-impl Default for AnyTransport {
-    fn default() -> Self {
-        Self::Auto(AutoTransport::default())
-    }
-}
+/// The `auto` transport, now [`AnyTransport`] (whose default is `auto`).
+#[deprecated(
+    since = "0.3.0",
+    note = "use AnyTransport: AnyTransport::default() is auto, with the same `soft` and `verbs` fields"
+)]
+pub type AutoTransport = AnyTransport;
 
-/// An endpoint of an [`AnyTransport`] (also before it is accepted, inside an
-/// [`AnyIncoming`]).
-#[derive(Debug)]
-pub struct AnyEndpoint(Ep);
-
-#[derive(Debug)]
-enum Ep {
-    Soft(SoftEndpoint),
-    SoftIncoming(SoftIncoming),
-    #[cfg(feature = "verbs")]
-    Verbs(VerbsEndpoint),
-    #[cfg(feature = "verbs")]
-    VerbsIncoming(VerbsIncoming),
-}
-
-/// Runs `$body` with `$e` bound to the transport endpoint inside an [`AnyEndpoint`].
-macro_rules! with_endpoint {
-    ($value:expr, $e:ident => $body:expr) => {
-        match &mut $value.0 {
-            Ep::Soft($e) => $body,
-            Ep::SoftIncoming(i) => {
-                let $e = i.endpoint();
-                $body
-            }
-            #[cfg(feature = "verbs")]
-            Ep::Verbs($e) => $body,
-            #[cfg(feature = "verbs")]
-            Ep::VerbsIncoming(i) => {
-                let $e = i.endpoint();
-                $body
-            }
-        }
-    };
-}
-
-/// A memory region of an [`AnyEndpoint`].
-#[derive(Debug)]
-pub enum AnyRegion {
-    /// Software transport.
-    Soft(SoftRegion),
-    /// Verbs transport.
-    #[cfg(feature = "verbs")]
-    Verbs(VerbsRegion),
-}
-
-/// A listener of an [`AnyTransport`].
-#[derive(Debug)]
-pub enum AnyListener {
-    /// `auto`: the software transport, plus verbs where it can.
-    Auto(AutoListener),
-    /// Software transport.
-    Soft(SoftListener),
-    /// Verbs transport.
-    #[cfg(feature = "verbs")]
-    Verbs(VerbsListener),
-}
-
-/// A connection request of an [`AnyListener`].
-#[derive(Debug)]
-pub struct AnyIncoming(AnyEndpoint);
+/// The `auto` transport's listener, now [`AnyListener`].
+#[deprecated(since = "0.3.0", note = "use AnyListener")]
+pub type AutoListener = AnyListener;
 
 impl FromStr for AnyTransport {
     type Err = ParseTransportError;
@@ -124,129 +55,85 @@ impl FromStr for AnyTransport {
 impl AnyTransport {
     /// The transport for `choice`, with the default configuration.
     pub fn from_choice(choice: TransportChoice) -> Self {
-        match choice {
-            TransportChoice::Auto => Self::default(),
-            TransportChoice::Only(TransportKind::Soft) => Self::Soft(SoftTransport::default()),
-            #[cfg(feature = "verbs")]
-            TransportChoice::Only(TransportKind::Verbs) => Self::Verbs(VerbsTransport::default()),
-            #[cfg(not(feature = "verbs"))]
-            TransportChoice::Only(TransportKind::Verbs) => {
-                unreachable!("TransportKind::Verbs does not parse without the verbs transport")
-            }
+        Self {
+            choice,
+            ..Self::default()
         }
     }
 
     /// What was chosen.
     pub fn choice(&self) -> TransportChoice {
-        match self {
-            Self::Auto(_) => TransportChoice::Auto,
-            Self::Soft(_) => TransportChoice::Only(TransportKind::Soft),
-            #[cfg(feature = "verbs")]
-            Self::Verbs(_) => TransportChoice::Only(TransportKind::Verbs),
-        }
+        self.choice
     }
 
     /// The transport's name, as [`AnyTransport::from_str`] accepts it.
     pub fn name(&self) -> &'static str {
-        self.choice().name()
-    }
-
-    /// The software transport (this one's configuration where it has one).
-    fn soft(&self) -> SoftTransport {
-        match self {
-            Self::Auto(a) => a.soft.clone(),
-            Self::Soft(t) => t.clone(),
-            #[cfg(feature = "verbs")]
-            Self::Verbs(_) => SoftTransport::default(),
-        }
-    }
-
-    /// The verbs transport (this one's configuration where it has one).
-    #[cfg(feature = "verbs")]
-    fn verbs(&self) -> VerbsTransport {
-        match self {
-            Self::Auto(a) => a.verbs.clone(),
-            Self::Verbs(t) => t.clone(),
-            Self::Soft(_) => VerbsTransport::default(),
-        }
+        self.choice.name()
     }
 
     /// Each transport a listener of this transport serves (see [`AnyListener::served`]).
     pub fn kinds(&self) -> &'static [TransportKind] {
-        match self {
-            Self::Auto(_) => &[TransportKind::Soft, TransportKind::Verbs],
-            Self::Soft(_) => &[TransportKind::Soft],
-            #[cfg(feature = "verbs")]
-            Self::Verbs(_) => &[TransportKind::Verbs],
+        match self.choice {
+            TransportChoice::Auto => &[TransportKind::Soft, TransportKind::Verbs],
+            TransportChoice::Only(TransportKind::Soft) => &[TransportKind::Soft],
+            TransportChoice::Only(TransportKind::Verbs) => &[TransportKind::Verbs],
         }
     }
-}
 
-impl AnyListener {
-    /// Each transport this listener serves, with its address, or why it is not served.
-    pub fn served(&self) -> Vec<Served> {
-        match self {
-            Self::Auto(l) => l.served(),
-            Self::Soft(l) => vec![Served {
-                kind: TransportKind::Soft,
-                addr: Ok(l.local_addr()),
-            }],
+    /// Connects as `choice` says (this one's, or a `NAA_SPEC` entry's).
+    fn connect_by(
+        &self,
+        choice: TransportChoice,
+        remote: SocketAddr,
+        local: Option<SocketAddr>,
+        deadline: Instant,
+    ) -> Result<AnyEndpoint> {
+        match choice {
+            TransportChoice::Auto => auto::connect(
+                &self.soft,
+                #[cfg(feature = "verbs")]
+                &self.verbs,
+                remote,
+                local,
+                deadline,
+            ),
+            TransportChoice::Only(TransportKind::Soft) => self
+                .soft
+                .connect(remote, local, deadline)
+                .map(AnyEndpoint::from),
             #[cfg(feature = "verbs")]
-            Self::Verbs(l) => vec![Served {
-                kind: TransportKind::Verbs,
-                addr: Ok(l.local_addr()),
-            }],
+            TransportChoice::Only(TransportKind::Verbs) => self
+                .verbs
+                .connect(remote, local, deadline)
+                .map(AnyEndpoint::from),
+            #[cfg(not(feature = "verbs"))]
+            TransportChoice::Only(TransportKind::Verbs) => Err(super::TransportError::Unavailable(
+                ParseTransportError::VerbsNotBuilt.to_string(),
+            )),
         }
-    }
-}
-
-impl AnyEndpoint {
-    /// The transport this endpoint uses (for `auto`, the one it chose).
-    pub fn kind(&self) -> TransportKind {
-        match &self.0 {
-            Ep::Soft(_) | Ep::SoftIncoming(_) => TransportKind::Soft,
-            #[cfg(feature = "verbs")]
-            Ep::Verbs(_) | Ep::VerbsIncoming(_) => TransportKind::Verbs,
-        }
-    }
-}
-
-impl From<SoftEndpoint> for AnyEndpoint {
-    fn from(e: SoftEndpoint) -> Self {
-        Self(Ep::Soft(e))
-    }
-}
-
-#[cfg(feature = "verbs")]
-impl From<VerbsEndpoint> for AnyEndpoint {
-    fn from(e: VerbsEndpoint) -> Self {
-        Self(Ep::Verbs(e))
-    }
-}
-
-impl From<SoftIncoming> for AnyIncoming {
-    fn from(i: SoftIncoming) -> Self {
-        Self(AnyEndpoint(Ep::SoftIncoming(i)))
-    }
-}
-
-#[cfg(feature = "verbs")]
-impl From<VerbsIncoming> for AnyIncoming {
-    fn from(i: VerbsIncoming) -> Self {
-        Self(AnyEndpoint(Ep::VerbsIncoming(i)))
     }
 }
 
 impl From<SoftTransport> for AnyTransport {
-    fn from(t: SoftTransport) -> Self {
-        Self::Soft(t)
+    // Without the verbs transport `soft` is the only other field.
+    #[cfg_attr(not(feature = "verbs"), allow(clippy::needless_update))]
+    fn from(soft: SoftTransport) -> Self {
+        Self {
+            choice: TransportChoice::Only(TransportKind::Soft),
+            soft,
+            ..Self::default()
+        }
     }
 }
 
 #[cfg(feature = "verbs")]
 impl From<VerbsTransport> for AnyTransport {
-    fn from(t: VerbsTransport) -> Self {
-        Self::Verbs(t)
+    fn from(verbs: VerbsTransport) -> Self {
+        Self {
+            choice: TransportChoice::Only(TransportKind::Verbs),
+            verbs,
+            ..Self::default()
+        }
     }
 }
 
@@ -260,16 +147,11 @@ impl Transport for AnyTransport {
         local: Option<SocketAddr>,
         deadline: Instant,
     ) -> Result<AnyEndpoint> {
-        match self {
-            Self::Auto(t) => t.connect(remote, local, deadline),
-            Self::Soft(t) => Ok(AnyEndpoint(Ep::Soft(t.connect(remote, local, deadline)?))),
-            #[cfg(feature = "verbs")]
-            Self::Verbs(t) => t.connect(remote, local, deadline).map(AnyEndpoint::from),
-        }
+        self.connect_by(self.choice, remote, local, deadline)
     }
 
-    /// A `NAA_SPEC` entry's transport wins over this one's choice (the configuration of
-    /// the named transport is this one's where it has one).
+    /// A `NAA_SPEC` entry's transport wins over this one's choice (with this one's
+    /// configuration of it).
     fn connect_as(
         &self,
         kind: Option<TransportKind>,
@@ -277,36 +159,39 @@ impl Transport for AnyTransport {
         local: Option<SocketAddr>,
         deadline: Instant,
     ) -> Result<AnyEndpoint> {
-        match kind {
-            None => self.connect(remote, local, deadline),
-            Some(TransportKind::Soft) => Ok(AnyEndpoint(Ep::Soft(
-                self.soft().connect(remote, local, deadline)?,
-            ))),
-            #[cfg(feature = "verbs")]
-            Some(TransportKind::Verbs) => self
-                .verbs()
-                .connect(remote, local, deadline)
-                .map(AnyEndpoint::from),
-            #[cfg(not(feature = "verbs"))]
-            Some(TransportKind::Verbs) => Err(super::TransportError::Unavailable(
-                ParseTransportError::VerbsNotBuilt.to_string(),
-            )),
-        }
+        let choice = kind.map_or(self.choice, TransportChoice::Only);
+        self.connect_by(choice, remote, local, deadline)
     }
 
     fn kind(&self) -> Option<TransportKind> {
-        match self.choice() {
+        match self.choice {
             TransportChoice::Auto => None,
             TransportChoice::Only(k) => Some(k),
         }
     }
 
     fn listen(&self, addr: SocketAddr) -> Result<AnyListener> {
-        match self {
-            Self::Auto(t) => t.listen(addr).map(AnyListener::Auto),
-            Self::Soft(t) => t.listen(addr).map(AnyListener::Soft),
+        match self.choice {
+            TransportChoice::Auto => AnyListener::auto(self, addr),
+            TransportChoice::Only(TransportKind::Soft) => {
+                self.soft.listen(addr).map(AnyListener::soft)
+            }
             #[cfg(feature = "verbs")]
-            Self::Verbs(t) => t.listen(addr).map(AnyListener::Verbs),
+            TransportChoice::Only(TransportKind::Verbs) => {
+                let l = self.verbs.listen(addr)?;
+                Ok(AnyListener {
+                    addr: l.local_addr(),
+                    served: vec![Served {
+                        kind: TransportKind::Verbs,
+                        addr: Ok(l.local_addr()),
+                    }],
+                    inner: Inner::Verbs(l),
+                })
+            }
+            #[cfg(not(feature = "verbs"))]
+            TransportChoice::Only(TransportKind::Verbs) => Err(super::TransportError::Unavailable(
+                ParseTransportError::VerbsNotBuilt.to_string(),
+            )),
         }
     }
 
@@ -314,9 +199,92 @@ impl Transport for AnyTransport {
     /// no loopback without an RDMA device), so local mode works whichever transport the
     /// program chose.
     fn connect_local(&self, remote: SocketAddr, deadline: Instant) -> Result<AnyEndpoint> {
-        Ok(AnyEndpoint(Ep::Soft(
-            self.soft().connect(remote, None, deadline)?,
-        )))
+        self.soft
+            .connect(remote, None, deadline)
+            .map(AnyEndpoint::from)
+    }
+}
+
+/// A listener of an [`AnyTransport`]: one transport's, or for `auto` the software transport's
+/// plus verbs' where this machine can serve it (the same port number in both port spaces).
+#[derive(Debug)]
+pub struct AnyListener {
+    /// The bound address (the software transport's for `auto`).
+    addr: SocketAddr,
+    served: Vec<Served>,
+    inner: Inner,
+}
+
+#[derive(Debug)]
+enum Inner {
+    Soft(Box<SoftListener>),
+    #[cfg(feature = "verbs")]
+    Verbs(VerbsListener),
+    /// `auto` serving both: each listener on a thread that forwards its requests.
+    #[cfg(feature = "verbs")]
+    Both(auto::Forward),
+}
+
+impl AnyListener {
+    /// Each transport this listener serves, with its address, or why it is not served.
+    pub fn served(&self) -> Vec<Served> {
+        self.served.clone()
+    }
+
+    /// The software transport's listener alone.
+    fn soft(l: SoftListener) -> Self {
+        let addr = l.local_addr();
+        Self {
+            addr,
+            served: vec![Served {
+                kind: TransportKind::Soft,
+                addr: Ok(addr),
+            }],
+            inner: Inner::Soft(Box::new(l)),
+        }
+    }
+
+    /// `auto`: listens on `addr` with the software transport and, where it can, verbs on the
+    /// same port number.
+    fn auto(transport: &AnyTransport, addr: SocketAddr) -> Result<Self> {
+        let soft = transport.soft.listen(addr)?;
+        let bound = soft.local_addr();
+        #[cfg(feature = "verbs")]
+        let verbs = match auto::verbs_unusable() {
+            Some(why) => Err(why),
+            None => transport
+                .verbs
+                .listen(bound)
+                .map_err(|e| format!("cannot listen on {bound}: {e}")),
+        };
+        #[cfg(not(feature = "verbs"))]
+        let verbs: std::result::Result<std::convert::Infallible, String> =
+            Err(auto::verbs_unusable().unwrap_or_default());
+        let (verbs_addr, inner) = match verbs {
+            #[cfg(feature = "verbs")]
+            Ok(verbs) => (
+                Ok(verbs.local_addr()),
+                Inner::Both(auto::Forward::start(soft, verbs)?),
+            ),
+            Err(why) => {
+                tracing::debug!(reason = %why, "auto: serving the software transport only");
+                (Err(why), Inner::Soft(Box::new(soft)))
+            }
+        };
+        Ok(Self {
+            addr: bound,
+            served: vec![
+                Served {
+                    kind: TransportKind::Soft,
+                    addr: Ok(bound),
+                },
+                Served {
+                    kind: TransportKind::Verbs,
+                    addr: verbs_addr,
+                },
+            ],
+            inner,
+        })
     }
 }
 
@@ -324,133 +292,17 @@ impl Listener for AnyListener {
     type Incoming = AnyIncoming;
 
     fn next_request(&mut self, deadline: Instant) -> Result<Option<AnyIncoming>> {
-        match self {
-            Self::Auto(l) => l.next_request(deadline),
-            Self::Soft(l) => Ok(l.next_request(deadline)?.map(AnyIncoming::from)),
+        match &mut self.inner {
+            Inner::Soft(l) => Ok(l.next_request(deadline)?.map(AnyIncoming::from)),
             #[cfg(feature = "verbs")]
-            Self::Verbs(l) => Ok(l.next_request(deadline)?.map(AnyIncoming::from)),
+            Inner::Verbs(l) => Ok(l.next_request(deadline)?.map(AnyIncoming::from)),
+            #[cfg(feature = "verbs")]
+            Inner::Both(f) => f.next_request(deadline),
         }
     }
 
     fn local_addr(&self) -> SocketAddr {
-        match self {
-            Self::Auto(l) => l.local_addr(),
-            Self::Soft(l) => l.local_addr(),
-            #[cfg(feature = "verbs")]
-            Self::Verbs(l) => l.local_addr(),
-        }
-    }
-}
-
-impl Incoming for AnyIncoming {
-    type Endpoint = AnyEndpoint;
-
-    fn endpoint(&mut self) -> &mut AnyEndpoint {
-        &mut self.0
-    }
-
-    fn accept(self) -> Result<AnyEndpoint> {
-        let ep = match self.0.0 {
-            Ep::SoftIncoming(i) => Ep::Soft(i.accept()?),
-            #[cfg(feature = "verbs")]
-            Ep::VerbsIncoming(i) => Ep::Verbs(i.accept()?),
-            accepted => accepted,
-        };
-        Ok(AnyEndpoint(ep))
-    }
-
-    fn reject(self, reason: &str) {
-        match self.0.0 {
-            Ep::SoftIncoming(i) => i.reject(reason),
-            #[cfg(feature = "verbs")]
-            Ep::VerbsIncoming(i) => i.reject(reason),
-            accepted => with_endpoint!(AnyEndpoint(accepted), e => e.disconnect()),
-        }
-    }
-
-    fn peer_addr(&self) -> Option<SocketAddr> {
-        self.0.peer_addr()
-    }
-}
-
-impl MemoryRegion for AnyRegion {
-    fn addr(&self) -> u64 {
-        dispatch!(Self, self, r => r.addr())
-    }
-    fn len(&self) -> usize {
-        dispatch!(Self, self, r => r.len())
-    }
-    fn lkey(&self) -> u32 {
-        dispatch!(Self, self, r => r.lkey())
-    }
-    fn rkey(&self) -> u32 {
-        dispatch!(Self, self, r => r.rkey())
-    }
-    fn buffer(&self) -> &Buffer {
-        dispatch!(Self, self, r => r.buffer())
-    }
-}
-
-impl Endpoint for AnyEndpoint {
-    type Region = AnyRegion;
-
-    fn register(&mut self, buffer: &Buffer) -> Result<AnyRegion> {
-        match &mut self.0 {
-            Ep::Soft(e) => e.register(buffer).map(AnyRegion::Soft),
-            Ep::SoftIncoming(i) => i.endpoint().register(buffer).map(AnyRegion::Soft),
-            #[cfg(feature = "verbs")]
-            Ep::Verbs(e) => e.register(buffer).map(AnyRegion::Verbs),
-            #[cfg(feature = "verbs")]
-            Ep::VerbsIncoming(i) => i.endpoint().register(buffer).map(AnyRegion::Verbs),
-        }
-    }
-    fn post_recv(&mut self, wr_id: u64, buf: Option<Sge>) -> Result<()> {
-        with_endpoint!(self, e => e.post_recv(wr_id, buf))
-    }
-    fn post_send(&mut self, wrs: &[SendWr]) -> Result<()> {
-        with_endpoint!(self, e => e.post_send(wrs))
-    }
-    fn poll(&mut self, out: &mut [Completion]) -> Result<usize> {
-        with_endpoint!(self, e => e.poll(out))
-    }
-    fn poll_event(&mut self) -> Option<ConnectionEvent> {
-        with_endpoint!(self, e => e.poll_event())
-    }
-    fn wait(&mut self, spin_until: Instant, deadline: Instant) -> Result<super::waiting::Woken> {
-        with_endpoint!(self, e => e.wait(spin_until, deadline))
-    }
-    fn arm_ready(&mut self) -> Result<bool> {
-        with_endpoint!(self, e => e.arm_ready())
-    }
-    fn ready_fd(&self) -> Option<BorrowedFd<'_>> {
-        // Requests not accepted yet are the server's; nobody waits on many of them.
-        match &self.0 {
-            Ep::Soft(e) => e.ready_fd(),
-            #[cfg(feature = "verbs")]
-            Ep::Verbs(e) => e.ready_fd(),
-            _ => None,
-        }
-    }
-    fn waker(&self) -> Option<super::Waker> {
-        match &self.0 {
-            Ep::Soft(e) => e.waker(),
-            #[cfg(feature = "verbs")]
-            Ep::Verbs(e) => e.waker(),
-            _ => None,
-        }
-    }
-    fn disconnect(&mut self) {
-        with_endpoint!(self, e => e.disconnect())
-    }
-    fn peer_addr(&self) -> Option<SocketAddr> {
-        match &self.0 {
-            Ep::Soft(e) => e.peer_addr(),
-            Ep::SoftIncoming(i) => i.peer_addr(),
-            #[cfg(feature = "verbs")]
-            Ep::Verbs(e) => e.peer_addr(),
-            #[cfg(feature = "verbs")]
-            Ep::VerbsIncoming(i) => i.peer_addr(),
-        }
+        self.addr
     }
 }
 
@@ -538,10 +390,7 @@ mod tests {
         assert_eq!(served[0].addr, Ok(naa.local_addr()));
         assert_eq!(served[1].kind, TransportKind::Verbs);
         // Verbs is served exactly where this machine can use it.
-        assert_eq!(
-            served[1].addr.is_err(),
-            super::super::auto::verbs_unusable().is_some()
-        );
+        assert_eq!(served[1].addr.is_err(), auto::verbs_unusable().is_some());
         let banner: Vec<String> = served.iter().map(ToString::to_string).collect();
         assert!(banner[0].contains("NAAICE_TRANSPORT=auto"), "{banner:?}");
         let naa = naa.spawn().unwrap();
@@ -582,7 +431,7 @@ mod tests {
         };
         // `soft` in the entry wins over a verbs-only program transport.
         #[cfg(feature = "verbs")]
-        let program = AnyTransport::Verbs(VerbsTransport::default());
+        let program = AnyTransport::from(VerbsTransport::default());
         #[cfg(not(feature = "verbs"))]
         let program = AnyTransport::default();
         let spec = format!("127.0.0.1:{port}:1:1:soft");

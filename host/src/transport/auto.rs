@@ -16,10 +16,13 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::soft::{SoftListener, SoftTransport};
+use super::any_endpoint::{AnyEndpoint, AnyIncoming};
+#[cfg(feature = "verbs")]
+use super::soft::SoftListener;
+use super::soft::SoftTransport;
 #[cfg(feature = "verbs")]
 use super::verbs::VerbsTransport;
-use super::{AnyEndpoint, AnyIncoming, Listener, Result, Transport, TransportError, TransportKind};
+use super::{Listener, Result, Transport, TransportError, TransportKind};
 
 /// What a listener serves: a transport and its address, or why it is not served.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,16 +57,6 @@ impl std::fmt::Display for Served {
     }
 }
 
-/// The transports `auto` chooses between, each with its configuration.
-#[derive(Clone, Debug, Default)]
-pub struct AutoTransport {
-    /// The software transport's configuration.
-    pub soft: SoftTransport,
-    /// The verbs transport's configuration.
-    #[cfg(feature = "verbs")]
-    pub verbs: VerbsTransport,
-}
-
 /// Why the verbs transport cannot be used on this machine (`None`: it can be tried).
 pub fn verbs_unusable() -> Option<String> {
     #[cfg(feature = "verbs")]
@@ -85,152 +78,54 @@ pub fn verbs_unusable() -> Option<String> {
     Some("this build has no verbs transport (cargo feature `verbs`)".into())
 }
 
-impl AutoTransport {
-    /// Connects to `remote` as the module documentation describes.
-    pub(super) fn connect(
-        &self,
-        remote: SocketAddr,
-        local: Option<SocketAddr>,
-        deadline: Instant,
-    ) -> Result<AnyEndpoint> {
-        let verbs_failure = match verbs_unusable() {
-            Some(why) => format!("verbs not tried ({why})"),
-            None => match self.connect_verbs(remote, local, deadline) {
+/// Connects to `remote` as the module documentation describes: verbs (`verbs`, where this
+/// machine can use it) with half of the time left, else `soft`.
+pub(super) fn connect(
+    soft: &SoftTransport,
+    #[cfg(feature = "verbs")] verbs: &VerbsTransport,
+    remote: SocketAddr,
+    local: Option<SocketAddr>,
+    deadline: Instant,
+) -> Result<AnyEndpoint> {
+    let verbs_failure = match verbs_unusable() {
+        Some(why) => format!("verbs not tried ({why})"),
+        None => {
+            #[cfg(feature = "verbs")]
+            let tried = {
+                let now = Instant::now();
+                let half = now + deadline.saturating_duration_since(now) / 2;
+                verbs.connect(remote, local, half).map(AnyEndpoint::from)
+            };
+            #[cfg(not(feature = "verbs"))]
+            let tried: Result<AnyEndpoint> = Err(TransportError::Unavailable(
+                "this build has no verbs transport".into(),
+            ));
+            match tried {
                 Ok(ep) => return Ok(ep),
                 Err(e) => {
                     tracing::debug!(%remote, error = %e, "auto: verbs failed, trying the software transport");
                     format!("verbs: {e}")
                 }
-            },
-        };
-        match self.soft.connect(remote, local, deadline) {
-            Ok(ep) => Ok(AnyEndpoint::from(ep)),
-            Err(TransportError::Rejected(why)) => Err(TransportError::Rejected(why)),
-            Err(e) => Err(TransportError::NotReached(format!(
-                "{verbs_failure}; soft: {e}. A software NAA (naaice-swnaa) serves the software \
-                 transport: is it running at {remote}? An FPGA NAA is reached only over verbs: \
-                 this machine needs rdma-core and an RDMA device with a route to it (run \
-                 `naaice-info --probe` to check)"
-            ))),
-        }
-    }
-
-    /// Connects over verbs with half of the time left.
-    #[cfg(feature = "verbs")]
-    fn connect_verbs(
-        &self,
-        remote: SocketAddr,
-        local: Option<SocketAddr>,
-        deadline: Instant,
-    ) -> Result<AnyEndpoint> {
-        let now = Instant::now();
-        let half = now + deadline.saturating_duration_since(now) / 2;
-        self.verbs
-            .connect(remote, local, half)
-            .map(AnyEndpoint::from)
-    }
-
-    /// Without the verbs transport, [`verbs_unusable`] always says why.
-    #[cfg(not(feature = "verbs"))]
-    fn connect_verbs(
-        &self,
-        _: SocketAddr,
-        _: Option<SocketAddr>,
-        _: Instant,
-    ) -> Result<AnyEndpoint> {
-        Err(TransportError::Unavailable(
-            verbs_unusable().unwrap_or_default(),
-        ))
-    }
-
-    /// Listens on `addr` with the software transport and, where it can, verbs on the same
-    /// port number.
-    pub(super) fn listen(&self, addr: SocketAddr) -> Result<AutoListener> {
-        let soft = self.soft.listen(addr)?;
-        let bound = soft.local_addr();
-        #[cfg(feature = "verbs")]
-        let verbs = match verbs_unusable() {
-            Some(why) => Err(why),
-            None => self
-                .verbs
-                .listen(bound)
-                .map_err(|e| format!("cannot listen on {bound}: {e}")),
-        };
-        #[cfg(not(feature = "verbs"))]
-        let verbs: std::result::Result<std::convert::Infallible, String> =
-            Err(verbs_unusable().unwrap_or_default());
-        match verbs {
-            #[cfg(feature = "verbs")]
-            Ok(verbs) => {
-                let verbs_addr = verbs.local_addr();
-                let forward = Forward::start(soft, verbs)?;
-                Ok(AutoListener {
-                    soft_addr: bound,
-                    verbs: Ok(verbs_addr),
-                    inner: Inner::Both(forward),
-                })
-            }
-            Err(why) => {
-                tracing::debug!(reason = %why, "auto: serving the software transport only");
-                Ok(AutoListener {
-                    soft_addr: bound,
-                    verbs: Err(why),
-                    inner: Inner::Soft(Box::new(soft)),
-                })
             }
         }
+    };
+    match soft.connect(remote, local, deadline) {
+        Ok(ep) => Ok(AnyEndpoint::from(ep)),
+        Err(TransportError::Rejected(why)) => Err(TransportError::Rejected(why)),
+        Err(e) => Err(TransportError::NotReached(format!(
+            "{verbs_failure}; soft: {e}. A software NAA (naaice-swnaa) serves the software \
+             transport: is it running at {remote}? An FPGA NAA is reached only over verbs: \
+             this machine needs rdma-core and an RDMA device with a route to it (run \
+             `naaice-info --probe` to check)"
+        ))),
     }
 }
 
-/// A listener of [`AutoTransport`]: the software transport's, plus verbs' where it can.
-#[derive(Debug)]
-pub struct AutoListener {
-    soft_addr: SocketAddr,
-    verbs: std::result::Result<SocketAddr, String>,
-    inner: Inner,
-}
-
-#[derive(Debug)]
-enum Inner {
-    Soft(Box<SoftListener>),
-    #[cfg(feature = "verbs")]
-    Both(Forward),
-}
-
-impl AutoListener {
-    /// Each transport with its address, or why it is not served.
-    pub fn served(&self) -> Vec<Served> {
-        vec![
-            Served {
-                kind: TransportKind::Soft,
-                addr: Ok(self.soft_addr),
-            },
-            Served {
-                kind: TransportKind::Verbs,
-                addr: self.verbs.clone(),
-            },
-        ]
-    }
-
-    /// The next request from either transport, until `deadline`.
-    pub(super) fn next_request(&mut self, deadline: Instant) -> Result<Option<AnyIncoming>> {
-        match &mut self.inner {
-            Inner::Soft(l) => Ok(l.next_request(deadline)?.map(AnyIncoming::from)),
-            #[cfg(feature = "verbs")]
-            Inner::Both(f) => f.next_request(deadline),
-        }
-    }
-
-    /// The software transport's bound address (verbs listens on the same port number).
-    pub(super) fn local_addr(&self) -> SocketAddr {
-        self.soft_addr
-    }
-}
-
-/// Two listeners, each on a thread of its own that forwards its requests to one channel.
+/// Two listeners, each on a thread of its own that forwards its requests to one channel: an
+/// `auto` server's listener where it serves both transports.
 #[derive(Debug)]
 #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
-struct Forward {
+pub(super) struct Forward {
     requests: mpsc::Receiver<Result<AnyIncoming>>,
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
@@ -241,8 +136,9 @@ const FORWARD_TICK: Duration = Duration::from_millis(100);
 
 #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
 impl Forward {
+    /// Forwards the requests of both listeners.
     #[cfg(feature = "verbs")]
-    fn start(soft: SoftListener, verbs: super::verbs::VerbsListener) -> Result<Self> {
+    pub(super) fn start(soft: SoftListener, verbs: super::verbs::VerbsListener) -> Result<Self> {
         let (tx, requests) = mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
         let threads = vec![
@@ -256,7 +152,8 @@ impl Forward {
         })
     }
 
-    fn next_request(&mut self, deadline: Instant) -> Result<Option<AnyIncoming>> {
+    /// The next request from either listener, until `deadline`.
+    pub(super) fn next_request(&mut self, deadline: Instant) -> Result<Option<AnyIncoming>> {
         let wait = deadline.saturating_duration_since(Instant::now());
         match self.requests.recv_timeout(wait) {
             Ok(request) => request.map(Some),

@@ -23,6 +23,7 @@
 //! [`WcStatus::WrFlush`] and a [`ConnectionEvent::Disconnected`] is reported.
 
 mod any;
+mod any_endpoint;
 pub mod auto;
 mod kind;
 pub mod soft;
@@ -36,8 +37,10 @@ use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub use any::{AnyEndpoint, AnyIncoming, AnyListener, AnyRegion, AnyTransport};
-pub use auto::{AutoTransport, Served};
+#[allow(deprecated)]
+pub use any::{AnyListener, AnyTransport, AutoListener, AutoTransport};
+pub use any_endpoint::{AnyEndpoint, AnyIncoming, AnyRegion};
+pub use auto::Served;
 pub use kind::{ParseTransportError, TransportChoice, TransportKind};
 
 use crate::memory::Buffer;
