@@ -6,7 +6,6 @@
 //! from it first, so the machine's own settings do not leak in.
 
 use std::net::{SocketAddr, TcpListener};
-use std::process::{Command, Output};
 
 use naaice::core::{ClientConfig, FunctionCode};
 use naaice::environment::VARIABLES;
@@ -15,29 +14,8 @@ use naaice::transport::AnyTransport;
 use naaice::{Buffer, Connection};
 use serde_json::Value;
 
-/// Runs `naaice-info` with `args` and only the variables `env` of the library's table.
-fn info(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_naaice-info"));
-    for v in VARIABLES {
-        cmd.env_remove(v.name);
-    }
-    cmd.args(args)
-        .envs(env.iter().copied())
-        .output()
-        .expect("run naaice-info")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Runs `naaice-info --json` and parses its document.
-fn info_json(args: &[&str], env: &[(&str, &str)]) -> (Value, Option<i32>) {
-    let out = info(&[args, &["--json"]].concat(), env);
-    let text = stdout(&out);
-    let json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
-    (json, out.status.code())
-}
+mod common;
+use common::{info, info_json, stdout};
 
 /// A software NAA on 127.0.0.1 with the built-in kernels (1 adds 1, 3 does nothing).
 fn live_naa(config: SoftNaaConfig) -> SoftNaaHandle {

@@ -3,33 +3,8 @@
 //! `--probe` of `local:` entries, which start the in-process NAA. Variables are set on the
 //! child process only, every variable of the library's table removed first.
 
-use std::process::{Command, Output};
-
-use naaice::environment::VARIABLES;
-use serde_json::Value;
-
-/// Runs `naaice-info` with `args` and, of the library's variables, only `env`.
-fn info(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_naaice-info"));
-    for v in VARIABLES {
-        cmd.env_remove(v.name);
-    }
-    cmd.args(args)
-        .envs(env.iter().copied())
-        .output()
-        .expect("run naaice-info")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn json(args: &[&str], env: &[(&str, &str)]) -> (Value, Option<i32>) {
-    let out = info(&[args, &["--json"]].concat(), env);
-    let text = stdout(&out);
-    let json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
-    (json, out.status.code())
-}
+mod common;
+use common::{info, info_json, stdout};
 
 const SPEC: (&str, &str) = ("NAA_SPEC", "127.0.0.1:7001:1:1");
 
@@ -64,7 +39,7 @@ fn misspelled_variables_are_problems_with_the_nearest_name() {
         ) && text.contains("Result: 1 problem"),
         "{text}"
     );
-    let (json, code) = json(&[], &env);
+    let (json, code) = info_json(&[], &env);
     assert_eq!(code, Some(1));
     let unknown = &json["configuration"]["unknown_variables"][0];
     assert_eq!(unknown["name"], "NAAICE_RPC_TIMOUT", "{json}");
@@ -88,7 +63,7 @@ fn shows_the_locked_memory_limit() {
     let out = info(&[], &[SPEC]);
     let text = stdout(&out);
     assert!(text.contains("locked memory (ulimit -l): "), "{text}");
-    let (json, _) = json(&[], &[SPEC]);
+    let (json, _) = info_json(&[], &[SPEC]);
     let memlock = &json["rdma"]["memlock"];
     // This machine's limit, whatever it is: read, or the reason it is unknown.
     assert!(
@@ -110,7 +85,7 @@ fn probes_local_entries_on_the_in_process_naa() {
         text.contains("configuration valid, every probed entry ok"),
         "{text}"
     );
-    let (json, code) = json(&["--probe", "--spec", "local:3:0"], &[]);
+    let (json, code) = info_json(&["--probe", "--spec", "local:3:0"], &[]);
     assert_eq!(code, Some(0), "{json}");
     let entry = &json["probe"]["entries"][0];
     assert_eq!(entry["outcome"], "ok", "{entry}");
