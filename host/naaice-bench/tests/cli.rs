@@ -138,30 +138,33 @@ fn the_transport_comes_from_naaice_transport_unless_the_command_line_names_one()
             .output()
             .expect("run naaice-bench")
     };
-    // NAAICE_TRANSPORT=verbs is read: the in-process NAA over verbs needs --address.
-    let out = with_env("verbs", &["--max-size", "1"]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("--transport verbs without --naa needs --address"),
-        "{}",
-        stderr(&out)
-    );
-    // ... and so is its ack-delay rule.
-    let out = with_env("verbs", &["--ack-delay", "50us"]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("software transport only"),
-        "{}",
-        stderr(&out)
-    );
-    // A bad value is a usage error naming the variable.
-    let out = with_env("carrier-pigeon", &["--max-size", "1"]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("NAAICE_TRANSPORT"),
-        "{}",
-        stderr(&out)
-    );
+    for (value, args, status, says) in [
+        // NAAICE_TRANSPORT=verbs is read: the in-process NAA over verbs needs --address.
+        (
+            "verbs",
+            &["--max-size", "1"][..],
+            1,
+            "--transport verbs without --naa needs --address",
+        ),
+        // ... and so is its ack-delay rule.
+        (
+            "verbs",
+            &["--ack-delay", "50us"],
+            2,
+            "software transport only",
+        ),
+        // A bad value is a usage error naming the variable.
+        (
+            "carrier-pigeon",
+            &["--max-size", "1"],
+            2,
+            "NAAICE_TRANSPORT",
+        ),
+    ] {
+        let out = with_env(value, args);
+        assert_eq!(out.status.code(), Some(status), "{}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{}", stderr(&out));
+    }
     // The command line wins, and `auto` (or nothing) is the tool's default, soft.
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("transport-env");
     for (value, args) in [("verbs", &["--transport", "soft"][..]), ("auto", &[][..])] {
