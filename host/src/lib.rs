@@ -31,7 +31,6 @@
 //! * [`client`]: the APIs, AP1 ([`Connection`]) and AP2 ([`Naa`] and its sets and futures).
 #![deny(unsafe_code)]
 
-pub mod cli;
 pub mod client;
 mod clock;
 pub mod discovery;

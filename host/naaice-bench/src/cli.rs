@@ -5,10 +5,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use naaice::cli::ManExtras;
 use naaice::transport::{AnyTransport, ParseTransportError, TransportChoice};
 use naaice::units::{parse_duration, parse_size};
 use naaice::waiting::WaitPolicy;
+use naaice_cli::ManExtras;
 
 use crate::clients::kind::{Api, WorkerKind};
 
@@ -139,7 +139,7 @@ pub(crate) struct Args {
         env = "NAAICE_LOG",
         value_name = "FILTER",
         default_value = "warn",
-        value_parser = naaice::cli::log_filter_arg
+        value_parser = naaice_cli::log_filter_arg
     )]
     pub log: String,
     /// Many clients at once instead of the sweep: the numbers of clients to measure

@@ -26,7 +26,7 @@ mod usage;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
-use naaice::cli::print_reference;
+use naaice_cli::print_reference;
 
 use cli::Args;
 

@@ -286,7 +286,7 @@ fn a_tiny_sweep_writes_every_file() {
 fn the_configuration_reference_and_man_page_are_the_code() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let exe = Path::new(env!("CARGO_BIN_EXE_naaice-bench"));
-    let table = naaice::cli::check_binary_reference(exe, &repo).unwrap();
+    let table = naaice_cli::check_binary_reference(exe, &repo).unwrap();
     assert!(table.contains("`--max-size` |  | `1GiB` | SIZE"), "{table}");
 }
 

@@ -1,4 +1,4 @@
-//! `--log` goes through the library's log-filter check (`naaice::cli::log_filter_arg`, the
+//! `--log` goes through the library's log-filter check (`naaice_cli::log_filter_arg`, the
 //! same for every binary; `naaice-swnaa`'s tests go through its forms and `NAAICE_LOG`): a
 //! filter that would select nothing is a usage error, exit status 2.
 

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{CommandFactory, Parser};
-use naaice::cli::{ManExtras, print_reference};
+use naaice_cli::{ManExtras, print_reference};
 
 use crate::probe::{Outcome, Prober};
 use crate::report::{Build, Probe, Report};
@@ -130,7 +130,7 @@ struct Args {
     /// `trace`, `off`, or a `tracing` filter whose targets are naaice crates, such as
     /// `naaice=debug,warn`). Default: NAAICE_LOG where valid (an invalid NAAICE_LOG is
     /// reported as a problem), else warn.
-    #[arg(long, value_name = "FILTER", value_parser = naaice::cli::log_filter_arg)]
+    #[arg(long, value_name = "FILTER", value_parser = naaice_cli::log_filter_arg)]
     log: Option<String>,
     /// Print the man page (roff) to standard output and exit.
     #[arg(long, hide = true)]

@@ -338,6 +338,6 @@ fn help_and_man_page_document_exit_status_and_environment() {
 fn the_configuration_reference_and_man_page_are_the_code() {
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let exe = std::path::Path::new(env!("CARGO_BIN_EXE_naaice-info"));
-    let table = naaice::cli::check_binary_reference(exe, &repo).unwrap();
+    let table = naaice_cli::check_binary_reference(exe, &repo).unwrap();
     assert!(table.contains("`--probe`"), "{table}");
 }

@@ -9,11 +9,11 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use clap::{CommandFactory, Parser};
-use naaice::cli::{ManExtras, print_reference};
 use naaice::swnaa::{AddressPrefix, KernelRegistry, SoftNaa, SoftNaaConfig};
 use naaice::transport::{AnyTransport, DEFAULT_PORT, ParseTransportError, Served};
 use naaice::units::{parse_duration, parse_size};
 use naaice::waiting::WaitPolicy;
+use naaice_cli::{ManExtras, print_reference};
 
 /// `--version`: the version and the transports of this build.
 const LONG_VERSION: &str = if cfg!(feature = "verbs") {
@@ -109,7 +109,7 @@ struct Args {
         env = "NAAICE_LOG",
         value_name = "FILTER",
         default_value = "info",
-        value_parser = naaice::cli::log_filter_arg
+        value_parser = naaice_cli::log_filter_arg
     )]
     log: String,
     /// Print the man page (roff) to standard output and exit.

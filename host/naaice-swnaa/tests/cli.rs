@@ -204,7 +204,7 @@ fn durations_and_sizes_take_units() {
 fn the_configuration_reference_and_man_page_are_the_code() {
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let exe = std::path::Path::new(env!("CARGO_BIN_EXE_naaice-swnaa"));
-    let table = naaice::cli::check_binary_reference(exe, &repo).unwrap();
+    let table = naaice_cli::check_binary_reference(exe, &repo).unwrap();
     assert!(
         table.contains("`--transport`, `-t` | `NAAICE_TRANSPORT` | `auto`"),
         "{table}"

@@ -232,7 +232,7 @@ pub fn unknown_variables<S: AsRef<str>>(
         .filter(|n| n.starts_with("NAAICE_") || n.starts_with("NAA_"))
         .filter(|n| !known.contains(&n.as_str()))
         .map(|name| UnknownVariable {
-            nearest: crate::cli::nearest(&name, &known),
+            nearest: super::log_filter::nearest(&name, &known),
             name,
         })
         .collect();
@@ -253,13 +253,13 @@ pub fn warn_unknown_variables() {
     });
 }
 
-/// Parses a `NAAICE_LOG` value with [`crate::cli::log_filter`]: `None` when unset or empty,
+/// Parses a `NAAICE_LOG` value with [`log_filter`](super::log_filter::log_filter): `None` when unset or empty,
 /// the normalised filter, or an error naming the variable and the accepted forms.
 pub fn log_filter(value: Option<&str>) -> Result<Option<String>, SpecError> {
     let Some(v) = value.filter(|v| !v.trim().is_empty()) else {
         return Ok(None);
     };
-    crate::cli::log_filter(v)
+    super::log_filter::log_filter(v)
         .map(Some)
         .map_err(|e| SpecError::Variable {
             name: LOG_VAR,
@@ -267,7 +267,7 @@ pub fn log_filter(value: Option<&str>) -> Result<Option<String>, SpecError> {
             reason: format!(
                 "not a log filter: {}; expected {}",
                 e.reason,
-                crate::cli::LOG_FILTER_FORMS
+                super::log_filter::LOG_FILTER_FORMS
             ),
         })
 }
@@ -596,7 +596,7 @@ mod tests {
         assert!(
             err.starts_with("NAAICE_LOG=\"degub\": not a log filter")
                 && err.contains("did you mean debug?")
-                && err.contains(crate::cli::LOG_FILTER_FORMS),
+                && err.contains(crate::discovery::log_filter::LOG_FILTER_FORMS),
             "{err}"
         );
     }

@@ -1,194 +1,31 @@
-//! The configuration reference, generated from the code so that it cannot drift: the
-//! Markdown table of the library's environment variables ([`variables_markdown`]) and, with
-//! the cargo feature `cli` (what the binaries use), man pages with the sections people look
-//! for (ENVIRONMENT, EXIT STATUS, EXAMPLES, SEE ALSO) and the Markdown table of a binary's
-//! options, both from its clap command. `docs/configuration.md` holds these tables between
-//! `<!-- BEGIN name -->` and `<!-- END name -->` markers; tests compare them with
-//! [`check_section`] (`NAAICE_BLESS=1` rewrites them).
+//! What the command lines of naaice-rs's binaries (`naaice-swnaa`, `naaice-bench`,
+//! `naaice-info`) share, generated from the code so that it cannot drift: man pages with the
+//! sections people look for (ENVIRONMENT, EXIT STATUS, EXAMPLES, SEE ALSO) and the Markdown
+//! table of a binary's options, both from its clap command; the Markdown table of the
+//! library's environment variables ([`variables_markdown`]) and the overview page
+//! `naaice(7)`. `docs/configuration.md` holds the tables between `<!-- BEGIN name -->` and
+//! `<!-- END name -->` markers; tests compare them with [`check_section`] (`NAAICE_BLESS=1`
+//! rewrites them). `--log` values are checked with the library's
+//! [`log_filter`] ([`log_filter_arg`]).
 //!
-//! It also checks log filters ([`log_filter`]): the value of `NAAICE_LOG` and of the
-//! binaries' `--log`, so that a typo is an error instead of a filter that selects nothing.
+//! Internal to naaice-rs (published only because its binaries are; no API stability
+//! promise): the library itself needs no clap.
 
 use std::io::Write;
 
-#[cfg(feature = "cli")]
 use clap::Command;
-#[cfg(feature = "cli")]
+use naaice::discovery::environment::VARIABLES;
+use naaice::discovery::log_filter::log_filter;
 use roff::{Roff, bold, italic, roman};
-
-use crate::discovery::environment::VARIABLES;
-
-/// The targets a log filter may name: the crates of naaice-rs that log (a filter's target is
-/// one of these, optionally followed by `::module`).
-pub const LOG_TARGETS: &[&str] = &[
-    "naaice",
-    "naaice_core",
-    "naaice_ap2",
-    "naaice_swnaa",
-    "naaice_bench",
-    "naaice_info",
-];
-
-/// The levels a log filter may name (`tracing`'s; case does not matter, `0` to `5` too).
-pub const LOG_LEVELS: &[&str] = &["error", "warn", "info", "debug", "trace", "off"];
-
-/// The forms a log filter takes, for error messages and documentation.
-pub const LOG_FILTER_FORMS: &str = "a level (error, warn, info, debug, trace, off) or \
-    comma-separated directives TARGET=LEVEL and LEVEL, whose targets are naaice crates \
-    (naaice, naaice_core, naaice_ap2, naaice_swnaa, naaice_bench, naaice_info, each optionally \
-    followed by ::module), e.g. naaice=debug,warn";
-
-/// A log filter ([`log_filter`]) that is not accepted.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{text:?} is not a log filter: {reason}; expected {LOG_FILTER_FORMS}")]
-pub struct LogFilterError {
-    /// The filter as given.
-    pub text: String,
-    /// What is wrong with it.
-    pub reason: String,
-}
-
-/// Checks a log filter (the value of `NAAICE_LOG` or `--log`) and returns it normalised
-/// (each directive trimmed, empty ones dropped, levels in lower case), ready for
-/// `tracing_subscriber::EnvFilter`. Accepted: the subset of `EnvFilter`'s syntax that selects
-/// naaice's messages: directives `LEVEL`, `TARGET`, `TARGET=LEVEL`, where a target is one of
-/// [`LOG_TARGETS`] (optionally followed by `::module`) and may carry a span filter
-/// (`TARGET[span]=LEVEL`). `EnvFilter` itself takes any word as a target, so `degub` or
-/// `verbose` would select nothing and silence every message; here they are errors, with the
-/// nearest level or target suggested.
-pub fn log_filter(text: &str) -> Result<String, LogFilterError> {
-    let bad = |reason: String| LogFilterError {
-        text: text.to_owned(),
-        reason,
-    };
-    let mut directives = Vec::new();
-    for raw in text.split(',') {
-        let directive = raw.trim();
-        if directive.is_empty() {
-            continue;
-        }
-        directives.push(log_directive(directive).map_err(bad)?);
-    }
-    if directives.is_empty() {
-        return Err(bad("it is empty".into()));
-    }
-    Ok(directives.join(","))
-}
 
 /// [`log_filter`] as a command-line value parser (`--log`, `NAAICE_LOG`): the normalised
 /// filter, which `tracing_subscriber::EnvFilter` takes as well, or the message of a
 /// command-line error (clap exits with status 2).
-#[cfg(feature = "cli")]
 pub fn log_filter_arg(text: &str) -> Result<String, String> {
     let filter = log_filter(text).map_err(|e| e.to_string())?;
     tracing_subscriber::EnvFilter::try_new(&filter)
         .map(|_| filter)
         .map_err(|e| format!("{text:?} is not a log filter: {e}"))
-}
-
-/// One directive of [`log_filter`], normalised, or why it is not accepted.
-fn log_directive(directive: &str) -> Result<String, String> {
-    // The level follows the last '=' outside a span filter's brackets.
-    let span_end = directive.rfind(']').map_or(0, |i| i + 1);
-    let (selector, level) = match directive[span_end..].find('=') {
-        Some(i) => (
-            directive[..span_end + i].trim(),
-            Some(directive[span_end + i + 1..].trim()),
-        ),
-        None => (directive, None),
-    };
-    let (target, span) = match selector.find('[') {
-        Some(i) if selector.ends_with(']') => (selector[..i].trim(), &selector[i..]),
-        Some(_) => return Err(format!("{directive:?} has an unclosed '['")),
-        None if selector.contains(']') => return Err(format!("{directive:?} has a stray ']'")),
-        None => (selector, ""),
-    };
-    let level = match level {
-        Some(l) => Some(log_level(l).ok_or_else(|| {
-            format!(
-                "{l:?} in {directive:?} is not a level{}",
-                suggestion(l, LOG_LEVELS)
-            )
-        })?),
-        // A lone word: a level, else a target (all its levels).
-        None if span.is_empty() => {
-            if let Some(l) = log_level(target) {
-                return Ok(l);
-            }
-            None
-        }
-        None => None,
-    };
-    if !target.is_empty() {
-        let crate_name = target.split("::").next().unwrap_or(target);
-        let known = LOG_TARGETS.contains(&crate_name)
-            && target
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':');
-        if !known {
-            let what = if level.is_none() && span.is_empty() {
-                "neither a level nor a naaice target"
-            } else {
-                "not a naaice target"
-            };
-            let all: Vec<&str> = LOG_LEVELS.iter().chain(LOG_TARGETS).copied().collect();
-            let near = if level.is_none() && span.is_empty() {
-                suggestion(target, &all)
-            } else {
-                suggestion(crate_name, LOG_TARGETS)
-            };
-            return Err(format!("{target:?} is {what}{near}"));
-        }
-    } else if span.is_empty() {
-        return Err(format!("{directive:?} names no target"));
-    }
-    Ok(match level {
-        Some(level) => format!("{target}{span}={level}"),
-        None => format!("{target}{span}"),
-    })
-}
-
-/// A level of a log filter in lower case, if `text` is one (`tracing`'s names, any case, or
-/// the numbers 0 (off) to 5 (trace)).
-fn log_level(text: &str) -> Option<String> {
-    let lower = text.to_ascii_lowercase();
-    if LOG_LEVELS.contains(&lower.as_str()) {
-        return Some(lower);
-    }
-    match text {
-        "0" => Some("off".into()),
-        "1" => Some("error".into()),
-        "2" => Some("warn".into()),
-        "3" => Some("info".into()),
-        "4" => Some("debug".into()),
-        "5" => Some("trace".into()),
-        _ => None,
-    }
-}
-
-/// `" (did you mean X?)"` for the candidate nearest to `word`, if one is near enough.
-fn suggestion(word: &str, candidates: &[&str]) -> String {
-    nearest(word, candidates)
-        .map(|n| format!(" (did you mean {n}?)"))
-        .unwrap_or_default()
-}
-
-/// The candidate nearest to `word` (edit distance with transpositions, ignoring case), if it
-/// is at most a third of the word's length away (2 edits for short words, at most 3).
-pub fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
-    let word = word.to_ascii_lowercase();
-    let limit = (word.chars().count() / 3).clamp(2, 3);
-    candidates
-        .iter()
-        .map(|c| {
-            (
-                strsim::damerau_levenshtein(&word, &c.to_ascii_lowercase()),
-                *c,
-            )
-        })
-        .filter(|&(d, _)| d <= limit)
-        .min_by_key(|&(d, _)| d)
-        .map(|(_, c)| c)
 }
 
 /// [`VARIABLES`] as a Markdown table: variable, default, meaning.
@@ -284,7 +121,6 @@ fn capitalised(text: &str) -> String {
 }
 
 /// The sections of a man page that clap does not know.
-#[cfg(feature = "cli")]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ManExtras<'a> {
     /// Library variables the binary also reads (names from [`VARIABLES`]), besides the
@@ -302,7 +138,6 @@ pub struct ManExtras<'a> {
 
 /// The man page of `cmd` (section 1): clap's sections, then ENVIRONMENT (the options' variables
 /// and `extras.variables`), EXIT STATUS, EXAMPLES and SEE ALSO.
-#[cfg(feature = "cli")]
 pub fn man_page(cmd: Command, extras: &ManExtras<'_>) -> std::io::Result<Vec<u8>> {
     let man = clap_mangen::Man::new(cmd.clone());
     let mut out = Vec::new();
@@ -364,7 +199,6 @@ pub fn man_page(cmd: Command, extras: &ManExtras<'_>) -> std::io::Result<Vec<u8>
 /// Answers a binary's hidden `--man-page` (`man_page`) or `--options-reference` (`options`)
 /// flag: prints the man page or the options table of `cmd` on standard output and returns
 /// the exit code; `None` when neither flag was given.
-#[cfg(feature = "cli")]
 pub fn print_reference(
     cmd: Command,
     man_page_asked: bool,
@@ -400,7 +234,6 @@ fn cell(text: &str) -> String {
 }
 
 /// The options of `cmd` as a Markdown table: option, variable, default, value, meaning.
-#[cfg(feature = "cli")]
 pub fn options_markdown(cmd: &Command) -> String {
     let mut md =
         String::from("| option | variable | default | value | meaning |\n|---|---|---|---|---|\n");
@@ -514,75 +347,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn log_filters_of_levels_and_naaice_targets() {
-        for (text, normalised) in [
-            ("warn", "warn"),
-            (" DEBUG ", "debug"),
-            ("4", "debug"),
-            ("naaice=debug,warn", "naaice=debug,warn"),
-            (" naaice = Trace , , info", "naaice=trace,info"),
-            (
-                "naaice::transport::soft=trace",
-                "naaice::transport::soft=trace",
-            ),
-            ("naaice_swnaa", "naaice_swnaa"),
-            ("naaice[rpc{id=3}]=debug", "naaice[rpc{id=3}]=debug"),
-            ("[rpc]=debug", "[rpc]=debug"),
-            ("off", "off"),
-        ] {
-            assert_eq!(log_filter(text).as_deref(), Ok(normalised), "{text}");
-        }
-    }
-
-    /// Words `tracing` would take as targets that select nothing are errors naming the
-    /// accepted forms, with the nearest level or target.
-    #[test]
-    fn log_filter_typos_are_errors() {
-        for (text, needles) in [
-            (
-                "degub",
-                &[
-                    "\"degub\" is neither a level nor a naaice target",
-                    "did you mean debug?",
-                ][..],
-            ),
-            (
-                "verbose",
-                &["\"verbose\" is neither a level nor a naaice target"],
-            ),
-            (
-                "naaice=verbose",
-                &["\"verbose\" in \"naaice=verbose\" is not a level"],
-            ),
-            ("naaice=", &["\"\" in \"naaice=\" is not a level"]),
-            (
-                "naiace=debug",
-                &["\"naiace\" is not a naaice target", "did you mean naaice?"],
-            ),
-            ("tokio=debug,warn", &["\"tokio\" is not a naaice target"]),
-            (
-                "naaice-swnaa=info",
-                &["\"naaice-swnaa\" is not a naaice target"],
-            ),
-            ("", &["it is empty"]),
-            (" , ", &["it is empty"]),
-            ("naaice[rpc=debug", &["unclosed '['"]),
-            ("=debug", &["names no target"]),
-        ] {
-            let err = log_filter(text).unwrap_err();
-            let message = err.to_string();
-            for needle in needles {
-                assert!(message.contains(needle), "{text}: {message}");
-            }
-            assert!(message.contains(LOG_FILTER_FORMS), "{message}");
-            assert_eq!(err.text, text);
-        }
-        assert_eq!(nearest("warning", LOG_LEVELS), None);
-        assert_eq!(nearest("WARN", LOG_LEVELS), Some("warn"));
-        assert_eq!(nearest("inf", LOG_LEVELS), Some("info"));
-    }
-
-    #[test]
     fn splice_replaces_only_the_section() {
         let doc = "a\n<!-- BEGIN x -->\nold\n<!-- END x -->\nb\n";
         assert_eq!(
@@ -595,14 +359,15 @@ mod tests {
     /// The library's variables in `docs/configuration.md` are the code's.
     #[test]
     fn the_configuration_reference_lists_every_variable() {
-        let doc = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/configuration.md");
+        let doc =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md");
         check_section(&doc, "variables", &variables_markdown()).unwrap();
     }
 
     /// `docs/man/naaice.7` is the generated page (`NAAICE_BLESS=1` rewrites it).
     #[test]
     fn the_overview_man_page_is_the_code() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/man/naaice.7");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/man/naaice.7");
         let page = overview_man_page();
         assert!(page.contains(".SH ENVIRONMENT") && page.contains("NAAICE_TRANSPORT"));
         if std::env::var("NAAICE_BLESS").is_ok_and(|v| v == "1") {
@@ -618,7 +383,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg(feature = "cli")]
     fn tables_and_pages_from_a_command() {
         let cmd = Command::new("demo").version("1.0").about("Demo.").arg(
             clap::Arg::new("port")
