@@ -21,7 +21,7 @@
 //! The protocol itself (MRSP, immediates, state machines) is `naaice-core`, re-exported as
 //! [`core`]. The crate is layered, each layer using only those below it:
 //!
-//! * base: [`memory`], [`units`], errors, clocks;
+//! * base (`host/src/base`): [`memory`], [`units`], clocks; and the errors;
 //! * [`transport`]: the queue-pair seam and its transports;
 //! * the driver (private `driver` module): runs one connection, client or server: it owns the
 //!   endpoint, the core machine, the message buffers and the region memory;
@@ -31,17 +31,16 @@
 //! * [`client`]: the APIs, AP1 ([`Connection`]) and AP2 ([`Naa`] and its sets and futures).
 #![deny(unsafe_code)]
 
+mod base;
 pub mod client;
-mod clock;
 pub mod discovery;
 mod driver;
 mod error;
-#[allow(unsafe_code)]
-pub mod memory;
 pub mod swnaa;
-mod throttle;
 pub mod transport;
-pub mod units;
+
+use base::{clock, throttle};
+pub use base::{memory, units};
 
 pub use client::{connection, naa, naa_set, rpc_future, stats};
 pub use discovery::{environment, select, spec};
