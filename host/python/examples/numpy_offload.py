@@ -49,6 +49,13 @@ def main() -> int:
             if not status.ok:
                 print(f"numpy_offload: {status}", file=sys.stderr)
                 return 1
+        s = naa.stats
+        print(
+            f"numpy_offload: stats: {s.rpcs} RPCs, {s.errors.total} errors, "
+            f"{s.bytes_sent} B sent, {s.bytes_received} B received, "
+            f"connect {s.connect_time * 1e6:.0f} us, MRSP {s.mrsp_time * 1e6:.0f} us, "
+            f"latency p50 {s.latency_p50 * 1e6:.1f} us, p99 {s.latency_p99 * 1e6:.1f} us"
+        )
     if server:
         server.stop()
     wrong = int(np.count_nonzero(~np.isclose(y, expected)))

@@ -332,6 +332,12 @@ impl PyNaa {
         Ok(())
     }
 
+    /// The handle's client statistics as a dict (`Naa.stats` makes the dataclass).
+    fn _stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+        let stats = self.lock()?.naa()?.stats();
+        crate::stats::to_dict(py, &stats)
+    }
+
     /// The function code given at creation.
     #[getter]
     fn fn_code(&self) -> u32 {

@@ -15,6 +15,7 @@ mod params;
 #[allow(unsafe_code)]
 mod region;
 mod set;
+mod stats;
 mod status;
 
 use pyo3::prelude::*;
@@ -36,6 +37,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<kernels::KernelCall>()?;
     m.add_class::<kernels::Server>()?;
     m.add_function(wrap_pyfunction!(_wait_async, m)?)?;
+    m.add_function(wrap_pyfunction!(stats::_process_stats, m)?)?;
     m.add_function(wrap_pyfunction!(set::wait_any, m)?)?;
     m.add_function(wrap_pyfunction!(set::test_any, m)?)?;
     m.add_function(wrap_pyfunction!(set::wait_all, m)?)?;

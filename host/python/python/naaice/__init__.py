@@ -51,6 +51,8 @@ from ._native import (
     wait_any,
 )
 
+from .stats import Errors, Stats, process_stats
+
 __version__ = _native.__version__
 
 # The library's trace records arrive at level 5 (NAAICE_LOG=trace): give it a name.
@@ -60,6 +62,9 @@ if _logging.getLevelName(5) == "Level 5":
 __all__ = [
     "Naa",
     "Status",
+    "Stats",
+    "Errors",
+    "process_stats",
     "wait_any",
     "test_any",
     "wait_all",
@@ -102,6 +107,12 @@ class Naa(_native.Naa):
 
     Use it as a context manager, or call :meth:`finalize`.
     """
+
+    @property
+    def stats(self) -> Stats:
+        """This handle's client statistics (:class:`Stats`): RPCs, errors by kind, bytes,
+        connect and MRSP time, latency percentiles."""
+        return Stats._from_native(self._stats())
 
     async def call(self, *, fn_code=None, user_bytes=None, timeout=None) -> Status:
         """One RPC as a coroutine: ``status = await naa.call()``.

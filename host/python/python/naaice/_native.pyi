@@ -1,6 +1,7 @@
 """Type stubs of the native module (the classes are re-exported by ``naaice``)."""
 
 import builtins
+from typing import Any
 from collections.abc import Buffer, Callable, Sequence
 
 NAA_SUCCESS: int
@@ -101,6 +102,8 @@ class Naa:
     @property
     def addresses(self) -> list[int]:
         """The registered address of each parameter (inputs, then outputs)."""
+    def _stats(self) -> dict[str, Any]:
+        """The handle's statistics as a dict (``Naa.stats`` is the dataclass)."""
     def _run_many(self, n: int) -> Status | None:
         """n RPCs in a Rust loop (for measuring the binding's overhead)."""
     def __enter__(self) -> Naa: ...
@@ -146,6 +149,7 @@ class _Server:
     def stop(self) -> None: ...
 
 def _wait_async(naa: Naa) -> _Await: ...
+def _process_stats() -> dict[str, Any]: ...
 def wait_any(handles: Sequence[Naa]) -> tuple[int, Status] | None:
     """Blocks until one in-flight handle's RPC finished: ``(index, status)``; None if none is
     in flight. A failed RPC raises its error with ``.index`` set."""
