@@ -73,6 +73,11 @@
 #define NAA_UNDEFINED -1
 
 /*
+ The layout version `naa_stats` writes into `naa_client_stats.version`.
+ */
+#define NAA_CLIENT_STATS_VERSION 1
+
+/*
  Return codes of the NAA (`status.naa_error`). 0x04-0x0F are reserved, 0x10-0x7F are
  application-defined.
  */
@@ -225,6 +230,92 @@ typedef struct naa_call_args {
    */
   uint64_t timeout_ms;
 } naa_call_args;
+
+/*
+ naaice-rs extension (not in the reference), client statistics: what a handle's RPCs (or
+ the process's ended handles') did. Versioned: set `size` to `sizeof(naa_client_stats)`
+ before the call; the library fills the fields that fit in `size` (later versions only
+ append fields) and sets `version`. Times are in nanoseconds; the latencies (invoke to
+ completion) are 0 before the first RPC.
+ */
+typedef struct naa_client_stats {
+  /*
+   Set by the caller: `sizeof(naa_client_stats)` as it was compiled.
+   */
+  uint32_t size;
+  /*
+   Set by the library: the layout version it wrote (`NAA_CLIENT_STATS_VERSION`).
+   */
+  uint32_t version;
+  /*
+   Handles summed up (1 for a handle's own).
+   */
+  uint64_t handles;
+  /*
+   Connections made, the MRSP done (a handle reconnects after `naa_cancel`).
+   */
+  uint64_t connections;
+  /*
+   RPCs the NAA answered, whatever their return code.
+   */
+  uint64_t rpcs;
+  /*
+   RPCs the NAA answered with an error return code.
+   */
+  uint64_t errors_naa;
+  /*
+   Deadlines that passed (connect, MRSP or RPC).
+   */
+  uint64_t errors_timeout;
+  /*
+   Transport failures (connect refused, connection lost).
+   */
+  uint64_t errors_transport;
+  /*
+   Protocol errors of the peer, refused MRSPs.
+   */
+  uint64_t errors_protocol;
+  /*
+   Other errors.
+   */
+  uint64_t errors_other;
+  /*
+   Bytes the RPCs wrote to the NAA.
+   */
+  uint64_t bytes_sent;
+  /*
+   Bytes the NAA wrote back.
+   */
+  uint64_t bytes_received;
+  /*
+   Time spent connecting, over all connections.
+   */
+  uint64_t connect_time_ns;
+  /*
+   Time spent in the memory-region setup (MRSP), over all connections.
+   */
+  uint64_t mrsp_time_ns;
+  /*
+   Median RPC latency.
+   */
+  uint64_t latency_p50_ns;
+  /*
+   90th percentile of the RPC latency.
+   */
+  uint64_t latency_p90_ns;
+  /*
+   99th percentile of the RPC latency.
+   */
+  uint64_t latency_p99_ns;
+  /*
+   Longest RPC latency.
+   */
+  uint64_t latency_max_ns;
+  /*
+   Mean RPC latency.
+   */
+  uint64_t latency_mean_ns;
+} naa_client_stats;
 
 #ifdef __cplusplus
 extern "C" {
@@ -575,6 +666,33 @@ int naa_waitall(int count, struct naa_handle *handles, struct naa_status *status
  `naa_status`.
  */
 int naa_testall(int count, struct naa_handle *handles, bool *flag, struct naa_status *statuses);
+
+/*
+ ==== naaice-rs extension (not in the reference): client statistics ====
+
+ Fills `out` with the statistics of `handle`'s RPCs (see `naa_client_stats`; set
+ `out->size = sizeof(naa_client_stats)` first). Blocks while another thread waits on the
+ handle.
+
+ Returns 0 on success; -1 if `handle` is not a live handle, or `out` is NULL or its `size`
+ is smaller than version 1's (nothing is written then).
+
+ # Safety
+ `handle` must be NULL or point to a readable `naa_handle`; `out` must be NULL or point to a
+ writable `naa_client_stats` whose `size` the caller set.
+ */
+int naa_stats(struct naa_handle *handle, struct naa_client_stats *out);
+
+/*
+ Fills `out` with the statistics of the process's handles that ended (finalized), as
+ `NAAICE_STATS=1` prints them at exit. Set `out->size = sizeof(naa_client_stats)` first.
+
+ Returns 0 on success; -1 if `out` is NULL or its `size` is smaller than version 1's.
+
+ # Safety
+ `out` must be NULL or point to a writable `naa_client_stats` whose `size` the caller set.
+ */
+int naa_stats_process(struct naa_client_stats *out);
 
 #ifdef __cplusplus
 }  // extern "C"

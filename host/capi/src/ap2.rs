@@ -14,6 +14,7 @@
 
 pub mod call;
 pub mod set;
+pub mod stats;
 
 use std::ffi::c_int;
 use std::ptr::NonNull;

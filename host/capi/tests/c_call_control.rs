@@ -175,3 +175,29 @@ fn call_args_example_same_output_local_and_software_naa() {
         remote.stderr
     );
 }
+
+/// `naa_stats` and `naa_stats_process` from C (sanitized): counts after RPCs and an NAA
+/// error, latencies, the size rule, the process's sum.
+#[test]
+fn client_statistics_from_c() {
+    let bin = build_sanitized(&out_dir("c"), "ap2_stats", &["tests/c/ap2_stats.c"]);
+    let naa = software_naa();
+    let port = naa.local_addr().port();
+    let mut cmd = Command::new(bin);
+    sanitizer_env(&mut cmd).env("NAA_SPEC", format!("127.0.0.1:{port}:1:1"));
+    let f = run_ok(&mut cmd, LIMIT);
+    naa.shutdown();
+    println!("{}", f.stdout);
+    assert!(
+        f.stdout.contains("stats: 6 RPCs, 1 NAA errors"),
+        "{}\n{}",
+        f.stdout,
+        f.stderr
+    );
+    assert!(
+        f.stdout.contains("stats: 0 failed"),
+        "{}\n{}",
+        f.stdout,
+        f.stderr
+    );
+}

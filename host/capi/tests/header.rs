@@ -30,6 +30,7 @@ const NAAICE_AP2_H: (&str, &str, &[&str]) = (
         "src/ap2/call.rs",
         "src/local.rs",
         "src/ap2/set.rs",
+        "src/ap2/stats.rs",
     ],
 );
 
