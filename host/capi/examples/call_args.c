@@ -122,6 +122,22 @@ int main(void) {
     }
     printf("after naa_cancel: ");
     failed |= run(&h, &echo_args, data);
+
+    /* The handle's statistics (on stderr: its times differ from run to run). */
+    naa_client_stats s = {.size = sizeof s};
+    if (naa_stats(&h, &s) == 0) {
+        fprintf(stderr,
+                "stats: %llu RPCs, %llu timed out, %llu connections, connect %llu us, "
+                "MRSP %llu us, latency p50 %llu us, max %llu us\n",
+                (unsigned long long)s.rpcs, (unsigned long long)s.errors_timeout,
+                (unsigned long long)s.connections,
+                (unsigned long long)(s.connect_time_ns / 1000),
+                (unsigned long long)(s.mrsp_time_ns / 1000),
+                (unsigned long long)(s.latency_p50_ns / 1000),
+                (unsigned long long)(s.latency_max_ns / 1000));
+    } else {
+        failed = 1;
+    }
     naa_finalize(&h);
     printf("%s\n", failed ? "FAILED" : "all ok");
     return failed;

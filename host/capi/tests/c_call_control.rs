@@ -169,6 +169,17 @@ fn call_args_example_same_output_local_and_software_naa() {
                     after naa_cancel: fncode 41 user ab cd ef: return code 0xabcdef, data 41 171 205 239\n\
                     all ok\n";
     assert_eq!(local.stdout, expected, "local mode\n{}", local.stderr);
+    // Its statistics: 4 answered RPCs, the one past its deadline, two connections (the
+    // cancel reconnects).
+    for run in [&local, &remote] {
+        assert!(
+            run.stderr
+                .contains("stats: 4 RPCs, 1 timed out, 2 connections"),
+            "{}",
+            run.stderr
+        );
+    }
+    println!("{}", remote.stderr);
     assert_eq!(
         remote.stdout, local.stdout,
         "software NAA\n{}",
