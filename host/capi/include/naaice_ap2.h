@@ -457,6 +457,24 @@ int naa_swnaa_set_max_connections(struct naa_swnaa *naa, unsigned int max);
 int naa_swnaa_set_kernel_timeout_ms(struct naa_swnaa *naa, uint64_t ms);
 
 /*
+ Serves the NAA's metrics in the Prometheus text format over HTTP (`GET /metrics`) from the
+ next `naa_swnaa_start`, on `address` (an IP address or host name; NULL means 127.0.0.1,
+ this machine only) and `port` (0 picks a free port, see `naa_swnaa_metrics_port`). Off
+ unless set; the clients' address checks do not cover it: bind it where only the
+ monitoring network reaches. Returns 0, or -1 (address invalid, or running).
+
+ # Safety
+ `address` must be NULL or a NUL-terminated string.
+ */
+int naa_swnaa_set_metrics(struct naa_swnaa *naa, const char *address, uint16_t port);
+
+/*
+ The port of the running server's metrics endpoint, or -1 if it is not running or serves
+ no metrics.
+ */
+int naa_swnaa_metrics_port(struct naa_swnaa *naa);
+
+/*
  Starts serving on `address` (an IP address or host name; NULL means all IPv4 addresses)
  and `port` (0 picks a free port, see `naa_swnaa_port`; the reference uses 12345), on
  background threads, with the transport `NAAICE_TRANSPORT` selects. Returns at once.

@@ -341,6 +341,47 @@ pub extern "C" fn naa_swnaa_set_kernel_timeout_ms(naa: *mut naa_swnaa, ms: u64) 
     })
 }
 
+/// Serves the NAA's metrics in the Prometheus text format over HTTP (`GET /metrics`) from the
+/// next `naa_swnaa_start`, on `address` (an IP address or host name; NULL means 127.0.0.1,
+/// this machine only) and `port` (0 picks a free port, see `naa_swnaa_metrics_port`). Off
+/// unless set; the clients' address checks do not cover it: bind it where only the
+/// monitoring network reaches. Returns 0, or -1 (address invalid, or running).
+///
+/// # Safety
+/// `address` must be NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn naa_swnaa_set_metrics(
+    naa: *mut naa_swnaa,
+    address: *const c_char,
+    port: u16,
+) -> c_int {
+    const NAME: &str = "naa_swnaa_set_metrics";
+    let addr = if address.is_null() {
+        Ok(SocketAddr::from(([127, 0, 0, 1], port)))
+    } else {
+        // SAFETY: forwarded caller guarantee (non-null here).
+        unsafe { listen_addr(address, port) }
+    };
+    match addr {
+        Ok(addr) => configure(NAME, naa, None, |state| state.config.metrics = Some(addr)),
+        Err(e) => with_server(NAME, naa, |_| fail(NAME, e)),
+    }
+}
+
+/// The port of the running server's metrics endpoint, or -1 if it is not running or serves
+/// no metrics.
+#[unsafe(no_mangle)]
+pub extern "C" fn naa_swnaa_metrics_port(naa: *mut naa_swnaa) -> c_int {
+    const NAME: &str = "naa_swnaa_metrics_port";
+    with_server(NAME, naa, |state| {
+        match state.running.as_ref().map(SoftNaaHandle::metrics_addr) {
+            Some(Some(addr)) => c_int::from(addr.port()),
+            Some(None) => fail(NAME, Failure::state("no metrics (naa_swnaa_set_metrics)")),
+            None => fail(NAME, Failure::state("not running")),
+        }
+    })
+}
+
 /// Parses the listen address.
 ///
 /// # Safety
@@ -482,5 +523,61 @@ mod tests {
         assert_eq!(NAA_REGION_SINGLESEND, RegionFlags::SINGLESEND.bits());
         assert_eq!(NAA_REGION_INPUT, RegionFlags::INPUT.bits());
         assert_eq!(NAA_REGION_OUTPUT, RegionFlags::OUTPUT.bits());
+    }
+
+    /// GET /metrics from `port` on 127.0.0.1: the response.
+    fn scrape(port: u16) -> String {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            .expect("request");
+        let mut text = String::new();
+        s.read_to_string(&mut text).expect("response");
+        text
+    }
+
+    #[test]
+    fn a_c_software_naa_serves_its_metrics_when_asked() {
+        let naa = naa_swnaa_new();
+        assert!(!naa.is_null());
+        // Off by default.
+        // SAFETY: a valid NUL-terminated address.
+        assert_eq!(
+            unsafe { naa_swnaa_start(naa, c"127.0.0.1".as_ptr(), 0) },
+            SUCCESS
+        );
+        assert_eq!(naa_swnaa_metrics_port(naa), FAILURE);
+        // Refused while running.
+        // SAFETY: NULL is allowed.
+        assert_eq!(
+            unsafe { naa_swnaa_set_metrics(naa, std::ptr::null(), 0) },
+            FAILURE
+        );
+        assert_eq!(naa_swnaa_stop(naa), SUCCESS);
+        // An address that does not resolve is refused.
+        // SAFETY: a valid NUL-terminated string.
+        assert_eq!(
+            unsafe { naa_swnaa_set_metrics(naa, c"no such host.invalid".as_ptr(), 0) },
+            FAILURE
+        );
+        // SAFETY: NULL is allowed: 127.0.0.1.
+        assert_eq!(
+            unsafe { naa_swnaa_set_metrics(naa, std::ptr::null(), 0) },
+            SUCCESS
+        );
+        // SAFETY: as above.
+        assert_eq!(
+            unsafe { naa_swnaa_start(naa, c"127.0.0.1".as_ptr(), 0) },
+            SUCCESS
+        );
+        let port = naa_swnaa_metrics_port(naa);
+        assert!(port > 0, "metrics port {port}");
+        let text = scrape(u16::try_from(port).expect("a port"));
+        assert!(text.starts_with("HTTP/1."), "{text}");
+        assert!(
+            text.contains("naaice_naa_connections_accepted_total 0"),
+            "{text}"
+        );
+        assert_eq!(naa_swnaa_destroy(naa), SUCCESS);
     }
 }

@@ -133,6 +133,7 @@ pub(crate) struct Server {
     handle: std::sync::Mutex<Option<SoftNaaHandle>>,
     address: String,
     port: u16,
+    metrics_address: Option<String>,
 }
 
 #[pymethods]
@@ -140,10 +141,11 @@ impl Server {
     /// Starts serving on `host:port` (port 0: a free one) with `kernels` (function code to
     /// `func(regions, call)`), plus the built-ins (1 adds 1, 2 adds 2, 3 does nothing) unless
     /// `builtins` is false. `max_bytes_per_connection` bounds the memory one client may
-    /// register (more is refused in the MRSP). The transport is chosen by NAAICE_TRANSPORT.
+    /// register (more is refused in the MRSP). `metrics` (`host:port`) serves the NAA's
+    /// Prometheus metrics there. The transport is chosen by NAAICE_TRANSPORT.
     #[new]
     #[pyo3(signature = (host, port, kernels, builtins, kernel_timeout=None, max_connections=None,
-        max_bytes_per_connection=None))]
+        max_bytes_per_connection=None, metrics=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -154,6 +156,7 @@ impl Server {
         kernel_timeout: Option<f64>,
         max_connections: Option<usize>,
         max_bytes_per_connection: Option<u64>,
+        metrics: Option<&str>,
     ) -> PyResult<Self> {
         let mut registry = if builtins {
             KernelRegistry::builtin()
@@ -174,6 +177,13 @@ impl Server {
         if let Some(n) = max_bytes_per_connection {
             config.max_bytes_per_connection = n;
         }
+        if let Some(m) = metrics {
+            let addr = std::net::ToSocketAddrs::to_socket_addrs(m)
+                .map_err(|e| errors::invalid(format!("metrics {m:?}: {e}")))?
+                .next()
+                .ok_or_else(|| errors::invalid(format!("metrics {m:?} resolves to nothing")))?;
+            config.metrics = Some(addr);
+        }
         let addr = std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
             .map_err(|e| errors::invalid(format!("host {host:?}: {e}")))?
             .next()
@@ -186,10 +196,12 @@ impl Server {
             })
             .map_err(errors::to_py)?;
         let local = handle.local_addr();
+        let metrics_address = handle.metrics_addr().map(|a| a.to_string());
         Ok(Self {
             handle: std::sync::Mutex::new(Some(handle)),
             address: local.to_string(),
             port: local.port(),
+            metrics_address,
         })
     }
 
@@ -203,6 +215,12 @@ impl Server {
     #[getter]
     fn port(&self) -> u16 {
         self.port
+    }
+
+    /// `host:port` of the metrics endpoint, or None without one.
+    #[getter]
+    fn metrics_address(&self) -> Option<&str> {
+        self.metrics_address.as_deref()
     }
 
     /// True until `stop`.

@@ -50,3 +50,21 @@ def test_the_process_sums_up_the_handles_that_ended(server):
     assert after.handles == before.handles + 2
     assert after.rpcs == before.rpcs + 6
     assert after.connections == before.connections + 2
+
+
+def test_a_python_software_naa_serves_its_metrics_when_asked():
+    import urllib.request
+
+    with swnaa.Server() as plain:
+        assert plain.metrics_address is None
+    with swnaa.Server(metrics="127.0.0.1:0") as server:
+        assert server.metrics_address is not None
+        data = np.zeros(8, dtype=np.uint8)
+        with naaice.Naa(1, [data], [data], address=server.address) as naa:
+            for _ in range(3):
+                assert naa.run().ok
+        url = f"http://{server.metrics_address}/metrics"
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+        assert 'naaice_naa_rpcs_total{fncode="1",rc="0"} 3' in text, text
+    with pytest.raises(naaice.InvalidArgumentError):
+        swnaa.Server(metrics="no such host.invalid:1")

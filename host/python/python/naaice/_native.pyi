@@ -142,9 +142,11 @@ class _Server:
         kernel_timeout: float | None = None,
         max_connections: int | None = None,
         max_bytes_per_connection: int | None = None,
+        metrics: str | None = None,
     ) -> None: ...
     address: str
     port: int
+    metrics_address: str | None
     running: bool
     def stop(self) -> None: ...
 

@@ -33,6 +33,9 @@ class Server:
     :data:`DEFAULT_MAX_CONNECTIONS`, 64: enough for development and tests on a laptop; one
     thread each; more are refused with "NAA overloaded"). ``max_bytes_per_connection`` bounds
     what one client may register (more is refused in the MRSP: :class:`naaice.MrspError`).
+    ``metrics="host:port"`` serves the NAA's Prometheus metrics there (``GET /metrics``; port
+    0 picks a free one, see :attr:`metrics_address`); the endpoint is off by default and
+    reachable by anyone who reaches that address.
     """
 
     def __init__(
@@ -45,6 +48,7 @@ class Server:
         kernel_timeout: float | None = None,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         max_bytes_per_connection: int | None = None,
+        metrics: str | None = None,
     ) -> None:
         adapted = [(code, _adapt(k)) for code, k in (kernels or {}).items()]
         self._server = _native._Server(
@@ -55,6 +59,7 @@ class Server:
             kernel_timeout,
             max_connections,
             max_bytes_per_connection,
+            metrics,
         )
 
     @property
@@ -66,6 +71,11 @@ class Server:
     def port(self) -> int:
         """The port it listens on."""
         return self._server.port
+
+    @property
+    def metrics_address(self) -> str | None:
+        """``host:port`` of the metrics endpoint, or None without one."""
+        return self._server.metrics_address
 
     @property
     def running(self) -> bool:
