@@ -2016,3 +2016,32 @@ fn a_stray_reply_between_rpcs_meets_the_receive_posted_ahead_and_fails() {
     );
     assert_eq!(p.client.phase(), Phase::Error);
 }
+
+#[test]
+fn reloaded_kernels_apply_from_the_next_call() {
+    let mut p = vector_b(5);
+    p.mrsp();
+    let imm = encode_request(fc(5), [0; 3]);
+    let (client, _) = p.rpc();
+    assert_eq!(client.last(), Some(&done(ReturnCode::SOCKET_UNAVAIL, 0, 1)));
+    // Code 5 gains a kernel (and a longer timeout): the next call runs it.
+    p.server
+        .set_kernels(KernelSet::empty().with(fc(5)), Duration::from_secs(30));
+    assert_eq!(p.server.config().kernel_timeout, Duration::from_secs(30));
+    let (client, server) = p.rpc();
+    assert_eq!(server.first(), Some(&kernel(5, [0; 3], 2)));
+    assert_eq!(
+        client,
+        [
+            write(1, 1000, Some(imm)),
+            RECV,
+            done(ReturnCode::SUCCESS, 256, 2)
+        ]
+    );
+    // And loses it again: SOCKET_UNAVAIL, the connection stays usable.
+    p.server
+        .set_kernels(KernelSet::empty(), Duration::from_secs(10));
+    let (client, _) = p.rpc();
+    assert_eq!(client.last(), Some(&done(ReturnCode::SOCKET_UNAVAIL, 0, 3)));
+    assert_eq!(p.server.phase(), Phase::DataReceiving);
+}

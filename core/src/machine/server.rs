@@ -212,6 +212,14 @@ impl Server {
         &self.config
     }
 
+    /// Replaces the kernels this connection serves and their timeout (a software NAA whose
+    /// kernels were reloaded). Takes effect with the next call; a kernel running now keeps
+    /// the deadline it started with.
+    pub fn set_kernels(&mut self, kernels: KernelSet, kernel_timeout: Duration) {
+        self.config.kernels = kernels;
+        self.config.kernel_timeout = kernel_timeout;
+    }
+
     /// The connection's regions (empty before the MRSP request).
     pub fn regions(&self) -> &ServerRegions {
         &self.regions
@@ -476,6 +484,23 @@ impl Server {
         Ok(())
     }
 
+    /// Answers the running kernel's RPC with KERNEL_TIMEOUT now, without its outputs, as
+    /// the kernel deadline passing does: for a host whose kernels have their own, shorter
+    /// timeouts. The kernel stays an orphan (holding the regions) until
+    /// [`Server::kernel_finished`].
+    pub fn expire_kernel(&mut self, now: Instant) -> Result<(), Error> {
+        if self.state != State::Calculating {
+            return Err(self.wrong_phase());
+        }
+        self.answer_timeout(now);
+        Ok(())
+    }
+
+    fn answer_timeout(&mut self, now: Instant) {
+        self.orphan_kernel = true;
+        self.write_back(now, ReturnCode::KERNEL_TIMEOUT, false);
+    }
+
     /// Writes the outputs back (or one zero-length write), the last WITH IMM `rc << 8`, then
     /// posts the receive that replaces the call's. The client never meets RNR (spec §3.9):
     /// the spare posted with the first RPC's receive serves its next call until then, so the
@@ -707,8 +732,7 @@ impl Machine for Server {
             return;
         }
         if self.state == State::Calculating {
-            self.orphan_kernel = true;
-            self.write_back(now, ReturnCode::KERNEL_TIMEOUT, false);
+            self.answer_timeout(now);
         } else {
             self.fail(Error::Timeout {
                 phase: self.phase(),

@@ -317,6 +317,23 @@ typedef struct naa_client_stats {
   uint64_t latency_mean_ns;
 } naa_client_stats;
 
+/*
+ Optional state of a kernel plugin (`naaice-swnaa --kernel CODE=PATH:SYMBOL`): the
+ library may export `int SYMBOL_init(const char *config, void **user_data)`, called once
+ when the server loads the kernel with the kernels file's `config` string (or NULL). It
+ stores the kernel's state in `*user_data` (handed to every call of the kernel) and returns
+ 0, or non-zero to refuse the load (the server does not start; a reload keeps the kernels
+ it had).
+ */
+typedef int (*naa_swnaa_kernel_init)(const char *config, void **user_data);
+
+/*
+ Optional end of a kernel plugin's state: `void SYMBOL_fini(void *user_data)`, called once
+ after the kernel's last call (the server stops, or a reload replaced the kernel and its
+ last RPC finished), before the library is closed.
+ */
+typedef void (*naa_swnaa_kernel_fini)(void *user_data);
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus

@@ -15,7 +15,7 @@
 use std::ffi::{c_int, c_uint, c_void};
 
 use crate::boundary::{FAILURE, SUCCESS, fail, guard};
-use crate::swnaa::{CKernel, function_code, naa_swnaa_kernel};
+use crate::swnaa::{c_kernel, function_code, naa_swnaa_kernel};
 
 /// ==== naaice-rs extensions (not in the reference): local (lookaside) mode ====
 ///
@@ -47,7 +47,7 @@ pub extern "C" fn naa_local_register_kernel(
         let Some(run) = kernel else {
             return fail(NAME, "kernel is NULL");
         };
-        naaice::local::register_kernel(code, CKernel::new(run, user_data));
+        naaice::local::register_kernel(code, c_kernel(run, user_data));
         SUCCESS
     })
 }

@@ -20,10 +20,8 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use naaice::core::{FunctionCode, ReturnCode};
-use naaice::swnaa::{
-    KERNEL_FAILED, Kernel, KernelContext, KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle,
-};
+use naaice::core::FunctionCode;
+use naaice::swnaa::{CKernel, CKernelFn, KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle};
 
 use crate::boundary::{FAILURE, SUCCESS, fail, guard};
 use crate::error::Failure;
@@ -81,67 +79,34 @@ pub type naa_swnaa_kernel = Option<
     ) -> u32,
 >;
 
-/// The kernel function of a [`CKernel`].
+/// Optional state of a kernel plugin (`naaice-swnaa --kernel CODE=PATH:SYMBOL`): the
+/// library may export `int SYMBOL_init(const char *config, void **user_data)`, called once
+/// when the server loads the kernel with the kernels file's `config` string (or NULL). It
+/// stores the kernel's state in `*user_data` (handed to every call of the kernel) and returns
+/// 0, or non-zero to refuse the load (the server does not start; a reload keeps the kernels
+/// it had).
+pub type naa_swnaa_kernel_init =
+    Option<unsafe extern "C" fn(config: *const c_char, user_data: *mut *mut c_void) -> c_int>;
+
+/// Optional end of a kernel plugin's state: `void SYMBOL_fini(void *user_data)`, called once
+/// after the kernel's last call (the server stops, or a reload replaced the kernel and its
+/// last RPC finished), before the library is closed.
+pub type naa_swnaa_kernel_fini = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
+
+/// The kernel function of a [`c_kernel`].
 pub(crate) type KernelFn =
     unsafe extern "C" fn(*mut c_void, *const naa_swnaa_call, *mut naa_swnaa_region, usize) -> u32;
 
-/// A C kernel and its user data.
-pub(crate) struct CKernel {
-    run: KernelFn,
-    user_data: UserData,
-}
-
-impl CKernel {
-    /// The kernel `run`, called with `user_data` (see `naa_swnaa_register_kernel` for the
-    /// thread-safety contract the C program accepts).
-    pub(crate) fn new(run: KernelFn, user_data: *mut c_void) -> Self {
-        Self {
-            run,
-            user_data: UserData(user_data),
-        }
-    }
-}
-
-/// The C program's `user_data` pointer, passed back to its kernel.
-struct UserData(*mut c_void);
-
-// SAFETY: the pointer is never dereferenced by the library, only handed back to the C kernel.
-// `naa_swnaa_register_kernel` documents that kernels (with their user data) are called from
-// several threads, so the C program guarantees that sharing it across threads is sound.
-unsafe impl Send for UserData {}
-// SAFETY: see `Send`.
-unsafe impl Sync for UserData {}
-
-impl Kernel for CKernel {
-    fn run(&self, ctx: &mut KernelContext<'_, '_>) -> ReturnCode {
-        let call = naa_swnaa_call {
-            fncode: ctx.fncode(),
-            user_bytes: ctx.user_bytes(),
-            rpc: ctx.rpc(),
-        };
-        let mut regions: Vec<naa_swnaa_region> = ctx
-            .regions()
-            .iter_mut()
-            .map(|r| naa_swnaa_region {
-                addr: r.data.as_mut_ptr().cast(),
-                size: r.data.len(),
-                flags: r.flags.bits(),
-            })
-            .collect();
-        // SAFETY: `run` is a C function the program registered with this signature. `call`
-        // and `regions` are valid for the call; each region pointer comes from an exclusive
-        // guard of the region's buffer (held by `ctx` until the kernel returns), valid for
-        // `size` bytes of reads and writes.
-        let rc =
-            unsafe { (self.run)(self.user_data.0, &call, regions.as_mut_ptr(), regions.len()) };
-        ReturnCode::new(rc).unwrap_or_else(|| {
-            tracing::warn!(
-                fncode = call.fncode,
-                "kernel returned {rc:#x}, over 24 bits; sending 0x03"
-            );
-            KERNEL_FAILED
-        })
-    }
+/// A C program's kernel `run` with its `user_data`, as the library's C kernel (see
+/// `naa_swnaa_register_kernel` for the thread-safety contract the C program accepts).
+pub(crate) fn c_kernel(run: KernelFn, user_data: *mut c_void) -> CKernel {
+    // SAFETY: `naa_swnaa_call` and `naa_swnaa_region` are the library's `CKernelCall` and
+    // `CKernelRegion` field for field (both `repr(C)`; the `layouts_match` test checks
+    // size, alignment and offsets), so the two function pointer types have one ABI.
+    let run = unsafe { std::mem::transmute::<KernelFn, CKernelFn>(run) };
+    // SAFETY: the C program registered `run` with the kernel signature and, by the API's
+    // contract, keeps it and `user_data` valid and thread-safe while registered.
+    unsafe { CKernel::new(run, user_data, None) }
 }
 
 /// A software NAA: its settings and kernels, and the running server.
@@ -294,7 +259,7 @@ pub extern "C" fn naa_swnaa_register_kernel(
         if let Err(rc) = stopped(NAME, state) {
             return rc;
         }
-        state.kernels.register(code, CKernel::new(run, user_data));
+        state.kernels.register(code, c_kernel(run, user_data));
         SUCCESS
     })
 }
@@ -516,6 +481,41 @@ pub extern "C" fn naa_swnaa_destroy(naa: *mut naa_swnaa) -> c_int {
 mod tests {
     use super::*;
     use naaice::core::RegionFlags;
+    use std::mem::{align_of, offset_of, size_of};
+
+    use naaice::swnaa::{CKernelCall, CKernelRegion};
+
+    #[test]
+    fn layouts_match() {
+        assert_eq!(size_of::<naa_swnaa_call>(), size_of::<CKernelCall>());
+        assert_eq!(align_of::<naa_swnaa_call>(), align_of::<CKernelCall>());
+        assert_eq!(
+            offset_of!(naa_swnaa_call, fncode),
+            offset_of!(CKernelCall, fncode)
+        );
+        assert_eq!(
+            offset_of!(naa_swnaa_call, user_bytes),
+            offset_of!(CKernelCall, user_bytes)
+        );
+        assert_eq!(
+            offset_of!(naa_swnaa_call, rpc),
+            offset_of!(CKernelCall, rpc)
+        );
+        assert_eq!(size_of::<naa_swnaa_region>(), size_of::<CKernelRegion>());
+        assert_eq!(align_of::<naa_swnaa_region>(), align_of::<CKernelRegion>());
+        assert_eq!(
+            offset_of!(naa_swnaa_region, addr),
+            offset_of!(CKernelRegion, addr)
+        );
+        assert_eq!(
+            offset_of!(naa_swnaa_region, size),
+            offset_of!(CKernelRegion, size)
+        );
+        assert_eq!(
+            offset_of!(naa_swnaa_region, flags),
+            offset_of!(CKernelRegion, flags)
+        );
+    }
 
     #[test]
     fn region_flags_are_the_wire_values() {

@@ -9,7 +9,8 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use clap::{CommandFactory, Parser};
-use naaice::swnaa::{AddressPrefix, KernelRegistry, SoftNaa, SoftNaaConfig};
+use naaice::swnaa::plugin::{KernelSources, KernelSpec};
+use naaice::swnaa::{AddressPrefix, KernelSwitch, SoftNaa, SoftNaaConfig};
 use naaice::transport::{AnyTransport, DEFAULT_PORT, ParseTransportError, Served};
 use naaice::units::{parse_duration, parse_size};
 use naaice::waiting::WaitPolicy;
@@ -36,7 +37,9 @@ then RPCs. With the default transport `auto` it serves both at once where an RDM
 exists (the software transport only otherwise), so clients with default settings reach it \
 on any machine; the banner names every transport served and the client settings that reach \
 it. Built-in kernels: 1 adds 1 to every byte, 2 adds 2, 3 does nothing (the benchmark's \
-empty kernel). Stops cleanly on SIGINT and SIGTERM. Logs go to stderr, coloured only on a \
+empty kernel); --kernel and --kernels load your own from shared libraries (C-ABI functions \
+with the naa_swnaa_kernel signature of naaice_ap2.h), and SIGHUP loads them again between \
+RPCs. Stops cleanly on SIGINT and SIGTERM. Logs go to stderr, coloured only on a \
 terminal."
 )]
 struct Args {
@@ -100,6 +103,18 @@ struct Args {
     /// to it: bind it to an address only the monitoring network reaches (`127.0.0.1:9464`).
     #[arg(long, env = "NAAICE_METRICS", value_name = "ADDR:PORT")]
     metrics: Option<SocketAddr>,
+    /// Serve the C-ABI kernel SYMBOL (default `naa_kernel`) of the shared library PATH at
+    /// function code CODE (repeatable): `7=./libscale.so:scale`. A kernel at 1, 2 or 3
+    /// replaces the built-in one.
+    #[arg(long = "kernel", value_name = "CODE=PATH[:SYMBOL]", value_parser = kernel_spec)]
+    kernels_given: Vec<KernelSpec>,
+    /// Serve the kernels a TOML file lists (`[[kernel]]` tables: code, library, symbol, name,
+    /// timeout, init, fini, config; see docs/swnaa.md); SIGHUP reads it again.
+    #[arg(long = "kernels", env = "NAAICE_KERNELS", value_name = "FILE")]
+    kernels_file: Option<std::path::PathBuf>,
+    /// Serve only the kernels loaded with --kernel and --kernels, not the built-ins 1-3.
+    #[arg(long)]
+    no_builtins: bool,
     /// Log filter (`error`, `warn`, `info` (default), `debug`, `trace`, `off`, or a `tracing`
     /// filter whose targets are naaice crates, such as `naaice=debug,warn`); anything else is
     /// refused.
@@ -131,7 +146,7 @@ const MAN: ManExtras<'static> = ManExtras {
         ),
         (
             "1",
-            "Could not start: the address is in use or invalid, or the transport asked for is unavailable.",
+            "Could not start: the address is in use or invalid, the transport asked for is unavailable, or a kernel cannot be loaded.",
         ),
         ("2", "Bad command line."),
     ],
@@ -153,6 +168,14 @@ const MAN: ManExtras<'static> = ManExtras {
             "Serve Prometheus metrics on loopback port 9464 (scrape http://127.0.0.1:9464/metrics).",
         ),
         (
+            "naaice-swnaa --kernel 7=./libscale.so:scale --kernel 8=./libsum.so",
+            "Serve your kernels: scale() of libscale.so at code 7, naa_kernel() of libsum.so at code 8, beside the built-ins.",
+        ),
+        (
+            "naaice-swnaa --kernels /etc/naaice/kernels.toml --no-builtins",
+            "Serve the kernels a file lists and nothing else; `kill -HUP` loads them again.",
+        ),
+        (
             "naaice-swnaa --allow 10.0.0.0/24,10.0.1.0/24",
             "Serve only clients from two subnets (the compute nodes); others are rejected at connect.",
         ),
@@ -169,6 +192,17 @@ fn parse_transport(s: &str) -> Result<AnyTransport, String> {
             .to_owned(),
         ParseTransportError::Unknown(_) => e.to_string(),
     })
+}
+
+/// A `--kernel` argument.
+fn kernel_spec(s: &str) -> Result<KernelSpec, String> {
+    s.parse()
+        .map_err(|e: naaice::swnaa::plugin::PluginError| match e {
+            naaice::swnaa::plugin::PluginError::Spec { why, .. } => {
+                format!("{why} (expected CODE=PATH[:SYMBOL], e.g. 7=./libscale.so:scale)")
+            }
+            e => e.to_string(),
+        })
 }
 
 /// A count of at least 1 (`--max-connections`): 0 is a command-line error (exit status 2).
@@ -240,25 +274,88 @@ fn run(mut args: Args) -> Result<(), String> {
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join(", ");
+    let sources = KernelSources {
+        builtins: !args.no_builtins,
+        given: std::mem::take(&mut args.kernels_given),
+        file: args.kernels_file.take(),
+    };
+    let kernels = sources.load().map_err(|e| e.to_string())?;
     let addr = SocketAddr::new(args.address, args.port);
-    let naa = SoftNaa::bind(args.transport, addr, config, KernelRegistry::builtin())
+    let naa = SoftNaa::bind(args.transport, addr, config, kernels)
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    eprint!("{}", banner(naa.local_addr(), &naa.served(), args.wait));
+    let reloads = Reloads::start(sources, naa.kernel_switch())?;
+    eprint!(
+        "{}",
+        banner(
+            naa.local_addr(),
+            &naa.served(),
+            args.wait,
+            &naa.kernels().describe()
+        )
+    );
     if let Some(at) = naa.metrics_addr() {
         eprintln!("  metrics: http://{at}{}", naaice::swnaa::METRICS_PATH);
     }
     if !allowed.is_empty() {
         eprintln!("  allowed clients: {allowed} (others are rejected at connect)");
     }
-    naa.run(&stop).map_err(|e| e.to_string())
+    let served = naa.run(&stop).map_err(|e| e.to_string());
+    // The last hold on the kernels: their fini functions run now, after the last RPC.
+    reloads.stop();
+    served
+}
+
+/// The thread that reloads the kernels on SIGHUP.
+struct Reloads {
+    signals: signal_hook::iterator::Handle,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Reloads {
+    /// On SIGHUP, loads the kernels again (the kernels file is read again, every library
+    /// opened again) and serves them from each connection's next call; a reload that fails
+    /// is logged and the kernels served stay.
+    fn start(sources: KernelSources, switch: KernelSwitch) -> Result<Self, String> {
+        let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGHUP])
+            .map_err(|e| format!("signal handler: {e}"))?;
+        let handle = signals.handle();
+        let thread = std::thread::Builder::new()
+            .name("naaice-reload".into())
+            .spawn(move || {
+                for _ in signals.forever() {
+                    match sources.load() {
+                        Ok(kernels) => {
+                            let served = kernels.describe();
+                            drop(switch.replace(kernels));
+                            tracing::info!(kernels = %served, "SIGHUP: kernels reloaded");
+                        }
+                        Err(e) => tracing::error!(
+                            error = %e,
+                            "SIGHUP: kernels not reloaded; still serving the ones loaded before"
+                        ),
+                    }
+                }
+            })
+            .map_err(|e| format!("reload thread: {e}"))?;
+        Ok(Self {
+            signals: handle,
+            thread,
+        })
+    }
+
+    /// Ends the thread (and its hold on the kernels).
+    fn stop(self) {
+        self.signals.close();
+        let _ = self.thread.join();
+    }
 }
 
 /// What the server prints when it starts (the first line's form is kept for scripts that
 /// read the port from it): each transport with its address (or why it is not served) and
 /// the client settings that reach it.
-fn banner(addr: SocketAddr, served: &[Served], wait: WaitPolicy) -> String {
+fn banner(addr: SocketAddr, served: &[Served], wait: WaitPolicy, kernels: &str) -> String {
     let mut text = format!(
-        "naaice-swnaa listening on {addr} (version {}, kernels 1, 2, 3; waiting: {wait})\n",
+        "naaice-swnaa listening on {addr} (version {}, kernels {kernels}; waiting: {wait})\n",
         env!("CARGO_PKG_VERSION")
     );
     for s in served {

@@ -133,7 +133,7 @@ impl<E: Endpoint> Driver<E, Server> {
     /// Answers the current RPC, whose kernel returned `rc` at `now`: through the express lane
     /// when the machine takes it, else as [`Driver::kernel_done`] does.
     fn answer(&mut self, rc: ReturnCode, now: naaice_core::Instant) {
-        if self.express.is_empty() && !self.build_answer() {
+        if rc == ReturnCode::KERNEL_TIMEOUT || (self.express.is_empty() && !self.build_answer()) {
             return self.kernel_done(rc, now);
         }
         let Some(answer) = self.machine.express_answer(now, rc) else {

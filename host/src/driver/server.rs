@@ -148,10 +148,15 @@ impl<E: Endpoint> Driver<E, Server> {
     }
 
     /// Reports the return code of the kernel the machine asked for, which returned at `now`.
-    /// A kernel that returns after its deadline has its RPC answered with KERNEL_TIMEOUT
-    /// (outputs not written).
+    /// A kernel that returns after its deadline, or returns KERNEL_TIMEOUT (its owner's own,
+    /// shorter deadline passed), has its RPC answered with KERNEL_TIMEOUT (outputs not
+    /// written).
     pub(crate) fn kernel_done(&mut self, rc: ReturnCode, now: naaice_core::Instant) {
         self.machine.handle_timeout(now);
+        if rc == ReturnCode::KERNEL_TIMEOUT && self.machine.kernel_running() {
+            // Fails only when the machine's own deadline answered it already.
+            let _ = self.machine.expire_kernel(now);
+        }
         if let Err(e) = self.machine.kernel_finished(now, rc) {
             tracing::warn!(error = %e, "kernel result not accepted");
         }

@@ -1,7 +1,7 @@
 //! Kernels of the software NAA: what runs for a function code.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use naaice_core::machine::KernelCall;
 use naaice_core::{FunctionCode, RegionFlags, ReturnCode};
@@ -123,23 +123,26 @@ where
     }
 }
 
-/// Kernels by function code. Users add their own without touching the library.
+/// A kernel with what the NAA says of it: its name (banner, logs, `naaice-info --probe`)
+/// and its own timeout.
+#[derive(Clone)]
+struct Entry {
+    kernel: Arc<dyn Kernel>,
+    name: Arc<str>,
+    timeout: Option<Duration>,
+}
+
+/// Kernels by function code, with a name each and optionally their own timeout. Users add
+/// their own without touching the library.
 #[derive(Clone)]
 pub struct KernelRegistry {
-    kernels: Vec<Option<Arc<dyn Kernel>>>,
+    kernels: Vec<Option<Entry>>,
 }
 
 impl std::fmt::Debug for KernelRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let codes: Vec<usize> = self
-            .kernels
-            .iter()
-            .enumerate()
-            .filter(|(_, k)| k.is_some())
-            .map(|(i, _)| i)
-            .collect();
         f.debug_struct("KernelRegistry")
-            .field("codes", &codes)
+            .field("served", &self.served().collect::<Vec<_>>())
             .finish()
     }
 }
@@ -169,6 +172,7 @@ impl KernelRegistry {
 
     /// The reference's built-ins (spec §5.3): 1 adds 1 to every byte of every parameter
     /// region, 2 adds 2, 3 does nothing.
+    /// Names: `add1`, `add2`, `empty`.
     pub fn builtin() -> Self {
         let mut r = Self::empty();
         const fn code(c: u8) -> FunctionCode {
@@ -180,35 +184,125 @@ impl KernelRegistry {
         const ONE: FunctionCode = code(1);
         const TWO: FunctionCode = code(2);
         const THREE: FunctionCode = code(3);
-        r.register(ONE, |ctx: &mut KernelContext<'_, '_>| {
+        r.register_named(ONE, "add1", |ctx: &mut KernelContext<'_, '_>| {
             add_to_params(ctx, 1);
             ReturnCode::SUCCESS
         });
-        r.register(TWO, |ctx: &mut KernelContext<'_, '_>| {
+        r.register_named(TWO, "add2", |ctx: &mut KernelContext<'_, '_>| {
             add_to_params(ctx, 2);
             ReturnCode::SUCCESS
         });
-        r.register(THREE, |_: &mut KernelContext<'_, '_>| ReturnCode::SUCCESS);
+        r.register_named(THREE, "empty", |_: &mut KernelContext<'_, '_>| {
+            ReturnCode::SUCCESS
+        });
         r
     }
 
-    /// Registers (or replaces) the kernel for `code`; returns the previous one.
+    /// Registers (or replaces) the kernel for `code`, named `kernel CODE`; returns the
+    /// previous one.
     pub fn register(
         &mut self,
         code: FunctionCode,
         kernel: impl Kernel + 'static,
     ) -> Option<Arc<dyn Kernel>> {
-        self.kernels[usize::from(code.get())].replace(Arc::new(kernel))
+        self.register_named(code, &format!("kernel {}", code.get()), kernel)
+    }
+
+    /// Registers (or replaces) the kernel for `code` under `name` (shown in the banner, the
+    /// logs and `naaice-info --probe`); returns the previous one.
+    pub fn register_named(
+        &mut self,
+        code: FunctionCode,
+        name: &str,
+        kernel: impl Kernel + 'static,
+    ) -> Option<Arc<dyn Kernel>> {
+        self.insert(code, name, Arc::new(kernel))
+    }
+
+    /// Registers a shared kernel (see [`KernelRegistry::register_named`]).
+    pub fn insert(
+        &mut self,
+        code: FunctionCode,
+        name: &str,
+        kernel: Arc<dyn Kernel>,
+    ) -> Option<Arc<dyn Kernel>> {
+        let entry = Entry {
+            kernel,
+            name: name.into(),
+            timeout: None,
+        };
+        self.kernels[usize::from(code.get())]
+            .replace(entry)
+            .map(|e| e.kernel)
+    }
+
+    /// Gives the kernel for `code` its own timeout instead of the NAA's kernel timeout
+    /// (`None`: the NAA's). False when `code` has no kernel.
+    pub fn set_timeout(&mut self, code: FunctionCode, timeout: Option<Duration>) -> bool {
+        match &mut self.kernels[usize::from(code.get())] {
+            Some(e) => {
+                e.timeout = timeout;
+                true
+            }
+            None => false,
+        }
     }
 
     /// Removes the kernel for `code`.
     pub fn remove(&mut self, code: FunctionCode) -> Option<Arc<dyn Kernel>> {
-        self.kernels[usize::from(code.get())].take()
+        self.kernels[usize::from(code.get())]
+            .take()
+            .map(|e| e.kernel)
     }
 
     /// The kernel for a 7-bit function code.
     pub fn get(&self, fncode: u8) -> Option<&Arc<dyn Kernel>> {
+        self.entry(fncode).map(|e| &e.kernel)
+    }
+
+    fn entry(&self, fncode: u8) -> Option<&Entry> {
         self.kernels.get(usize::from(fncode))?.as_ref()
+    }
+
+    /// The name of the kernel for `fncode`.
+    pub fn name(&self, fncode: u8) -> Option<&str> {
+        self.entry(fncode).map(|e| &*e.name)
+    }
+
+    /// The kernel's own timeout (`None`: the NAA's, or no such kernel).
+    pub fn timeout(&self, fncode: u8) -> Option<Duration> {
+        self.entry(fncode).and_then(|e| e.timeout)
+    }
+
+    /// The longest timeout of any kernel: `default` (the NAA's) or a kernel's own.
+    pub fn longest_timeout(&self, default: Duration) -> Duration {
+        self.kernels
+            .iter()
+            .flatten()
+            .filter_map(|e| e.timeout)
+            .fold(default, Duration::max)
+    }
+
+    /// The function codes served, with their kernels' names, in code order.
+    pub fn served(&self) -> impl Iterator<Item = (u8, &str)> {
+        self.kernels
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| Some((u8::try_from(i).ok()?, &*e.as_ref()?.name)))
+    }
+
+    /// The codes served with their names, `1 add1, 2 add2, 7 scale` (`none` when empty): the
+    /// banner's list.
+    pub fn describe(&self) -> String {
+        let list: Vec<String> = self
+            .served()
+            .map(|(code, name)| format!("{code} {name}"))
+            .collect();
+        if list.is_empty() {
+            "none".to_owned()
+        } else {
+            list.join(", ")
+        }
     }
 
     /// The function codes with a kernel, for the protocol machine.

@@ -68,18 +68,25 @@
 
 mod allow;
 mod budget;
+// C kernels are called through a function pointer (FFI).
+#[allow(unsafe_code)]
+mod c_kernel;
 mod kernel;
 pub mod local;
 mod metrics;
 mod metrics_endpoint;
+pub mod plugin;
 mod slots;
+mod switch;
 mod worker;
 
 pub use allow::{AddressPrefix, ParsePrefixError};
 pub use budget::default_memory_budget;
+pub use c_kernel::{CKernel, CKernelCall, CKernelFn, CKernelRegion};
 pub use kernel::{KERNEL_FAILED, Kernel, KernelContext, KernelRegion, KernelRegistry};
 pub use metrics::METRIC_NAMES;
 pub use metrics_endpoint::METRICS_PATH;
+pub use switch::KernelSwitch;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -256,7 +263,7 @@ pub const ACCESS_DENIED_REASON: &str = "NAA access denied";
 pub struct SoftNaa<T: Transport> {
     listener: T::Listener,
     config: SoftNaaConfig,
-    kernels: Arc<KernelRegistry>,
+    kernels: KernelSwitch,
     budget: Arc<MemoryBudget>,
     /// The counters and their endpoint, when [`SoftNaaConfig::metrics`] asks for them.
     metrics: Option<(Arc<NaaMetrics>, MetricsEndpoint)>,
@@ -302,7 +309,7 @@ where
         Ok(Self {
             listener,
             config,
-            kernels: Arc::new(kernels),
+            kernels: KernelSwitch::new(kernels),
             budget,
             metrics,
             _transport: transport,
@@ -326,8 +333,19 @@ where
         self.metrics.as_ref().map(|(m, _)| m.render())
     }
 
+    /// The kernels it serves, to replace them while it runs (reload); see [`KernelSwitch`].
+    pub fn kernel_switch(&self) -> KernelSwitch {
+        self.kernels.clone()
+    }
+
+    /// The kernels it serves now.
+    pub fn kernels(&self) -> Arc<KernelRegistry> {
+        self.kernels.current()
+    }
+
     fn server_config(&self) -> ServerConfig {
-        let mut c = ServerConfig::new(self.kernels.codes());
+        // Each worker sets the kernels served when it starts (and after every reload).
+        let mut c = ServerConfig::new(self.kernels.current().codes());
         c.max_regions = self.config.max_regions;
         c.max_total_bytes = self.config.max_bytes_per_connection;
         c.placement = Placement::Allocate;
@@ -429,7 +447,8 @@ where
             let activity = Arc::new(Activity::default());
             let connection = worker::WorkerContext {
                 config: server_config,
-                kernels: Arc::clone(&self.kernels),
+                kernels: self.kernels.clone(),
+                kernel_timeout: self.config.kernel_timeout,
                 budget: Arc::clone(&budget),
                 metrics: counters.as_ref().map(|m| m.register(Arc::clone(&activity))),
                 activity: Arc::clone(&activity),

@@ -19,6 +19,7 @@ use super::budget::{MemoryBudget, Reservation};
 use super::kernel::{KERNEL_FAILED, KernelContext, KernelRegion, KernelRegistry};
 use super::metrics::{ConnectionMetrics, Registration};
 use super::slots::Activity;
+use super::switch::KernelSwitch;
 use crate::clock;
 use crate::driver::{self, Driver, ServerEvent};
 use crate::memory::Buffer;
@@ -32,8 +33,10 @@ const SHUTDOWN_POLL: Duration = Duration::from_millis(100);
 pub(crate) struct WorkerContext {
     /// The protocol machine's settings.
     pub(crate) config: ServerConfig,
-    /// The kernels by function code.
-    pub(crate) kernels: Arc<KernelRegistry>,
+    /// The kernels by function code (replaced by a reload between RPCs).
+    pub(crate) kernels: KernelSwitch,
+    /// How long a kernel may run unless it has its own timeout.
+    pub(crate) kernel_timeout: Duration,
     /// The NAA's memory budget, shared by all connections.
     pub(crate) budget: Arc<MemoryBudget>,
     /// What this worker tells the slot policy (idle or busy; eviction).
@@ -111,10 +114,14 @@ fn run<E: Endpoint>(
     shutdown: &AtomicBool,
 ) {
     let mut kernels = Kernels {
-        registry: &ctx.kernels,
+        switch: &ctx.kernels,
+        seen: ctx.kernels.generation(),
+        registry: ctx.kernels.current(),
+        reloaded: false,
         regions: Arc::new([]),
-        timeout: driver.machine().config().kernel_timeout,
+        timeout: ctx.kernel_timeout,
     };
+    kernels.serve_on(driver.machine_mut());
     // A shutdown that came while a kernel ran leaves its RPC unanswered: the client sees the
     // disconnect, as with any other RPC in progress.
     let stopping = || shutdown.load(Ordering::Relaxed);
@@ -124,15 +131,22 @@ fn run<E: Endpoint>(
     let metrics = ctx.metrics.as_ref().map(Registration::metrics);
     let mut counted = Counted::default();
     while !stopping() {
+        // Kernels reloaded while idle: the machine serves their codes from the next call.
+        kernels.refresh();
+        if kernels.reloaded {
+            kernels.serve_on(driver.machine_mut());
+        }
         // The slot policy's marks: busy while the kernel runs, idle from its end. The idle
         // mark is set once the answer is posted, off the RPC's path.
         let mut kernel_end = None;
         let served = driver.poll_serving(&mut |call, taken| {
             ctx.activity.set_idle(None);
+            // A call that arrived after a reload runs on the new kernels.
+            kernels.refresh();
             let done = kernels.run(call, taken);
             kernel_end = Some(done.1);
             if let Some(m) = metrics {
-                counted.kernel(m, call, taken, done, kernels.timeout);
+                counted.kernel(m, call, taken, done);
             }
             (!stopping()).then_some(done)
         });
@@ -199,18 +213,12 @@ impl Counted {
         call: KernelCall,
         taken: CoreInstant,
         (rc, end): (ReturnCode, CoreInstant),
-        timeout: Duration,
     ) {
         // An RPC served in the same pass as this one was answered by now.
         if let Some((fncode, at)) = self.answering.take() {
             m.rpc_time(fncode, taken.saturating_duration_since(at));
         }
         self.kernels = self.kernels.wrapping_add(1);
-        let rc = if end > taken + timeout {
-            ReturnCode::KERNEL_TIMEOUT
-        } else {
-            rc
-        };
         m.kernel_rpc(
             call.fncode,
             rc,
@@ -337,19 +345,52 @@ fn reserve<E: Endpoint>(
 
 /// The connection's kernels and what they run on.
 struct Kernels<'a> {
+    /// The NAA's kernels, replaced by reloads.
+    switch: &'a KernelSwitch,
+    /// The switch's generation `registry` is from.
+    seen: u64,
     /// The kernels by function code.
-    registry: &'a KernelRegistry,
+    registry: Arc<KernelRegistry>,
+    /// `registry` changed since the machine was told ([`Kernels::serve_on`]).
+    reloaded: bool,
     /// Region buffers with their flags (set once the last region is placed, before the
     /// Advertisement goes out).
     regions: Arc<[(RegionFlags, Buffer)]>,
-    /// How long a kernel may run.
+    /// How long a kernel may run unless it has its own timeout.
     timeout: Duration,
 }
 
 impl Kernels<'_> {
-    /// Runs the kernel of `call`, taken at `started` (its deadline counts from then).
+    /// Takes the kernels of a reload, if one happened (one atomic load otherwise).
+    fn refresh(&mut self) {
+        if let Some(registry) = self.switch.changed(&mut self.seen) {
+            tracing::debug!(kernels = %registry.describe(), "kernels reloaded");
+            self.registry = registry;
+            self.reloaded = true;
+        }
+    }
+
+    /// Has the connection's protocol machine serve these kernels' codes, with the longest
+    /// of their timeouts (each kernel's own deadline is kept by [`Kernels::run`]).
+    fn serve_on(&mut self, machine: &mut Server) {
+        self.reloaded = false;
+        machine.set_kernels(
+            self.registry.codes(),
+            self.registry.longest_timeout(self.timeout),
+        );
+    }
+
+    /// Runs the kernel of `call`, taken at `started` (its deadline counts from then): its
+    /// return code, KERNEL_TIMEOUT if it returned after its deadline.
     fn run(&self, call: KernelCall, started: CoreInstant) -> (ReturnCode, CoreInstant) {
-        run_kernel(self.registry, call, &self.regions, started + self.timeout)
+        let timeout = self.registry.timeout(call.fncode).unwrap_or(self.timeout);
+        let deadline = started + timeout;
+        let (rc, done) = run_kernel(&self.registry, call, &self.regions, deadline);
+        if done > deadline {
+            (ReturnCode::KERNEL_TIMEOUT, done)
+        } else {
+            (rc, done)
+        }
     }
 }
 
