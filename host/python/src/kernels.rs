@@ -2,7 +2,8 @@
 
 use naaice::core::{FunctionCode, ReturnCode};
 use naaice::swnaa::{
-    KERNEL_FAILED, Kernel, KernelContext, KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle,
+    KERNEL_FAILED, Kernel, KernelContext, KernelRegistry, KernelSwitch, SoftNaa, SoftNaaConfig,
+    SoftNaaHandle,
 };
 use pyo3::prelude::*;
 use pyo3::types::PyList;
@@ -127,10 +128,41 @@ pub(crate) fn remove_local_kernel(fn_code: u32) -> PyResult<bool> {
     Ok(naaice::local::remove_kernel(function_code(fn_code)?).is_some())
 }
 
+/// A kernel as the Python side hands it over: function code, `func(regions, call)`, and
+/// optionally its name and its own timeout in seconds.
+type KernelEntry = (u32, Py<PyAny>, Option<String>, Option<f64>);
+
+/// A registry of the built-ins (unless `builtins` is false) and `kernels`.
+fn registry(py: Python<'_>, kernels: Vec<KernelEntry>, builtins: bool) -> PyResult<KernelRegistry> {
+    let mut registry = if builtins {
+        KernelRegistry::builtin()
+    } else {
+        KernelRegistry::empty()
+    };
+    for (code, func, name, timeout) in kernels {
+        let code = function_code(code)?;
+        let kernel = PyKernel::new(func, py);
+        let name = name.unwrap_or_else(|| kernel.name.clone());
+        registry.register_named(code, &name, kernel);
+        let timeout = timeout
+            .map(|t| match std::time::Duration::try_from_secs_f64(t) {
+                Ok(d) if !d.is_zero() => Ok(d),
+                _ => Err(errors::invalid(format!(
+                    "the timeout of kernel {} must be more than 0 seconds, got {t}",
+                    code.get()
+                ))),
+            })
+            .transpose()?;
+        registry.set_timeout(code, timeout);
+    }
+    Ok(registry)
+}
+
 /// A software NAA serving on background threads, with kernels written in Python.
 #[pyclass(module = "naaice._native", name = "_Server", frozen)]
 pub(crate) struct Server {
     handle: std::sync::Mutex<Option<SoftNaaHandle>>,
+    kernels: KernelSwitch,
     address: String,
     port: u16,
     metrics_address: Option<String>,
@@ -151,21 +183,14 @@ impl Server {
         py: Python<'_>,
         host: &str,
         port: u16,
-        kernels: Vec<(u32, Py<PyAny>)>,
+        kernels: Vec<KernelEntry>,
         builtins: bool,
         kernel_timeout: Option<f64>,
         max_connections: Option<usize>,
         max_bytes_per_connection: Option<u64>,
         metrics: Option<&str>,
     ) -> PyResult<Self> {
-        let mut registry = if builtins {
-            KernelRegistry::builtin()
-        } else {
-            KernelRegistry::empty()
-        };
-        for (code, func) in kernels {
-            registry.register(function_code(code)?, PyKernel::new(func, py));
-        }
+        let registry = registry(py, kernels, builtins)?;
         let mut config = SoftNaaConfig::default();
         if let Some(t) = kernel_timeout {
             config.kernel_timeout = std::time::Duration::try_from_secs_f64(t)
@@ -188,17 +213,20 @@ impl Server {
             .map_err(|e| errors::invalid(format!("host {host:?}: {e}")))?
             .next()
             .ok_or_else(|| errors::invalid(format!("host {host:?} resolves to nothing")))?;
-        let handle = py
-            .detach(|| -> naaice::Result<SoftNaaHandle> {
+        let (handle, switch) = py
+            .detach(|| -> naaice::Result<(SoftNaaHandle, KernelSwitch)> {
                 let transport = naaice::environment::transport_from_env()?;
                 config.wait = naaice::environment::wait_policy_from_env()?;
-                SoftNaa::bind(transport, addr, config, registry)?.spawn()
+                let naa = SoftNaa::bind(transport, addr, config, registry)?;
+                let switch = naa.kernel_switch();
+                Ok((naa.spawn()?, switch))
             })
             .map_err(errors::to_py)?;
         let local = handle.local_addr();
         let metrics_address = handle.metrics_addr().map(|a| a.to_string());
         Ok(Self {
             handle: std::sync::Mutex::new(Some(handle)),
+            kernels: switch,
             address: local.to_string(),
             port: local.port(),
             metrics_address,
@@ -221,6 +249,32 @@ impl Server {
     #[getter]
     fn metrics_address(&self) -> Option<&str> {
         self.metrics_address.as_deref()
+    }
+
+    /// Serves `kernels` (and the built-ins unless `builtins` is false) instead of the
+    /// kernels served now, from each connection's next call (an RPC running finishes on its
+    /// kernel).
+    fn set_kernels(
+        &self,
+        py: Python<'_>,
+        kernels: Vec<KernelEntry>,
+        builtins: bool,
+    ) -> PyResult<()> {
+        let registry = registry(py, kernels, builtins)?;
+        let old = self.kernels.replace(registry);
+        // Dropping Python kernels takes the interpreter lock, which this thread holds.
+        drop(old);
+        Ok(())
+    }
+
+    /// The function codes served with their kernels' names.
+    #[getter]
+    fn kernels(&self) -> Vec<(u8, String)> {
+        self.kernels
+            .current()
+            .served()
+            .map(|(code, name)| (code, name.to_owned()))
+            .collect()
     }
 
     /// True until `stop`.

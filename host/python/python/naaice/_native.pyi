@@ -132,12 +132,16 @@ class _Await:
     def poll(self, wake: Callable[[], None]) -> Status | None: ...
     def abandon(self) -> None: ...
 
+_KernelEntry = tuple[
+    int, Callable[[list[Region], KernelCall], int | None], str | None, float | None
+]
+
 class _Server:
     def __init__(
         self,
         host: str,
         port: int,
-        kernels: list[tuple[int, Callable[[list[Region], KernelCall], int | None]]],
+        kernels: list[_KernelEntry],
         builtins: bool,
         kernel_timeout: float | None = None,
         max_connections: int | None = None,
@@ -148,6 +152,8 @@ class _Server:
     port: int
     metrics_address: str | None
     running: bool
+    kernels: list[tuple[int, str]]
+    def set_kernels(self, kernels: list[_KernelEntry], builtins: bool) -> None: ...
     def stop(self) -> None: ...
 
 def _wait_async(naa: Naa) -> _Await: ...
