@@ -47,6 +47,7 @@ pub use discovery::{environment, select, spec};
 pub use swnaa::local;
 pub use transport::waiting;
 
+pub use client::pipeline::{Pipeline, PipelineReport};
 pub use connection::Connection;
 pub use error::{Error, Result};
 pub use memory::{Buffer, BufferGuard};

@@ -189,6 +189,33 @@ pub(crate) struct Args {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=1024),
           conflicts_with_all = ["clients", "naa", "idle", "compare"])]
     pub busy: Option<u32>,
+    /// Measures how a pipeline overlaps transfer and compute (`naaice::Pipeline`): offloads SIZE bytes
+    /// in --chunk chunks over --depth connections to a software NAA in this process, with
+    /// the empty kernel (transfer only), then with a kernel whose compute time is set to
+    /// equal that transfer time (--compute), and times that kernel alone; prints the
+    /// overlapped time against transfer + compute (median of --reps rounds, default 3) and
+    /// writes overlap.csv.
+    #[arg(long, value_name = "SIZE", value_parser = positive_size,
+          conflicts_with_all = ["clients", "naa", "idle", "compare", "busy", "overlap"])]
+    pub pipeline: Option<u64>,
+    /// With --pipeline: the chunk size.
+    #[arg(long, value_name = "SIZE", default_value = "8MiB", value_parser = positive_size,
+          requires = "pipeline")]
+    pub chunk: u64,
+    /// With --pipeline: connections (chunks in flight at once).
+    #[arg(long, value_name = "N", default_value_t = 2,
+          value_parser = clap::value_parser!(u32).range(1..=64), requires = "pipeline")]
+    pub depth: u32,
+    /// With --pipeline: how the kernel spends its compute time: `paced` (it touches every
+    /// byte, then waits for the rest of its time, as an accelerator computing off the host
+    /// CPU does) or `spin` (it keeps a core busy for all of it, as a CPU kernel does).
+    #[arg(
+        long,
+        value_name = "KIND",
+        default_value = "paced",
+        requires = "pipeline"
+    )]
+    pub compute: crate::pipeline::Compute,
     /// Measures what idle connections cost: opens N connections (one RPC each) to a software
     /// NAA in a process of its own (or to --naa, whose process --naa-pid names), leaves them
     /// idle for --duration, and prints the CPU time and context switches of this process and

@@ -13,6 +13,7 @@ mod cpu;
 mod idle;
 mod limits;
 mod measure;
+mod pipeline;
 mod plot;
 mod process_clock;
 mod raw;
@@ -42,6 +43,8 @@ fn run(args: &Args) -> Result<(), Error> {
         idle::serve(args)
     } else if let Some(n) = args.busy {
         busy::run(args, n)
+    } else if let Some(size) = args.pipeline {
+        pipeline::run(args, size)
     } else if let Some(n) = args.idle {
         idle::run(args, n)
     } else if let Some(kind) = args.worker {

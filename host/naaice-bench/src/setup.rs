@@ -57,6 +57,16 @@ pub(crate) fn naa(
     transport: &AnyTransport,
     max_connections: usize,
 ) -> Result<(SocketAddr, Option<SoftNaaHandle>), Error> {
+    naa_serving(args, transport, max_connections, KernelRegistry::builtin())
+}
+
+/// [`naa`] with the software NAA serving `kernels`.
+pub(crate) fn naa_serving(
+    args: &Args,
+    transport: &AnyTransport,
+    max_connections: usize,
+    kernels: KernelRegistry,
+) -> Result<(SocketAddr, Option<SoftNaaHandle>), Error> {
     if let Some(spec) = &args.naa {
         // --address conflicts with --naa on the command line.
         let addr = spec
@@ -82,8 +92,7 @@ pub(crate) fn naa(
         wait: wait(),
         ..SoftNaaConfig::default()
     };
-    let handle =
-        SoftNaa::bind(transport.clone(), listen, config, KernelRegistry::builtin())?.spawn()?;
+    let handle = SoftNaa::bind(transport.clone(), listen, config, kernels)?.spawn()?;
     Ok((handle.local_addr(), Some(handle)))
 }
 
