@@ -102,6 +102,12 @@ typedef enum naa_error {
 } naa_error;
 
 /*
+ A pipeline: connections to one NAA that keep several chunks of an array in flight (opaque;
+ the pointer is an identifier, never dereferenced).
+ */
+typedef struct naa_pipeline naa_pipeline;
+
+/*
  A software NAA (opaque; the pointer is an identifier, never dereferenced).
  */
 typedef struct naa_swnaa naa_swnaa;
@@ -316,6 +322,33 @@ typedef struct naa_client_stats {
    */
   uint64_t latency_mean_ns;
 } naa_client_stats;
+
+/*
+ What `naa_pipeline_run` did.
+ */
+typedef struct naa_pipeline_report {
+  /*
+   Chunks sent (one RPC each).
+   */
+  uint64_t chunks;
+  /*
+   Connections used (chunks in flight at once).
+   */
+  unsigned int depth;
+  /*
+   1 when a chunk's kernel did not return success: `failed_chunk` and `failed_code` say
+   which and what; the chunks after it were not sent. 0 otherwise.
+   */
+  int failed;
+  /*
+   The first chunk that failed (counted from 0).
+   */
+  uint64_t failed_chunk;
+  /*
+   Its return code.
+   */
+  uint32_t failed_code;
+} naa_pipeline_report;
 
 /*
  Optional state of a kernel plugin (`naaice-swnaa --kernel CODE=PATH:SYMBOL`): the
@@ -728,6 +761,54 @@ int naa_stats(struct naa_handle *handle, struct naa_client_stats *out);
  `out` must be NULL or point to a writable `naa_client_stats` whose `size` the caller set.
  */
 int naa_stats_process(struct naa_client_stats *out);
+
+/*
+ naaice-rs extension (not in the reference): connects up to `depth` (1-64) connections to
+ the NAA for `function_code` as `naa_create` does (`NAA_SPEC`, `NAAICE_TRANSPORT`, ...),
+ each with one in-place parameter of `chunk` bytes (1 B to 1 GiB). An NAA that takes fewer
+ connections gets fewer (see `naa_pipeline_depth`; at least 1).
+
+ The NAA's kernel runs on each chunk as on any RPC, so it must work chunk by chunk
+ (element-wise, or on independent blocks). It finds the chunk's number (0, 1, 2, …; 24
+ bits, wrapping) in the call's user bytes, big-endian; the last chunk is padded with zeros
+ to `chunk` bytes.
+
+ Returns NULL on failure. Free it with `naa_pipeline_destroy`.
+ */
+struct naa_pipeline *naa_pipeline_create(naa_function_code_t function_code,
+                                         size_t chunk,
+                                         unsigned int depth);
+
+/*
+ naaice-rs extension (not in the reference): the connections of `pipeline` (chunks in
+ flight at once), or -1 for an invalid pipeline.
+ */
+int naa_pipeline_depth(const struct naa_pipeline *pipeline);
+
+/*
+ naaice-rs extension (not in the reference): runs the NAA's kernel over `len` bytes at
+ `data`, in place, chunk by chunk, one chunk in flight per connection. `report` (may be
+ NULL) tells what was done.
+
+ Returns 0 when every chunk's kernel returned success; -1 on invalid arguments, a
+ transport failure, or a chunk that failed (`report->failed`; the data of that chunk and
+ those after it is left as it was).
+
+ # Safety
+
+ `data` must be valid for reads and writes of `len` bytes (it may be NULL when `len` is
+ 0) and not used by another thread meanwhile; `report` must be NULL or writable.
+ */
+int naa_pipeline_run(struct naa_pipeline *pipeline,
+                     void *data,
+                     size_t len,
+                     struct naa_pipeline_report *report);
+
+/*
+ naaice-rs extension (not in the reference): closes the connections of `pipeline` and
+ frees it. Returns 0, or -1 for an invalid pipeline.
+ */
+int naa_pipeline_destroy(struct naa_pipeline *pipeline);
 
 #ifdef __cplusplus
 }  // extern "C"

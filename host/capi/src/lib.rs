@@ -61,6 +61,7 @@ mod boundary;
 pub mod error;
 mod handles;
 pub mod local;
+pub mod pipeline;
 pub mod swnaa;
 mod transport;
 pub mod types;

@@ -212,3 +212,25 @@ fn client_statistics_from_c() {
         f.stderr
     );
 }
+
+/// `naa_pipeline_*` from C under the sanitizers: every byte through two connections, the
+/// report, a failed chunk, invalid arguments.
+#[test]
+fn pipeline_from_c() {
+    let bin = build_sanitized(&out_dir("c"), "ap2_pipeline", &["tests/c/ap2_pipeline.c"]);
+    let naa = software_naa();
+    let port = naa.local_addr().port();
+    let mut cmd = Command::new(bin);
+    sanitizer_env(&mut cmd).env(
+        "NAA_SPEC",
+        format!("127.0.0.1:{port}:1:1,127.0.0.1:{port}:99:1"),
+    );
+    let f = run_ok(&mut cmd, LIMIT);
+    naa.shutdown();
+    assert!(
+        f.stdout.contains(", 0 failed"),
+        "{}\n{}",
+        f.stdout,
+        f.stderr
+    );
+}

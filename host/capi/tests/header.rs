@@ -31,6 +31,7 @@ const NAAICE_AP2_H: (&str, &str, &[&str]) = (
         "src/local.rs",
         "src/ap2/set.rs",
         "src/ap2/stats.rs",
+        "src/pipeline.rs",
     ],
 );
 

@@ -57,7 +57,7 @@ fn seconds(what: &str, s: Option<f64>) -> PyResult<Option<Duration>> {
     .transpose()
 }
 
-fn socket_addr(address: &str) -> PyResult<SocketAddr> {
+pub(crate) fn socket_addr(address: &str) -> PyResult<SocketAddr> {
     address
         .to_socket_addrs()
         .map_err(|e| errors::invalid(format!("address {address:?}: {e} (expected HOST:PORT)")))?

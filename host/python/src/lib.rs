@@ -12,6 +12,9 @@ mod kernels;
 mod logging;
 #[allow(unsafe_code)]
 mod params;
+// A caller's buffer as the pipeline's array while the interpreter lock is released.
+#[allow(unsafe_code)]
+mod pipeline;
 #[allow(unsafe_code)]
 mod region;
 mod set;
@@ -36,6 +39,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<region::Region>()?;
     m.add_class::<kernels::KernelCall>()?;
     m.add_class::<kernels::Server>()?;
+    m.add_class::<pipeline::PyPipeline>()?;
     m.add_function(wrap_pyfunction!(_wait_async, m)?)?;
     m.add_function(wrap_pyfunction!(stats::_process_stats, m)?)?;
     m.add_function(wrap_pyfunction!(set::wait_any, m)?)?;

@@ -51,7 +51,7 @@ use crate::discovery::spec::{self, SpecError};
 use crate::error::{Error, Result};
 use crate::memory::{Buffer, BufferGuard};
 use crate::transport::waiting::WaitPolicy;
-use crate::transport::{AnyEndpoint, Endpoint, Transport};
+use crate::transport::{AnyEndpoint, Endpoint, Transport, TransportKind};
 
 /// A parameter of an NAA call: a buffer, optionally single-send.
 #[derive(Debug, Clone)]
@@ -233,6 +233,25 @@ impl<E: Endpoint> Naa<E> {
         outputs: Vec<Param>,
         options: &NaaOptions,
     ) -> Result<Self> {
+        Self::create_to(transport, fncode, inputs, outputs, options, None)
+    }
+
+    /// Where the handle connects: the NAA's address and the transport its `NAA_SPEC` entry
+    /// names (for more handles on the same NAA: [`Naa::create_to`]).
+    pub(crate) fn target(&self) -> (SocketAddr, Option<TransportKind>) {
+        self.link.target()
+    }
+
+    /// [`Naa::create_with`], connecting to `target` (another handle's [`Naa::target`])
+    /// when given, not to `options.remote` or an `NAA_SPEC` entry.
+    pub(crate) fn create_to<T: Transport<Endpoint = E> + Clone + 'static>(
+        transport: &T,
+        fncode: u32,
+        inputs: Vec<Param>,
+        outputs: Vec<Param>,
+        options: &NaaOptions,
+        target: Option<(SocketAddr, Option<TransportKind>)>,
+    ) -> Result<Self> {
         let code = call::function_code(fncode)?;
         let local = match options.local {
             Some(l) => Some(l),
@@ -248,10 +267,11 @@ impl<E: Endpoint> Naa<E> {
         let mut stats = HandleStats::new();
         let connecting = std::time::Instant::now();
         let connected = (|| {
-            let (mut conn, chosen, reservation) = match options.remote {
-                Some(addr) => {
+            let target = target.or(options.remote.map(|addr| (addr, None)));
+            let (mut conn, chosen, reservation) = match target {
+                Some((addr, kind)) => {
                     let until = std::time::Instant::now() + options.connect_timeout;
-                    (connect(addr, None, until)?, (addr, None), None)
+                    (connect(addr, kind, until)?, (addr, kind), None)
                 }
                 None => {
                     let pool = options.pool.clone().map_or_else(Pool::global, Ok)?;

@@ -85,15 +85,18 @@ impl<E: Endpoint> Pipeline<E> {
                 "depth {depth} is not 1 to {MAX_DEPTH}"
             )));
         }
-        let mut lanes = Vec::with_capacity(depth);
+        let mut lanes: Vec<Lane<E>> = Vec::with_capacity(depth);
         for i in 0..depth {
             let param = Param::zeroed(chunk);
-            let made = Naa::create_with(
+            // Every lane on the NAA the first one reached (an `NAA_SPEC` entry is taken by
+            // one handle of a process at a time).
+            let made = Naa::create_to(
                 transport,
                 fncode,
                 vec![param.clone()],
                 vec![param.clone()],
                 options,
+                lanes.first().map(|l| l.naa.target()),
             );
             match made {
                 Ok(naa) => lanes.push(Lane { naa, param }),

@@ -51,6 +51,7 @@ from ._native import (
     wait_any,
 )
 
+from .pipeline import Pipeline, PipelineReport
 from .stats import Errors, Stats, process_stats
 
 __version__ = _native.__version__
@@ -61,6 +62,8 @@ if _logging.getLevelName(5) == "Level 5":
 
 __all__ = [
     "Naa",
+    "Pipeline",
+    "PipelineReport",
     "Status",
     "Stats",
     "Errors",

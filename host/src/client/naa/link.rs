@@ -21,6 +21,8 @@ type Connect<E> = Box<dyn Fn(Instant) -> Result<Connection<E>> + Send + Sync>;
 pub(super) struct Link<E: Endpoint> {
     connect: Connect<E>,
     remote: SocketAddr,
+    /// The transport the handle's `NAA_SPEC` entry names, if any.
+    kind: Option<TransportKind>,
     config: ClientConfig,
     connect_timeout: Duration,
     inputs: Vec<Param>,
@@ -46,11 +48,18 @@ impl<E: Endpoint> Link<E> {
                 connect(&transport, (remote, kind), local, config, wait, until)
             }),
             remote,
+            kind,
             config,
             connect_timeout: options.connect_timeout,
             inputs,
             outputs,
         }
+    }
+
+    /// Where the handle connects: the NAA's address and the transport its `NAA_SPEC` entry
+    /// names.
+    pub(super) fn target(&self) -> (SocketAddr, Option<TransportKind>) {
+        (self.remote, self.kind)
     }
 
     /// A new connection with the parameters registered and the MRSP done (a fresh
