@@ -144,7 +144,24 @@ pub(crate) struct ProbeResult {
     pub bytes_received: Option<u32>,
     /// A remark (local mode).
     pub note: Option<String>,
+    /// The function codes the NAA serves with their kernels' names, as a naaice-rs software
+    /// NAA lists them (`None`: not listed; `kernels_note` says why).
+    pub kernels: Option<Vec<ServedKernel>>,
+    /// Why the kernels are not listed.
+    pub kernels_note: Option<String>,
 }
+
+/// A kernel an NAA lists.
+#[derive(Debug, Serialize)]
+pub(crate) struct ServedKernel {
+    /// Function code.
+    pub code: u8,
+    /// The kernel's name.
+    pub name: String,
+}
+
+/// Longest wait for an NAA's list of kernels.
+const CATALOG_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How to probe: the transport, the local address and the deadline per entry.
 #[derive(Debug)]
@@ -201,6 +218,8 @@ impl Prober<'_> {
                  software transport)"
                     .to_owned()
             }),
+            kernels: None,
+            kernels_note: None,
         };
         let deadline = Instant::now() + self.timeout;
         if let Err(Failure(stage, outcome, error)) = self.run(entry, deadline, &mut r) {
@@ -208,7 +227,50 @@ impl Prober<'_> {
             r.stage = Some(stage);
             r.error = Some(error);
         }
+        self.list_kernels(&mut r);
         r
+    }
+
+    /// Asks the NAA which kernels it serves (a catalog request over the software
+    /// transport, which a naaice-rs software NAA answers on its port); only an NAA that
+    /// answered something, and only one reached over the software transport or on `auto`.
+    fn list_kernels(&self, r: &mut ProbeResult) {
+        let why = match (r.outcome, &r.address) {
+            (Outcome::Ok | Outcome::Error | Outcome::Overloaded | Outcome::Rejected, Some(a)) => {
+                a.parse::<SocketAddr>().ok()
+            }
+            _ => None,
+        };
+        let Some(addr) = why else {
+            return;
+        };
+        if r.transport_asked == "verbs" {
+            r.kernels_note = Some(
+                "not asked: the entry is reached over verbs, and only a software NAA serving \
+                 the software transport lists its kernels"
+                    .to_owned(),
+            );
+            return;
+        }
+        let deadline = Instant::now() + self.timeout.min(CATALOG_TIMEOUT);
+        match naaice::transport::soft::catalog(addr, deadline) {
+            Ok(Some(text)) => {
+                r.kernels = Some(
+                    naaice::swnaa::parse_catalog(&text)
+                        .into_iter()
+                        .map(|(code, name)| ServedKernel { code, name })
+                        .collect(),
+                );
+            }
+            Ok(None) => {
+                r.kernels_note = Some(
+                    "not listed: the NAA does not answer catalog requests (an FPGA, the C \
+                     reference, or an older naaice-swnaa)"
+                        .to_owned(),
+                );
+            }
+            Err(e) => r.kernels_note = Some(format!("not listed: {e}")),
+        }
     }
 
     /// Resolves, connects, runs the MRSP and one RPC, filling in `r` as it goes.

@@ -391,6 +391,29 @@ fn write_probe(o: &mut String, probe: &Probe) -> std::fmt::Result {
         if let Some(note) = &r.note {
             writeln!(o, "      note: {note}")?;
         }
+        if let Some(kernels) = &r.kernels {
+            let list: Vec<String> = kernels
+                .iter()
+                .map(|k| format!("{} {}", k.code, k.name))
+                .collect();
+            let served = kernels.iter().any(|k| k.code == r.fncode);
+            writeln!(
+                o,
+                "      kernels served: {}{}",
+                if list.is_empty() {
+                    "none".to_owned()
+                } else {
+                    list.join(", ")
+                },
+                if served {
+                    String::new()
+                } else {
+                    format!(" (not function code {})", r.fncode)
+                }
+            )?;
+        } else if let Some(why) = &r.kernels_note {
+            writeln!(o, "      kernels: {why}")?;
+        }
     }
     let ok = probe
         .entries

@@ -1,7 +1,8 @@
 //! `naaice-info` against its environment: the configuration report, the preferred entry for a
 //! rank, and `--probe` against a live software NAA (ok), a dead address (refused), a full
 //! NAA (overloaded), a silent one (timeout) and a verbs entry on a machine without RDMA
-//! devices (wrong transport); invalid variables and command lines; the man page. Variables
+//! devices (wrong transport); the kernels a software NAA lists, and an NAA that lists none;
+//! invalid variables and command lines; the man page. Variables
 //! are set on the child process only, and every variable of the library's table is removed
 //! from it first, so the machine's own settings do not leak in.
 
@@ -340,4 +341,69 @@ fn the_configuration_reference_and_man_page_are_the_code() {
     let exe = std::path::Path::new(env!("CARGO_BIN_EXE_naaice-info"));
     let table = naaice_cli::check_binary_reference(exe, &repo).unwrap();
     assert!(table.contains("`--probe`"), "{table}");
+}
+
+#[test]
+fn the_probe_lists_the_kernels_a_software_naa_serves() {
+    let mut kernels = KernelRegistry::builtin();
+    let code = FunctionCode::new(7).unwrap();
+    kernels.register_named(
+        code,
+        "scale by 2",
+        |_: &mut naaice::swnaa::KernelContext<'_, '_>| naaice::core::ReturnCode::SUCCESS,
+    );
+    let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let naa = SoftNaa::bind(
+        AnyTransport::default(),
+        addr,
+        SoftNaaConfig::default(),
+        kernels,
+    )
+    .expect("bind")
+    .spawn()
+    .expect("spawn");
+    let port = naa.local_addr().port();
+    let spec = format!("127.0.0.1:{port}:7:1,127.0.0.1:{port}:9:1");
+    let out = info(&["--probe"], &[("NAA_SPEC", spec.as_str())]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("kernels served: 1 add1, 2 add2, 3 empty, 7 scale by 2\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("7 scale by 2 (not function code 9)"),
+        "{text}"
+    );
+    let (json, _) = info_json(&["--probe"], &[("NAA_SPEC", spec.as_str())]);
+    let listed = &probed(&json)[0]["kernels"];
+    assert_eq!(listed[3]["code"], 7, "{listed}");
+    assert_eq!(listed[3]["name"], "scale by 2", "{listed}");
+    naa.shutdown();
+
+    // An NAA that closes a request it does not know (as one without catalogs does): the
+    // probe says so.
+    let old = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = old.local_addr().unwrap().port();
+    let closer = std::thread::spawn(move || {
+        for _ in 0..2 {
+            let (mut s, _) = old.accept().unwrap();
+            let mut hdr = [0u8; 24];
+            let _ = std::io::Read::read_exact(&mut s, &mut hdr);
+        }
+    });
+    let (json, code) = info_json(
+        &["--probe"],
+        &[("NAA_SPEC", &format!("127.0.0.1:{port}:1:1"))],
+    );
+    assert_eq!(code, Some(1));
+    let entry = &probed(&json)[0];
+    assert_eq!(entry["outcome"], "rejected", "{entry}");
+    assert!(entry["kernels"].is_null());
+    assert!(
+        entry["kernels_note"]
+            .as_str()
+            .is_some_and(|n| n.contains("does not answer catalog requests")),
+        "{entry}"
+    );
+    closer.join().unwrap();
 }

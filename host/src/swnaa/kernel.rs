@@ -305,6 +305,20 @@ impl KernelRegistry {
         }
     }
 
+    /// The catalog a software NAA answers `naaice-info --probe` with: one `CODE NAME` line
+    /// per kernel, in code order (control characters of names as spaces).
+    pub fn catalog(&self) -> String {
+        self.served()
+            .map(|(code, name)| {
+                let name: String = name
+                    .chars()
+                    .map(|c| if c.is_control() { ' ' } else { c })
+                    .collect();
+                format!("{code} {name}\n")
+            })
+            .collect()
+    }
+
     /// The function codes with a kernel, for the protocol machine.
     pub fn codes(&self) -> naaice_core::machine::KernelSet {
         let mut set = naaice_core::machine::KernelSet::empty();
@@ -314,5 +328,36 @@ impl KernelRegistry {
             }
         }
         set
+    }
+}
+
+/// The kernels a catalog ([`KernelRegistry::catalog`]) lists: `(code, name)`, lines that are
+/// not `CODE NAME` with a code of 1-127 left out.
+pub fn parse_catalog(text: &str) -> Vec<(u8, String)> {
+    text.lines()
+        .filter_map(|line| {
+            let (code, name) = line.split_once(' ')?;
+            let code = code.parse::<u8>().ok().filter(|c| (1..=127).contains(c))?;
+            Some((code, name.to_owned()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_catalog_lists_codes_and_names_and_reads_back() {
+        let mut r = KernelRegistry::builtin();
+        let code = FunctionCode::new(7).unwrap();
+        r.register_named(code, "scale\nby 2", |_: &mut KernelContext<'_, '_>| {
+            ReturnCode::SUCCESS
+        });
+        let text = r.catalog();
+        assert_eq!(text, "1 add1\n2 add2\n3 empty\n7 scale by 2\n");
+        let listed = parse_catalog(&(text + "junk\n200 too big\n"));
+        assert_eq!(listed.len(), 4);
+        assert_eq!(listed[3], (7, "scale by 2".to_owned()));
     }
 }

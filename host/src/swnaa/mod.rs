@@ -83,7 +83,9 @@ mod worker;
 pub use allow::{AddressPrefix, ParsePrefixError};
 pub use budget::default_memory_budget;
 pub use c_kernel::{CKernel, CKernelCall, CKernelFn, CKernelRegion};
-pub use kernel::{KERNEL_FAILED, Kernel, KernelContext, KernelRegion, KernelRegistry};
+pub use kernel::{
+    KERNEL_FAILED, Kernel, KernelContext, KernelRegion, KernelRegistry, parse_catalog,
+};
 pub use metrics::METRIC_NAMES;
 pub use metrics_endpoint::METRICS_PATH;
 pub use switch::KernelSwitch;
@@ -410,6 +412,12 @@ where
                 incoming.reject(&format!(
                     "{ACCESS_DENIED_REASON}: {who} is not in the allowed prefixes ({allowed})"
                 ));
+                continue;
+            }
+            // `naaice-info --probe` asks what is served: answered, no slot taken.
+            if incoming.wants_catalog() {
+                tracing::debug!(?peer, "catalog request answered");
+                incoming.answer_catalog(&self.kernels.current().catalog());
                 continue;
             }
             match slots.admit(Instant::now()) {

@@ -141,6 +141,17 @@ impl Incoming for AnyIncoming {
     fn peer_addr(&self) -> Option<SocketAddr> {
         self.0.peer_addr()
     }
+
+    fn wants_catalog(&self) -> bool {
+        matches!(&self.0.0, Ep::SoftIncoming(i) if i.wants_catalog())
+    }
+
+    fn answer_catalog(self, text: &str) {
+        match self.0.0 {
+            Ep::SoftIncoming(i) => i.answer_catalog(text),
+            other => AnyIncoming(AnyEndpoint(other)).reject(text),
+        }
+    }
 }
 
 impl MemoryRegion for AnyRegion {

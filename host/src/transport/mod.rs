@@ -353,6 +353,20 @@ pub trait Incoming: Send {
     fn reject(self, reason: &str);
     /// The requesting peer's address.
     fn peer_addr(&self) -> Option<SocketAddr>;
+    /// True for a request that only asks what the server serves (the software transport's
+    /// catalog request, from `naaice-info --probe`): answer it with
+    /// [`Incoming::answer_catalog`]. A transport without such requests never has one.
+    fn wants_catalog(&self) -> bool {
+        false
+    }
+    /// Answers a catalog request with `text` (one `CODE NAME` line per kernel) and closes
+    /// it. The default rejects with the text.
+    fn answer_catalog(self, text: &str)
+    where
+        Self: Sized,
+    {
+        self.reject(text);
+    }
 }
 
 /// A listening endpoint.

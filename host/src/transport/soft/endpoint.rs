@@ -11,7 +11,7 @@ use std::time::Instant;
 use super::config::SoftConfig;
 use super::engine::Engine;
 use super::eventfd::ReadyBell;
-use super::frame::{Frame, MAX_REASON};
+use super::frame::{Frame, MAX_CATALOG, MAX_REASON};
 use super::look_ahead::LookAhead;
 use super::nic;
 use super::queue_pair::{Guard, POST_BUDGET, ReadSlot, Shared};
@@ -185,6 +185,25 @@ impl SoftEndpoint {
         .encode();
         if let Err(e) = self.send_handshake(&hdr, reason) {
             tracing::debug!(error = %e, "soft transport: reject not delivered");
+        }
+        self.shared.lock().rc.reject();
+        self.shared.socket.shutdown(Shutdown::Write);
+    }
+
+    /// Answers a catalog request with `text` (cut at [`MAX_CATALOG`] bytes) and closes the
+    /// socket.
+    pub(crate) fn send_catalog(&self, text: &str) {
+        let mut end = text.len().min(MAX_CATALOG);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let text = &text.as_bytes()[..end];
+        let hdr = Frame::Catalog {
+            len: text.len() as u32,
+        }
+        .encode();
+        if let Err(e) = self.send_handshake(&hdr, text) {
+            tracing::debug!(error = %e, "soft transport: catalog not delivered");
         }
         self.shared.lock().rc.reject();
         self.shared.socket.shutdown(Shutdown::Write);

@@ -40,7 +40,11 @@ impl FrameKind {
             Frame::Nak { .. } => Self::Nak,
             Frame::Dreq => Self::Dreq,
             Frame::Nop => Self::Nop,
-            Frame::Hello | Frame::Accept | Frame::Reject { .. } => return None,
+            Frame::Hello
+            | Frame::Accept
+            | Frame::Reject { .. }
+            | Frame::CatalogRequest
+            | Frame::Catalog { .. } => return None,
         })
     }
 

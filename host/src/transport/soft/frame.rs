@@ -27,6 +27,8 @@ pub(crate) const MAGIC: u64 = u64::from_be_bytes(*b"NAAICESW");
 pub(crate) const VERSION: u32 = 1;
 /// Longest reject reason accepted from the wire (longer ones are a protocol violation).
 pub(crate) const MAX_REASON: usize = 256;
+/// Longest catalog (the kernels an NAA serves) accepted from the wire.
+pub(crate) const MAX_CATALOG: usize = 64 * 1024;
 
 const OP_HELLO: u8 = 1;
 const OP_ACCEPT: u8 = 2;
@@ -38,6 +40,8 @@ const OP_ACK: u8 = 7;
 const OP_NAK: u8 = 8;
 const OP_DREQ: u8 = 9;
 const OP_NOP: u8 = 10;
+const OP_CATALOG_REQUEST: u8 = 11;
+const OP_CATALOG: u8 = 12;
 
 const FLAG_SOLICITED: u8 = 1;
 
@@ -48,6 +52,15 @@ pub(crate) enum Frame {
     Hello,
     /// Connection accepted (server → client).
     Accept,
+    /// Instead of HELLO (client → server): what do you serve? The server answers CATALOG
+    /// and closes; a server that does not know it closes at once.
+    CatalogRequest,
+    /// The answer to CATALOG_REQUEST; `len` bytes of UTF-8 text follow (one `CODE NAME`
+    /// line per kernel).
+    Catalog {
+        /// Text length.
+        len: u32,
+    },
     /// Connection refused; `len` bytes of UTF-8 reason follow.
     Reject {
         /// Reason length.
@@ -102,6 +115,8 @@ impl Frame {
         let (op, flags, len, rkey, imm, addr) = match *self {
             Self::Hello => (OP_HELLO, 0, 0, 0, VERSION, MAGIC),
             Self::Accept => (OP_ACCEPT, 0, 0, 0, VERSION, MAGIC),
+            Self::CatalogRequest => (OP_CATALOG_REQUEST, 0, 0, 0, VERSION, MAGIC),
+            Self::Catalog { len } => (OP_CATALOG, 0, len, 0, VERSION, MAGIC),
             Self::Reject { len } => (OP_REJECT, 0, len, 0, 0, 0),
             Self::Send { len, solicited } => (OP_SEND, flag(solicited), len, 0, 0, 0),
             Self::Write { len, remote } => (OP_WRITE, 0, len, remote.rkey, 0, remote.addr),
@@ -173,6 +188,19 @@ impl Frame {
                     Self::Accept
                 })
             }
+            OP_CATALOG_REQUEST | OP_CATALOG => {
+                if addr != MAGIC {
+                    return Err("bad handshake magic");
+                }
+                if imm != VERSION {
+                    return Err("unsupported protocol version");
+                }
+                match op {
+                    OP_CATALOG_REQUEST => no_payload(Self::CatalogRequest),
+                    _ if len as usize <= MAX_CATALOG => Ok(Self::Catalog { len }),
+                    _ => Err("catalog too long"),
+                }
+            }
             OP_REJECT if len as usize <= MAX_REASON => Ok(Self::Reject { len }),
             OP_REJECT => Err("reject reason too long"),
             OP_SEND => Ok(Self::Send { len, solicited }),
@@ -236,6 +264,8 @@ mod tests {
         let frames = [
             Frame::Hello,
             Frame::Accept,
+            Frame::CatalogRequest,
+            Frame::Catalog { len: 4096 },
             Frame::Reject { len: 12 },
             Frame::Send {
                 len: 5,
@@ -300,6 +330,10 @@ mod tests {
         h[2] = 1;
         assert!(Frame::decode(&h).is_err());
         assert!(Frame::decode(&Frame::Reject { len: 10_000 }.encode()).is_err());
+        assert!(Frame::decode(&Frame::Catalog { len: 1 << 20 }.encode()).is_err());
+        let mut h = Frame::CatalogRequest.encode();
+        h[5] = 1; // payload on a catalog request
+        assert!(Frame::decode(&h).is_err());
         let mut h = Frame::Hello.encode();
         h[23] ^= 1;
         assert!(Frame::decode(&h).is_err());

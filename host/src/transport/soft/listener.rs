@@ -123,6 +123,49 @@ pub(crate) fn connect(
     }
 }
 
+/// Asks the NAA at `remote` what it serves (a catalog request instead of HELLO): its answer,
+/// or `None` when the NAA does not answer such requests (it closes the connection: an NAA
+/// of an older version, or one that is not a naaice-rs software NAA).
+pub fn catalog(remote: SocketAddr, deadline: Instant) -> Result<Option<String>> {
+    let io = |call| move |source| TransportError::Io { call, source };
+    let mut stream =
+        TcpStream::connect_timeout(&remote, remaining(deadline)?).map_err(|e| match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => TransportError::TimedOut,
+            _ => TransportError::Io {
+                call: "connect",
+                source: e,
+            },
+        })?;
+    stream
+        .set_write_timeout(Some(remaining(deadline)?))
+        .map_err(io("setsockopt(SO_SNDTIMEO)"))?;
+    stream
+        .write_all(&Frame::CatalogRequest.encode())
+        .map_err(|e| handshake_error("send", e))?;
+    let mut hdr = [0u8; HDR_LEN];
+    match read_exact_until(&mut stream, &mut hdr, deadline) {
+        Ok(()) => {}
+        Err(TransportError::NotConnected) => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let (len, rejected) = match Frame::decode(&hdr).map_err(TransportError::Protocol)? {
+        Frame::Catalog { len } => (len, false),
+        Frame::Reject { len } => (len, true),
+        _ => {
+            return Err(TransportError::Protocol(
+                "unexpected answer to a catalog request",
+            ));
+        }
+    };
+    let mut text = vec![0u8; len as usize];
+    read_exact_until(&mut stream, &mut text, deadline)?;
+    let text = String::from_utf8_lossy(&text).into_owned();
+    if rejected {
+        return Err(TransportError::Rejected(text));
+    }
+    Ok(Some(text))
+}
+
 /// Most TCP connections whose HELLO is still awaited. A connection beyond it pushes out the
 /// oldest one: a peer that opens connections and stays silent cannot grow the list (or hold
 /// descriptors) without bound, and a new client always gets in.
@@ -154,6 +197,8 @@ enum Step {
     Wait,
     Drop,
     Ready,
+    /// A catalog request instead of HELLO.
+    Catalog,
 }
 
 impl Handshake {
@@ -167,6 +212,7 @@ impl Handshake {
                     if self.got == HDR_LEN {
                         return match Frame::decode(&self.hdr) {
                             Ok(Frame::Hello) => Step::Ready,
+                            Ok(Frame::CatalogRequest) => Step::Catalog,
                             _ => Step::Drop,
                         };
                     }
@@ -357,13 +403,15 @@ impl SoftListener {
         let _ = rustix::event::poll(&mut fds, timeout.as_ref());
     }
 
-    /// Advances the handshakes; returns a connection whose HELLO is complete. Drops
-    /// connections that closed, sent something else or exceeded the handshake timeout.
-    fn next_ready(&mut self) -> Option<TcpStream> {
+    /// Advances the handshakes; returns a connection whose HELLO (or catalog request: true)
+    /// is complete. Drops connections that closed, sent something else or exceeded the
+    /// handshake timeout.
+    fn next_ready(&mut self) -> Option<(TcpStream, bool)> {
         let mut i = 0;
         while i < self.pending.len() {
             match self.pending[i].advance() {
-                Step::Ready => return Some(self.pending.remove(i).stream),
+                Step::Ready => return Some((self.pending.remove(i).stream, false)),
+                Step::Catalog => return Some((self.pending.remove(i).stream, true)),
                 Step::Drop => {
                     self.pending.remove(i);
                 }
@@ -383,12 +431,12 @@ impl Listener for SoftListener {
     fn next_request(&mut self, deadline: Instant) -> Result<Option<SoftIncoming>> {
         loop {
             self.accept_all()?;
-            while let Some(stream) = self.next_ready() {
+            while let Some((stream, catalog)) = self.next_ready() {
                 if stream.set_nonblocking(false).is_err() {
                     continue;
                 }
                 match SoftEndpoint::new((*self.config).clone(), stream) {
-                    Ok(endpoint) => return Ok(Some(SoftIncoming { endpoint })),
+                    Ok(endpoint) => return Ok(Some(SoftIncoming { endpoint, catalog })),
                     Err(e) => tracing::debug!(error = %e, "soft transport: request dropped"),
                 }
             }
@@ -426,6 +474,8 @@ impl Drop for SoftListener {
 #[derive(Debug)]
 pub struct SoftIncoming {
     endpoint: SoftEndpoint,
+    /// A catalog request, not a connection request.
+    catalog: bool,
 }
 
 impl Incoming for SoftIncoming {
@@ -443,6 +493,14 @@ impl Incoming for SoftIncoming {
 
     fn reject(self, reason: &str) {
         self.endpoint.reject(reason);
+    }
+
+    fn wants_catalog(&self) -> bool {
+        self.catalog
+    }
+
+    fn answer_catalog(self, text: &str) {
+        self.endpoint.send_catalog(text);
     }
 
     fn peer_addr(&self) -> Option<SocketAddr> {

@@ -68,7 +68,9 @@ pub use config::SoftConfig;
 pub use endpoint::{SoftEndpoint, SoftRegion};
 #[cfg(feature = "fault-injection")]
 pub use fault::{Direction, Fault, FaultAction, FaultPlan, FrameKind};
-pub use listener::{MAX_PENDING_HANDSHAKES, STALLED_HANDSHAKE, SoftIncoming, SoftListener};
+pub use listener::{
+    MAX_PENDING_HANDSHAKES, STALLED_HANDSHAKE, SoftIncoming, SoftListener, catalog,
+};
 
 use super::{Result, Transport};
 

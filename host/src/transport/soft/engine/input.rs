@@ -47,7 +47,11 @@ impl Engine {
                 Inbound::Closed
             }
             Frame::Nop => Inbound::Done,
-            Frame::Hello | Frame::Accept | Frame::Reject { .. } => {
+            Frame::Hello
+            | Frame::Accept
+            | Frame::Reject { .. }
+            | Frame::CatalogRequest
+            | Frame::Catalog { .. } => {
                 self.violation("handshake frame on an established connection")
             }
             Frame::Send { .. } => self.start_message(now, frame, None),
