@@ -149,7 +149,7 @@ impl Incoming for AnyIncoming {
     fn answer_catalog(self, text: &str) {
         match self.0.0 {
             Ep::SoftIncoming(i) => i.answer_catalog(text),
-            other => AnyIncoming(AnyEndpoint(other)).reject(text),
+            other => Self(AnyEndpoint(other)).reject(text),
         }
     }
 }
