@@ -294,3 +294,54 @@ fn an_address_in_use_is_a_clear_error() {
     let text = err.to_string();
     assert!(text.contains("cannot serve metrics on"), "{text}");
 }
+
+/// Kernels a reload adds are counted by code; a served code shows (at 0) before its first
+/// RPC; a code neither served nor counted is not listed.
+#[test]
+fn kernels_a_reload_adds_are_counted() {
+    use naaice::core::FunctionCode;
+    use naaice::swnaa::{KernelContext, KernelRegistry, SoftNaa};
+
+    let config = SoftNaaConfig {
+        metrics: Some("127.0.0.1:0".parse().unwrap()),
+        ..SoftNaaConfig::default()
+    };
+    let naa = SoftNaa::bind(
+        SoftTransport::default(),
+        "127.0.0.1:0".parse().unwrap(),
+        config,
+        KernelRegistry::builtin(),
+    )
+    .expect("bind");
+    let switch = naa.kernel_switch();
+    let naa = naa.spawn().expect("spawn");
+    let mut a = handle(&naa, 1, 64).expect("create");
+    assert_eq!(rpc(&mut a), ReturnCode::SUCCESS);
+    let mut kernels = KernelRegistry::empty();
+    for code in [1, 9] {
+        kernels.register(
+            FunctionCode::new(code).unwrap(),
+            |_: &mut KernelContext<'_, '_>| ReturnCode::SUCCESS,
+        );
+    }
+    switch.replace(kernels);
+    let mut b = handle(&naa, 9, 64).expect("create");
+    assert_eq!(rpc(&mut b), ReturnCode::SUCCESS);
+    assert_eq!(rpc(&mut b), ReturnCode::SUCCESS);
+    a.finalize();
+    b.finalize();
+    let s = until_open(&naa, 0.0);
+    let rpcs = "naaice_naa_rpcs_total";
+    assert_eq!(value(&s, rpcs, &[("fncode", "1"), ("rc", "0")]), 1.0);
+    assert_eq!(value(&s, rpcs, &[("fncode", "9"), ("rc", "0")]), 2.0);
+    let listed = |code: &str| {
+        s.samples.iter().any(|x| {
+            x.metric == "naaice_naa_rpc_input_bytes_total" && x.labels.get("fncode") == Some(code)
+        })
+    };
+    assert!(listed("1") && listed("9"));
+    assert!(
+        !listed("2") && !listed("3"),
+        "codes no longer served and never counted"
+    );
+}

@@ -24,7 +24,7 @@
 //! [`SoftNaaConfig::metrics`]: super::SoftNaaConfig::metrics
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use naaice_core::{RegionFlags, ReturnCode};
@@ -36,8 +36,8 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
 use super::budget::MemoryBudget;
-use super::kernel::KernelRegistry;
 use super::slots::Activity;
+use super::switch::KernelSwitch;
 use crate::memory::Buffer;
 
 /// The names of the metrics a software NAA exposes (without the `_total`, `_bucket`, `_sum`
@@ -91,8 +91,9 @@ const BUCKETS: usize = BOUNDS_NS.len() + 1;
 /// ones share the last slot (`rc="other"`).
 const RC_SLOTS: usize = 129;
 
-/// The slot of the function codes without a kernel.
-const UNKNOWN: usize = usize::MAX;
+/// Function codes (0..128): the counters are kept by code, so that kernels a reload adds
+/// are counted too.
+const CODES: usize = 128;
 
 /// Adds `by` to a counter only one thread writes: a plain load and store (no locked
 /// instruction), which readers on other threads see whole.
@@ -203,7 +204,8 @@ impl KernelCounters {
 /// The RPC counts of every kernel (and of the codes without one).
 #[derive(Debug, Clone, Default)]
 struct RpcTotals {
-    kernels: Vec<KernelTotals>,
+    /// By function code, for the codes that ran a kernel.
+    kernels: std::collections::BTreeMap<u8, KernelTotals>,
     /// RPCs of function codes without a kernel (answered SOCKET_UNAVAIL).
     unknown: u64,
 }
@@ -212,7 +214,8 @@ struct RpcTotals {
 #[derive(Debug)]
 pub(crate) struct ConnectionMetrics {
     shared: Arc<NaaMetrics>,
-    kernels: Box<[KernelCounters]>,
+    /// By function code, made when the code's kernel first runs on the connection.
+    kernels: Box<[OnceLock<Box<KernelCounters>>]>,
     unknown: AtomicU64,
     activity: Arc<Activity>,
     /// Bytes of the input regions: with the single-send ones, without them.
@@ -275,10 +278,9 @@ impl ConnectionMetrics {
     }
 
     fn counters(&self, fncode: u8) -> Option<&KernelCounters> {
-        match self.shared.slot_of(fncode) {
-            UNKNOWN => None,
-            i => self.kernels.get(i),
-        }
+        self.kernels
+            .get(usize::from(fncode))
+            .map(|c| &**c.get_or_init(Box::default))
     }
 
     /// The shared part (MRSP and rejection counts).
@@ -287,8 +289,10 @@ impl ConnectionMetrics {
     }
 
     fn add_to(&self, into: &mut RpcTotals) {
-        for (t, k) in into.kernels.iter_mut().zip(self.kernels.iter()) {
-            k.add_to(t);
+        for (code, k) in self.kernels.iter().enumerate() {
+            if let (Some(k), Ok(code)) = (k.get(), u8::try_from(code)) {
+                k.add_to(into.kernels.entry(code).or_default());
+            }
         }
         into.unknown += self.unknown.load(Ordering::Relaxed);
     }
@@ -327,10 +331,8 @@ struct Live {
 /// Everything one software NAA counts (shared by its master, its workers and its endpoint).
 #[derive(Debug)]
 pub(crate) struct NaaMetrics {
-    /// The kernels' function codes, in slot order.
-    codes: Vec<u8>,
-    /// Slot by function code (`UNKNOWN`: no kernel).
-    slots: [usize; 128],
+    /// The kernels served (the metrics list each served code, counted or not).
+    kernels: KernelSwitch,
     budget: Arc<MemoryBudget>,
     live: Mutex<Live>,
     accepted: AtomicU64,
@@ -343,23 +345,11 @@ pub(crate) struct NaaMetrics {
 }
 
 impl NaaMetrics {
-    /// The counters of an NAA with `kernels` and `budget`.
-    pub(crate) fn new(kernels: &KernelRegistry, budget: Arc<MemoryBudget>) -> Arc<Self> {
-        let codes: Vec<u8> = (0..128u8).filter(|&c| kernels.get(c).is_some()).collect();
-        let mut slots = [UNKNOWN; 128];
-        for (i, &c) in codes.iter().enumerate() {
-            slots[usize::from(c)] = i;
-        }
+    /// The counters of an NAA serving `kernels`, with `budget`.
+    pub(crate) fn new(kernels: KernelSwitch, budget: Arc<MemoryBudget>) -> Arc<Self> {
         Arc::new(Self {
-            live: Mutex::new(Live {
-                connections: Vec::new(),
-                retired: RpcTotals {
-                    kernels: vec![KernelTotals::default(); codes.len()],
-                    unknown: 0,
-                },
-            }),
-            codes,
-            slots,
+            live: Mutex::new(Live::default()),
+            kernels,
             budget,
             accepted: AtomicU64::new(0),
             rejected_limit: AtomicU64::new(0),
@@ -371,24 +361,13 @@ impl NaaMetrics {
         })
     }
 
-    fn slot_of(&self, fncode: u8) -> usize {
-        self.slots
-            .get(usize::from(fncode))
-            .copied()
-            .unwrap_or(UNKNOWN)
-    }
-
     /// A new connection's counters, counted as accepted and live until the registration is
     /// dropped.
     pub(crate) fn register(self: &Arc<Self>, activity: Arc<Activity>) -> Registration {
         self.accepted.fetch_add(1, Ordering::Relaxed);
         let conn = Arc::new(ConnectionMetrics {
             shared: Arc::clone(self),
-            kernels: self
-                .codes
-                .iter()
-                .map(|_| KernelCounters::default())
-                .collect(),
+            kernels: (0..CODES).map(|_| OnceLock::new()).collect(),
             unknown: AtomicU64::new(0),
             activity,
             inputs: [AtomicU64::new(0), AtomicU64::new(0)],
@@ -503,9 +482,18 @@ fn histogram(m: &mut MetricEncoder<'_>, fncode: &str, h: &HistogramTotals) -> st
 
 impl Collector for NaaMetrics {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> std::fmt::Result {
-        let s = self.snapshot();
-        let codes: Vec<String> = self.codes.iter().map(u8::to_string).collect();
-        let kernels = || codes.iter().map(String::as_str).zip(&s.rpcs.kernels);
+        let mut s = self.snapshot();
+        // Every code served now, and every code counted (a kernel a reload removed).
+        for (code, _) in self.kernels.current().served() {
+            s.rpcs.kernels.entry(code).or_default();
+        }
+        let codes: Vec<(String, &KernelTotals)> = s
+            .rpcs
+            .kernels
+            .iter()
+            .map(|(code, k)| (code.to_string(), k))
+            .collect();
+        let kernels = || codes.iter().map(|(code, k)| (code.as_str(), *k));
         family(
             &mut encoder,
             "naaice_naa_rpcs",

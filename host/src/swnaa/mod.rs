@@ -299,9 +299,10 @@ where
             ));
         }
         let budget = MemoryBudget::new(config.memory_budget);
+        let kernels = KernelSwitch::new(kernels);
         let metrics = match config.metrics {
             Some(at) => {
-                let counters = NaaMetrics::new(&kernels, Arc::clone(&budget));
+                let counters = NaaMetrics::new(kernels.clone(), Arc::clone(&budget));
                 let endpoint = MetricsEndpoint::start(at, Arc::clone(&counters))?;
                 Some((counters, endpoint))
             }
@@ -311,7 +312,7 @@ where
         Ok(Self {
             listener,
             config,
-            kernels: KernelSwitch::new(kernels),
+            kernels,
             budget,
             metrics,
             _transport: transport,
