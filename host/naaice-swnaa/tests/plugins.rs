@@ -532,6 +532,23 @@ fn sighup_swaps_kernels_between_rpcs_with_no_wrong_byte() {
     assert!(totals.0 > 0 && totals.1 > 0, "{totals:?}");
     let (mut h, p) = handle(server.addr, 12, 16);
     assert_eq!(rpc(&mut h, &p, &[0; 16]).0, ReturnCode::new(0x42).unwrap());
+    // A library rebuilt in place (same file name) is picked up by the next reload, although
+    // its old build is still loaded (this connection holds it).
+    compile(
+        "gcc",
+        "c",
+        &C_KERNELS.replace("return 0x42;", "return 0x43;"),
+        dir.path(),
+        "libnew.so",
+    );
+    std::fs::write(
+        &file,
+        "[[kernel]]\ncode = 12\nlibrary = \"./libnew.so\"\nsymbol = \"answer\"\n",
+    )
+    .unwrap();
+    server.signal("-HUP");
+    server.line_with("kernels reloaded");
+    assert_eq!(rpc(&mut h, &p, &[0; 16]).0, ReturnCode::new(0x43).unwrap());
     h.finalize();
     server.stop();
     assert_eq!(std::fs::read_to_string(&fini_log).unwrap(), "fini\nfini\n");

@@ -1,6 +1,7 @@
 //! Loading a kernel from a shared library (`dlopen`, `dlsym`) and its optional state pair.
 
 use std::ffi::{CString, c_char, c_int, c_void};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use libloading::Library;
@@ -45,14 +46,34 @@ impl Drop for Loaded {
 /// init.
 pub(super) fn load(spec: &KernelSpec) -> Result<Arc<dyn Kernel>, PluginError> {
     let origin = || spec.origin.clone();
+    let load_error = |why: String| PluginError::Library {
+        origin: origin(),
+        library: spec.library.clone(),
+        why,
+    };
+    // A file (not a bare name searched by the loader) is loaded from a private copy: the
+    // loader hands back a library already open under the same name, so a library rebuilt in
+    // place would otherwise keep its old code across reloads.
+    let copy = if spec.library.components().count() > 1 {
+        Some(PrivateCopy::of(&spec.library).map_err(|e| load_error(e.to_string()))?)
+    } else {
+        None
+    };
+    let path = copy
+        .as_ref()
+        .map_or(spec.library.as_path(), |c| c.path.as_path());
     // SAFETY: loading a library runs its initialisers: the server's operator chose this
     // library to run in the server (the docs say to run untrusted kernels in a separate
     // server).
-    let library = unsafe { Library::new(&spec.library) }.map_err(|e| PluginError::Library {
-        origin: origin(),
-        library: spec.library.clone(),
-        why: e.to_string(),
+    let library = unsafe { Library::new(path) }.map_err(|e| {
+        // The loader's message names the copy: name the library instead.
+        load_error(e.to_string().replace(
+            &path.display().to_string(),
+            &spec.library.display().to_string(),
+        ))
     })?;
+    // Mapped now: the copy's file is not needed any more.
+    drop(copy);
     let symbol_error = |symbol: &str, e: libloading::Error| PluginError::Symbol {
         origin: origin(),
         library: spec.library.clone(),
@@ -107,6 +128,43 @@ pub(super) fn load(spec: &KernelSpec) -> Result<Arc<dyn Kernel>, PluginError> {
     // released by fini only when the kernel is gone.
     let kernel = unsafe { CKernel::new(run, user_data, Some(loaded)) };
     Ok(Arc::new(kernel))
+}
+
+/// A copy of a library file in a folder only this user can write (mode 0700, a new one per
+/// copy), removed on drop.
+struct PrivateCopy {
+    path: PathBuf,
+    dir: PathBuf,
+}
+
+impl PrivateCopy {
+    fn of(library: &Path) -> std::io::Result<Self> {
+        use std::os::unix::fs::DirBuilderExt;
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        let name = library.file_name().unwrap_or(library.as_os_str());
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let dir = std::env::temp_dir().join(format!(
+            "naaice-kernel-{}-{}-{stamp}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        // Fails if it exists: nobody else prepared it.
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        let path = dir.join(name);
+        let copy = Self { path, dir };
+        std::fs::copy(library, &copy.path)?;
+        Ok(copy)
+    }
+}
+
+impl Drop for PrivateCopy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+        let _ = std::fs::remove_dir(&self.dir);
+    }
 }
 
 /// The init or fini function: the one named (an error if missing), else `SYMBOL_{which}`
