@@ -168,9 +168,10 @@ pub const VARIABLES: &[Variable] = &[
 /// Variables named like the library's that its tools, install script and tests read, not the
 /// library: known, so [`unknown_variables`] does not report them.
 pub const TOOL_VARIABLES: &[&str] = &[
-    // naaice-swnaa's --allow and --metrics.
+    // naaice-swnaa's --allow, --metrics and --kernels.
     "NAAICE_ALLOW",
     "NAAICE_METRICS",
+    "NAAICE_KERNELS",
     // host/capi/install.sh.
     "NAAICE_VERBS",
     "NAAICE_LIB_DIR",
