@@ -125,9 +125,14 @@ fn scratch() -> tempfile::TempDir {
     tempfile::tempdir().expect("scratch folder")
 }
 
-/// Builds `source` (in `lang`: `c`, `c++`) into the shared library `dir/name` with the
-/// compiler `cc`.
-fn compile(cc: &str, lang: &str, source: &str, dir: &Path, name: &str) -> PathBuf {
+/// Builds `source` (in `lang`: `c`, `c++`) into the shared library `dir/name` with the C
+/// compiler (`CC`, default `cc`) or the C++ one (`CXX`, default `c++`).
+fn compile(lang: &str, source: &str, dir: &Path, name: &str) -> PathBuf {
+    let cc = match lang {
+        "c" => std::env::var("CC").unwrap_or_else(|_| "cc".to_owned()),
+        _ => std::env::var("CXX").unwrap_or_else(|_| "c++".to_owned()),
+    };
+    let cc = cc.as_str();
     let src = dir.join(format!("{name}.{}", if lang == "c" { "c" } else { "cpp" }));
     std::fs::write(&src, source).unwrap();
     let out = dir.join(name);
@@ -258,8 +263,8 @@ fn plus(data: &[u8], n: u8) -> Vec<u8> {
 #[test]
 fn c_cxx_and_rust_kernels_are_served_by_code_with_their_names() {
     let dir = scratch();
-    let c = compile("gcc", "c", C_KERNELS, dir.path(), "libckernels.so");
-    let cxx = compile("g++", "c++", CXX_KERNEL, dir.path(), "libcxx.so");
+    let c = compile("c", C_KERNELS, dir.path(), "libckernels.so");
+    let cxx = compile("c++", CXX_KERNEL, dir.path(), "libcxx.so");
     let rs_src = dir.path().join("xor.rs");
     std::fs::write(&rs_src, RUST_KERNEL).unwrap();
     let rs = dir.path().join("libxor.so");
@@ -347,7 +352,7 @@ fn c_cxx_and_rust_kernels_are_served_by_code_with_their_names() {
 #[test]
 fn what_cannot_be_loaded_stops_the_start_with_the_file_and_symbol_named() {
     let dir = scratch();
-    let c = compile("gcc", "c", C_KERNELS, dir.path(), "libckernels.so");
+    let c = compile("c", C_KERNELS, dir.path(), "libckernels.so");
     let run = |args: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_naaice-swnaa"))
             .args([
@@ -434,8 +439,8 @@ fn what_cannot_be_loaded_stops_the_start_with_the_file_and_symbol_named() {
 #[test]
 fn sighup_swaps_kernels_between_rpcs_with_no_wrong_byte() {
     let dir = scratch();
-    compile("gcc", "c", C_KERNELS, dir.path(), "libold.so");
-    compile("gcc", "c", C_KERNELS, dir.path(), "libnew.so");
+    compile("c", C_KERNELS, dir.path(), "libold.so");
+    compile("c", C_KERNELS, dir.path(), "libnew.so");
     let fini_log = dir.path().join("fini.log");
     let file = dir.path().join("kernels.toml");
     let kernels = |lib: &str, add: u8, more: &str| {
@@ -535,7 +540,6 @@ fn sighup_swaps_kernels_between_rpcs_with_no_wrong_byte() {
     // A library rebuilt in place (same file name) is picked up by the next reload, although
     // its old build is still loaded (this connection holds it).
     compile(
-        "gcc",
         "c",
         &C_KERNELS.replace("return 0x42;", "return 0x43;"),
         dir.path(),
