@@ -191,46 +191,30 @@ fn call_args_example_same_output_local_and_software_naa() {
 /// error, latencies, the size rule, the process's sum.
 #[test]
 fn client_statistics_from_c() {
-    let bin = build_sanitized(&out_dir("c"), "ap2_stats", &["tests/c/ap2_stats.c"]);
-    let naa = software_naa();
-    let port = naa.local_addr().port();
-    let mut cmd = Command::new(bin);
-    sanitizer_env(&mut cmd).env("NAA_SPEC", format!("127.0.0.1:{port}:1:1"));
-    let f = run_ok(&mut cmd, LIMIT);
-    naa.shutdown();
+    let f = sanitized_against_naa("ap2_stats", |port| format!("127.0.0.1:{port}:1:1"));
     println!("{}", f.stdout);
-    assert!(
-        f.stdout.contains("stats: 6 RPCs, 1 NAA errors"),
-        "{}\n{}",
-        f.stdout,
-        f.stderr
-    );
-    assert!(
-        f.stdout.contains("stats: 0 failed"),
-        "{}\n{}",
-        f.stdout,
-        f.stderr
-    );
+    f.assert_says("stats: 6 RPCs, 1 NAA errors");
+    f.assert_says("stats: 0 failed");
 }
 
 /// `naa_pipeline_*` from C under the sanitizers: every byte through two connections, the
 /// report, a failed chunk, invalid arguments.
 #[test]
 fn pipeline_from_c() {
-    let bin = build_sanitized(&out_dir("c"), "ap2_pipeline", &["tests/c/ap2_pipeline.c"]);
+    let f = sanitized_against_naa("ap2_pipeline", |port| {
+        format!("127.0.0.1:{port}:1:1,127.0.0.1:{port}:99:1")
+    });
+    f.assert_says(", 0 failed");
+}
+
+/// Builds `tests/c/NAME.c` under the sanitizers and runs it against this file's software NAA
+/// with the `NAA_SPEC` that `spec` makes from the NAA's port; its output.
+fn sanitized_against_naa(name: &str, spec: impl FnOnce(u16) -> String) -> Finished {
+    let bin = build_sanitized(&out_dir("c"), name, &[&format!("tests/c/{name}.c")]);
     let naa = software_naa();
-    let port = naa.local_addr().port();
     let mut cmd = Command::new(bin);
-    sanitizer_env(&mut cmd).env(
-        "NAA_SPEC",
-        format!("127.0.0.1:{port}:1:1,127.0.0.1:{port}:99:1"),
-    );
+    sanitizer_env(&mut cmd).env("NAA_SPEC", spec(naa.local_addr().port()));
     let f = run_ok(&mut cmd, LIMIT);
     naa.shutdown();
-    assert!(
-        f.stdout.contains(", 0 failed"),
-        "{}\n{}",
-        f.stdout,
-        f.stderr
-    );
+    f
 }

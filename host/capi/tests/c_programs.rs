@@ -236,12 +236,7 @@ fn ap1_low_level_client_byte_for_byte() {
         LIMIT,
     );
     naa.shutdown();
-    assert!(
-        f.stdout.contains(", 0 failed"),
-        "{}\n{}",
-        f.stdout,
-        f.stderr
-    );
+    f.assert_says(", 0 failed");
     // The reasons for the refused calls also went to stderr.
     assert!(
         f.stderr
@@ -293,12 +288,7 @@ fn ap2_one_to_thirty_two_in_place_parameters_and_last_error() {
             f.stderr
         );
     }
-    assert!(
-        f.stdout.contains(", 0 failed"),
-        "{}\n{}",
-        f.stdout,
-        f.stderr
-    );
+    f.assert_says(", 0 failed");
 }
 
 #[test]
@@ -319,12 +309,7 @@ fn many_naas_example_overlaps_rpcs_from_one_thread() {
 fn set_functions_semantics_under_sanitizers() {
     let bin = build_sanitized(&out_dir("c"), "ap2_sets", &["tests/c/ap2_sets.c"]);
     let f = run_ok(sanitizer_env(&mut Command::new(bin)), LIMIT);
-    assert!(
-        f.stdout.contains(", 0 failed"),
-        "{}\n{}",
-        f.stdout,
-        f.stderr
-    );
+    f.assert_says(", 0 failed");
 }
 
 /// The tutorial's and README's C program (`docs/tutorial/hello.c`) under the sanitizers, in

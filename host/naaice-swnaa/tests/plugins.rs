@@ -373,42 +373,37 @@ fn what_cannot_be_loaded_stops_the_start_with_the_file_and_symbol_named() {
         )
     };
     let lib = c.to_str().unwrap();
-    let (code, err) = run(&["--kernel", &format!("7={lib}:no_such")]);
-    assert_eq!(code, Some(1), "{err}");
-    assert!(
-        err.contains(&format!("{lib} has no symbol `no_such`")),
-        "{err}"
-    );
-
-    let (code, err) = run(&[
-        "--kernel",
-        &format!("7={}/missing.so:add", dir.path().display()),
-    ]);
-    assert_eq!(code, Some(1), "{err}");
-    assert!(
-        err.contains("cannot load") && err.contains("missing.so"),
-        "{err}"
-    );
-
-    // `add` without a config: its init refuses with 5.
-    let (code, err) = run(&["--kernel", &format!("7={lib}:add")]);
-    assert_eq!(code, Some(1), "{err}");
-    assert!(
-        err.contains(&format!("`add_init` in {lib} returned 5")),
-        "{err}"
-    );
-
-    let (code, err) = run(&[
-        "--kernel",
-        &format!("7={lib}:slow"),
-        "--kernel",
-        &format!("7={lib}:answer"),
-    ]);
-    assert_eq!(code, Some(1), "{err}");
-    assert!(
-        err.contains("function code 7:") && err.contains("collides with"),
-        "{err}"
-    );
+    let missing = format!("7={}/missing.so:add", dir.path().display());
+    let cases: [(Vec<String>, Vec<String>); 4] = [
+        (
+            vec![format!("7={lib}:no_such")],
+            vec![format!("{lib} has no symbol `no_such`")],
+        ),
+        (
+            vec![missing],
+            vec!["cannot load".to_owned(), "missing.so".to_owned()],
+        ),
+        // `add` without a config: its init refuses with 5.
+        (
+            vec![format!("7={lib}:add")],
+            vec![format!("`add_init` in {lib} returned 5")],
+        ),
+        (
+            vec![format!("7={lib}:slow"), format!("7={lib}:answer")],
+            vec!["function code 7:".to_owned(), "collides with".to_owned()],
+        ),
+    ];
+    for (kernels, needles) in cases {
+        let args: Vec<&str> = kernels
+            .iter()
+            .flat_map(|k| ["--kernel", k.as_str()])
+            .collect();
+        let (code, err) = run(&args);
+        assert_eq!(code, Some(1), "{err}");
+        for n in needles {
+            assert!(err.contains(&n), "{n:?} missing: {err}");
+        }
+    }
 
     let file = dir.path().join("kernels.toml");
     std::fs::write(&file, "[[kernel]]\ncode = 7\nlibary = \"x.so\"\n").unwrap();

@@ -118,6 +118,17 @@ pub struct Finished {
 }
 
 impl Finished {
+    /// Panics with the program's output unless its stdout has `needle` (for the C tests'
+    /// check count: `", 0 failed"`).
+    pub fn assert_says(&self, needle: &str) {
+        assert!(
+            self.stdout.contains(needle),
+            "{needle:?} missing.\n--- stdout\n{}\n--- stderr\n{}",
+            self.stdout,
+            self.stderr
+        );
+    }
+
     /// Panics with the program's output unless it exited with 0 and no sanitizer reported.
     pub fn assert_clean(&self, what: &str) {
         assert!(

@@ -174,36 +174,26 @@ impl SoftEndpoint {
 
     /// Rejects an unaccepted request with `reason` and closes the socket.
     pub(crate) fn reject(&self, reason: &str) {
-        let mut end = reason.len().min(MAX_REASON);
-        while !reason.is_char_boundary(end) {
-            end -= 1;
-        }
-        let reason = &reason.as_bytes()[..end];
-        let hdr = Frame::Reject {
-            len: reason.len() as u32,
-        }
-        .encode();
-        if let Err(e) = self.send_handshake(&hdr, reason) {
-            tracing::debug!(error = %e, "soft transport: reject not delivered");
-        }
-        self.shared.lock().rc.reject();
-        self.shared.socket.shutdown(Shutdown::Write);
+        self.answer_and_close(reason, MAX_REASON, |len| Frame::Reject { len }, "reject");
     }
 
     /// Answers a catalog request with `text` (cut at [`MAX_CATALOG`] bytes) and closes the
     /// socket.
     pub(crate) fn send_catalog(&self, text: &str) {
-        let mut end = text.len().min(MAX_CATALOG);
+        self.answer_and_close(text, MAX_CATALOG, |len| Frame::Catalog { len }, "catalog");
+    }
+
+    /// Sends `frame` with `text` (cut at `max` bytes, on a character boundary) to a request
+    /// that is not accepted, and closes the socket.
+    fn answer_and_close(&self, text: &str, max: usize, frame: fn(u32) -> Frame, what: &str) {
+        let mut end = text.len().min(max);
         while !text.is_char_boundary(end) {
             end -= 1;
         }
         let text = &text.as_bytes()[..end];
-        let hdr = Frame::Catalog {
-            len: text.len() as u32,
-        }
-        .encode();
+        let hdr = frame(text.len() as u32).encode();
         if let Err(e) = self.send_handshake(&hdr, text) {
-            tracing::debug!(error = %e, "soft transport: catalog not delivered");
+            tracing::debug!(error = %e, "soft transport: {what} not delivered");
         }
         self.shared.lock().rc.reject();
         self.shared.socket.shutdown(Shutdown::Write);
