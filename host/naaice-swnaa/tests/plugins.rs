@@ -149,6 +149,23 @@ fn compile(lang: &str, source: &str, dir: &Path, name: &str) -> PathBuf {
     out
 }
 
+/// `naaice-swnaa` on a free loopback port (software transport, 8 connections) with `args`.
+fn swnaa(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_naaice-swnaa"));
+    cmd.args([
+        "--address",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--transport",
+        "soft",
+    ])
+    .args(["--max-connections", "8"])
+    .args(args)
+    .env_remove("NAAICE_KERNELS");
+    cmd
+}
+
 /// A server started with `args` on a free loopback port (software transport); killed on drop.
 struct Server {
     child: Option<Child>,
@@ -160,23 +177,9 @@ struct Server {
 impl Server {
     fn start(args: &[&str]) -> Self {
         let (tx, lines) = mpsc::channel();
-        let child = spawn_reading_stderr(
-            Command::new(env!("CARGO_BIN_EXE_naaice-swnaa"))
-                .args([
-                    "--address",
-                    "127.0.0.1",
-                    "--port",
-                    "0",
-                    "--transport",
-                    "soft",
-                    "--max-connections",
-                    "8",
-                ])
-                .args(args)
-                .env_remove("NAAICE_KERNELS")
-                .env_remove("NAAICE_LOG"),
-            move |line| tx.send(line).is_ok(),
-        );
+        let child = spawn_reading_stderr(swnaa(args).env_remove("NAAICE_LOG"), move |line| {
+            tx.send(line).is_ok()
+        });
         let mut server = Self {
             child: Some(child),
             addr: "127.0.0.1:0".parse().unwrap(),
@@ -354,19 +357,7 @@ fn what_cannot_be_loaded_stops_the_start_with_the_file_and_symbol_named() {
     let dir = scratch();
     let c = compile("c", C_KERNELS, dir.path(), "libckernels.so");
     let run = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_naaice-swnaa"))
-            .args([
-                "--address",
-                "127.0.0.1",
-                "--port",
-                "0",
-                "--transport",
-                "soft",
-            ])
-            .args(args)
-            .env_remove("NAAICE_KERNELS")
-            .output()
-            .unwrap();
+        let out = swnaa(args).output().unwrap();
         (
             out.status.code(),
             String::from_utf8_lossy(&out.stderr).into_owned(),
