@@ -15,10 +15,10 @@ use naaice::waiting::{WaitPolicy, cpu_demand};
 use naaice::{Naa, NaaOptions, Param};
 
 use crate::Error;
+use crate::base::setup::write_file;
+use crate::base::sizes::sweep_sizes;
+use crate::base::stats::Samples;
 use crate::cli::Args;
-use crate::setup::write_file;
-use crate::sizes::sweep_sizes;
-use crate::stats::Samples;
 
 /// Largest size of this mode.
 const MAX_SIZE: u64 = 4 << 20;
@@ -135,7 +135,7 @@ fn micros(s: f64) -> f64 {
 
 /// Runs `--busy N`.
 pub(crate) fn run(args: &Args, loops: u32) -> Result<(), Error> {
-    let base = crate::setup::transport(args)?;
+    let base = crate::base::setup::transport(args)?;
     if base.name() != "soft" {
         return Err("--busy measures the software transport on loopback".into());
     }

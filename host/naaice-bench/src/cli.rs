@@ -10,7 +10,7 @@ use naaice::units::{parse_duration, parse_size};
 use naaice::waiting::WaitPolicy;
 use naaice_cli::ManExtras;
 
-use crate::clients::kind::{Api, WorkerKind};
+use crate::base::kind::{Api, WorkerKind};
 
 /// Benchmarks the RPCs of a NAAICE accelerator (NAA): latency and bandwidth against size.
 #[derive(Parser, Debug)]
@@ -215,7 +215,7 @@ pub(crate) struct Args {
         default_value = "paced",
         requires = "pipeline"
     )]
-    pub compute: crate::pipeline::Compute,
+    pub compute: crate::base::kind::Compute,
     /// Measures what idle connections cost: opens N connections (one RPC each) to a software
     /// NAA in a process of its own (or to --naa, whose process --naa-pid names), leaves them
     /// idle for --duration, and prints the CPU time and context switches of this process and

@@ -14,9 +14,9 @@ use naaice::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig};
 use naaice::{Naa, NaaOptions, Param};
 
 use crate::Error;
+use crate::base::setup::write_file;
+use crate::base::usage::{Process, Usage};
 use crate::cli::Args;
-use crate::setup::write_file;
-use crate::usage::{Process, Usage};
 
 /// Time the connections are left alone before the measurement starts.
 const SETTLE: Duration = Duration::from_secs(1);
@@ -81,10 +81,10 @@ fn start_server(args: &Args, connections: usize) -> Result<(Server, SocketAddr),
 /// `--serve`: a software NAA on loopback that prints its address and serves until its
 /// standard input ends.
 pub(crate) fn serve(args: &Args) -> Result<(), Error> {
-    let transport = crate::setup::transport(args)?;
+    let transport = crate::base::setup::transport(args)?;
     let config = SoftNaaConfig {
         max_connections: args.serve_connections.max(1),
-        wait: crate::setup::wait(),
+        wait: crate::base::setup::wait(),
         ..SoftNaaConfig::default()
     };
     let naa = SoftNaa::bind(
@@ -110,11 +110,11 @@ fn cost(u: Usage, n: u32, secs: f64) -> (f64, f64) {
 
 /// Runs `--idle N`.
 pub(crate) fn run(args: &Args, n: u32) -> Result<(), Error> {
-    let transport = crate::setup::transport(args)?;
+    let transport = crate::base::setup::transport(args)?;
     let connections = usize::try_from(n)?;
     let (server, naa_addr, naa_process) = match &args.naa {
         Some(_) => {
-            let (addr, _) = crate::setup::naa(args, &transport, connections)?;
+            let (addr, _) = crate::base::setup::naa(args, &transport, connections)?;
             let pid = args
                 .naa_pid
                 .ok_or("--idle with --naa needs --naa-pid (the NAA's process to measure)")?;
@@ -136,7 +136,7 @@ pub(crate) fn run(args: &Args, n: u32) -> Result<(), Error> {
             vec![p.clone()],
             vec![p],
             &NaaOptions {
-                wait: crate::setup::wait(),
+                wait: crate::base::setup::wait(),
                 ..NaaOptions::at(naa_addr)
             },
         )?;

@@ -5,30 +5,21 @@
 //! transport's limit and a compared CSV. With `--clients` many clients at once ([`clients`]).
 //! `naaice-bench --help` explains every option.
 
+mod base;
 mod busy;
 mod cli;
 mod clients;
-mod compare;
-mod cpu;
 mod idle;
-mod limits;
-mod measure;
 mod pipeline;
 mod plot;
-mod process_clock;
-mod raw;
-mod report;
-mod setup;
-mod sizes;
-mod stats;
 mod sweep;
-mod usage;
 
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
 use naaice_cli::print_reference;
 
+use base::setup;
 use cli::Args;
 
 /// Errors of the tool: printed, then exit status 1.

@@ -20,8 +20,9 @@ use naaice::swnaa::{KernelContext, KernelRegistry};
 use naaice::{NaaOptions, Pipeline};
 
 use crate::Error;
+use crate::base::kind::Compute;
+use crate::base::setup;
 use crate::cli::Args;
-use crate::setup;
 
 /// Function code of the compute kernel on the NAA started here.
 const COMPUTE_CODE: u8 = 100;
@@ -29,16 +30,6 @@ const COMPUTE_CODE: u8 = 100;
 const EMPTY_CODE: u32 = 3;
 /// The target of overlapped / (transfer + compute).
 const TARGET: f64 = 0.65;
-
-/// How the benchmark's kernel spends its compute time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum Compute {
-    /// Touches every byte, then waits out the rest of its time (an accelerator computing
-    /// off the host CPU).
-    Paced,
-    /// Keeps a core busy for all of its time (a CPU kernel).
-    Spin,
-}
 
 /// The compute kernel: adds 1 to every byte of `data`, taking `data.len() / rate` seconds.
 fn compute(data: &mut [u8], rate: u64, kind: Compute) {

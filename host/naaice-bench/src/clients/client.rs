@@ -8,8 +8,8 @@ use naaice::transport::AnyTransport;
 use naaice::{Naa, NaaOptions, Param};
 
 use crate::Error;
-use crate::measure::retry;
-use crate::raw::Echo;
+use crate::base::raw::Echo;
+use crate::base::setup::retry;
 
 /// Deadline of one RPC of a client (a stalled NAA ends the run with an error).
 pub(crate) const RPC_TIMEOUT: Duration = Duration::from_secs(60);
@@ -53,7 +53,7 @@ pub(crate) fn rust_handle(
     let data = Param::from_vec((0..usize::try_from(size)?).map(|i| i as u8).collect());
     let mut options = NaaOptions::at(target);
     options.rpc_timeout = RPC_TIMEOUT;
-    options.wait = crate::setup::wait();
+    options.wait = crate::base::setup::wait();
     // A connection of the previous measurement may still hold an NAA's slot for a moment.
     retry(&format!("naa_create at {target}"), || {
         Naa::create_with(

@@ -3,10 +3,10 @@
 //! more than twice the big client's own transfer time.
 
 use crate::Error;
+use crate::base::usage::Process;
 use crate::cli::Args;
 use crate::clients::point::Point;
 use crate::clients::process::{groups, run_point};
-use crate::usage::Process;
 
 /// Most a big client may raise the small clients' p99, in its own transfer times.
 pub(crate) const MAX_RISE: f64 = 2.0;
@@ -74,7 +74,7 @@ pub(crate) fn measure(
 ) -> Result<Isolation, Error> {
     let small = args.size[0];
     let big = args.big_size;
-    let kind = crate::clients::kind::WorkerKind::of(args.api);
+    let kind = crate::base::kind::WorkerKind::of(args.api);
     let processes = args.client_processes;
     let alone = run_point(
         args,

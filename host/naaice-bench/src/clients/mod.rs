@@ -9,10 +9,8 @@
 pub(crate) mod capi;
 pub(crate) mod client;
 mod isolation;
-pub(crate) mod kind;
-mod output;
+pub(crate) mod output;
 mod overlap;
-mod plot;
 mod point;
 mod process;
 mod result;
@@ -21,12 +19,12 @@ pub(crate) mod worker;
 use std::net::SocketAddr;
 
 use crate::Error;
+use crate::base::kind::{Api, WorkerKind};
+use crate::base::raw::RawPeer;
+use crate::base::setup::{self, write_file};
+use crate::base::usage::Process;
 use crate::cli::Args;
-use crate::raw::RawPeer;
-use crate::setup::{self, write_file};
-use crate::usage::Process;
 use isolation::Isolation;
-use kind::{Api, WorkerKind};
 use output::Row;
 use point::Point;
 use process::{groups, run_point};
@@ -80,7 +78,7 @@ pub(crate) fn run(args: &Args) -> Result<(), Error> {
     let raw = (transport.name() == "soft" && naa.ip().is_loopback())
         .then(RawPeer::start)
         .transpose()?;
-    let what = crate::sweep::describe(naa, own.is_some(), None, &transport);
+    let what = setup::describe(naa, own.is_some(), None, &transport);
     println!(
         "naaice-bench --clients: {what}, kernel {}, clients as {} calling the {} API, {:.1} s \
          per point{}",
@@ -214,7 +212,7 @@ fn write_outputs(
         println!("isolation CSV: {}", path.display());
     }
     if !args.no_plots {
-        for p in plot::write(&args.out, rows, what)? {
+        for p in crate::plot::clients::write(&args.out, rows, what)? {
             println!("plot: {}", p.display());
         }
     }

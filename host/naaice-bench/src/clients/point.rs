@@ -2,9 +2,9 @@
 //! latency percentiles, fairness, and CPU time and context switches per RPC on each side.
 
 use crate::Error;
+use crate::base::usage::Usage;
 use crate::clients::process::Outcome;
 use crate::clients::result::{ClientResult, histogram};
-use crate::usage::Usage;
 
 /// The figures of a point.
 #[derive(Debug, Clone, Copy, Default)]

@@ -6,11 +6,11 @@ use std::net::SocketAddr;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use crate::Error;
+use crate::base::kind::WorkerKind;
+use crate::base::usage::{Process, Usage};
 use crate::cli::Args;
 use crate::clients::client::RPC_TIMEOUT;
-use crate::clients::kind::WorkerKind;
 use crate::clients::result::{ClientResult, parse_usage};
-use crate::usage::{Process, Usage};
 
 /// One client process: what its threads do, against which peer, a client per size.
 #[derive(Debug, Clone)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 
 use crate::Error;
-use crate::usage::Usage;
+use crate::base::usage::Usage;
 
 /// Significant digits of the latency histograms (nanoseconds).
 const DIGITS: u8 = 3;

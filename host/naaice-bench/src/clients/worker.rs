@@ -11,15 +11,15 @@ use std::time::{Duration, Instant};
 use naaice::transport::AnyTransport;
 
 use crate::Error;
+use crate::base::kind::WorkerKind;
+use crate::base::raw::Echo;
+use crate::base::setup;
+use crate::base::usage::Process;
 use crate::cli::Args;
 use crate::clients::capi::{CClient, COverlap};
 use crate::clients::client::{Client, RPC_TIMEOUT, RustClient, rust_handle, warm_up_count};
-use crate::clients::kind::WorkerKind;
 use crate::clients::overlap::Overlap;
 use crate::clients::result::{ClientResult, usage_line};
-use crate::raw::Echo;
-use crate::setup;
-use crate::usage::Process;
 
 /// Longest a client may take to connect and warm up (connection retries included).
 const SETUP_TIMEOUT: Duration = Duration::from_secs(120);
@@ -180,7 +180,7 @@ fn measure(
     go: &Gate<Instant>,
     rx: &mpsc::Receiver<Event>,
     n: usize,
-) -> Result<(Vec<ClientResult>, crate::usage::Usage), Error> {
+) -> Result<(Vec<ClientResult>, crate::base::usage::Usage), Error> {
     println!("ready");
     std::io::stdout().flush()?;
     let mut line = String::new();
@@ -208,7 +208,7 @@ fn measure(
 }
 
 /// Prints the report lines.
-fn report(results: &[ClientResult], usage: &crate::usage::Usage) -> Result<(), Error> {
+fn report(results: &[ClientResult], usage: &crate::base::usage::Usage) -> Result<(), Error> {
     let mut out = std::io::stdout().lock();
     for r in results {
         writeln!(out, "{}", r.line())?;

@@ -8,23 +8,18 @@ use naaice::{Buffer, Connection, Naa, NaaOptions, Param};
 use naaice_core::{ClientConfig, FunctionCode};
 
 use crate::Error;
-use crate::cpu::{CpuStamp, CpuUse};
-use crate::process_clock::ProcessClock;
-use crate::raw::{RawPeer, STREAM_CHUNK};
-use crate::sizes::{MIB, Size};
+use crate::base::cpu::{CpuStamp, CpuUse};
+use crate::base::process_clock::ProcessClock;
+use crate::base::raw::{RawPeer, STREAM_CHUNK};
+use crate::base::setup::retry;
+use crate::base::sizes::{MIB, Size};
+use crate::base::stats::Samples;
 
 /// Steady RPCs and raw round trips are measured in blocks of this many, alternately.
 const BLOCK: usize = 50;
 /// Pause after each block: long enough for the threads of the other block to stop spinning
 /// (the adaptive wait policy's cap is 200 µs).
 const PAUSE: Duration = Duration::from_millis(2);
-use crate::stats::Samples;
-
-/// How often a new connection is tried (a just-closed connection may still hold the NAA's
-/// slot; the reference driver retries too).
-const CONNECT_TRIES: u32 = 20;
-/// Pause between connection tries.
-const CONNECT_PAUSE: Duration = Duration::from_millis(50);
 
 /// What is measured against: the NAA, how to reach it, and the raw TCP limit if any.
 pub(crate) struct Target<'a> {
@@ -102,22 +97,6 @@ fn filled(size: u64) -> Result<Buffer, Error> {
     Ok(Buffer::from_vec((0..len).map(|i| i as u8).collect()))
 }
 
-/// Runs `f` until it succeeds, at most [`CONNECT_TRIES`] times.
-pub(crate) fn retry<T>(what: &str, mut f: impl FnMut() -> naaice::Result<T>) -> Result<T, Error> {
-    let mut tries = 1;
-    loop {
-        match f() {
-            Ok(v) => return Ok(v),
-            Err(e) if tries < CONNECT_TRIES => {
-                tries += 1;
-                tracing::info!("{what} failed ({e}); retrying");
-                std::thread::sleep(CONNECT_PAUSE);
-            }
-            Err(e) => return Err(format!("{what}: {e}").into()),
-        }
-    }
-}
-
 impl Target<'_> {
     fn connect(&self) -> Result<Connection<AnyEndpoint>, Error> {
         retry("connect", || {
@@ -127,7 +106,7 @@ impl Target<'_> {
                 None,
                 ClientConfig::new(self.fncode),
             )?;
-            conn.set_wait(crate::setup::wait());
+            conn.set_wait(crate::base::setup::wait());
             Ok(conn)
         })
     }
@@ -264,7 +243,7 @@ impl Target<'_> {
     /// `naa_invoke` + `naa_wait`, then `naa_finalize`.
     fn middleware_sample(&self, buffer: &Buffer) -> Result<f64, Error> {
         let options = NaaOptions {
-            wait: crate::setup::wait(),
+            wait: crate::base::setup::wait(),
             ..NaaOptions::at(self.naa)
         };
         let fncode = u32::from(self.fncode.get());

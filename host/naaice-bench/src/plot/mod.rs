@@ -1,6 +1,8 @@
 //! Plots of a sweep (PNG and SVG): latency and bandwidth against size, ours vs the raw
 //! transport's limit vs a compared CSV, and below each the ratios.
 
+pub(crate) mod clients;
+
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
@@ -10,12 +12,12 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use crate::Error;
-use crate::compare::Reference;
-use crate::measure::Measured;
-use crate::report::bandwidth;
+use crate::sweep::compare::Reference;
+use crate::sweep::measure::Measured;
+use crate::sweep::report::bandwidth;
 
 /// The font of the PNG plots (SVG names `sans-serif` and leaves it to the viewer).
-static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
 /// Plot size in pixels.
 pub(crate) const SIZE: (u32, u32) = (1000, 760);
 

@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::Error;
-use crate::clients::output::Row;
-use crate::plot::{
+use super::{
     Draw, SIZE, Series, fail, lines, number_label, ratio_chart, register_font, write_png_and_svg,
 };
+use crate::Error;
+use crate::clients::output::Row;
 
 const PALETTE: [RGBColor; 6] = [
     RGBColor(31, 119, 180),

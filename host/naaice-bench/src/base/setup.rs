@@ -4,6 +4,7 @@ use std::io::IsTerminal;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::Path;
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use naaice::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle};
 use naaice::transport::soft::{SoftConfig, SoftTransport};
@@ -11,8 +12,8 @@ use naaice::transport::{AnyTransport, TransportChoice, TransportKind};
 use naaice::waiting::WaitPolicy;
 
 use crate::Error;
+use crate::base::process_clock::ProcessClock;
 use crate::cli::Args;
-use crate::process_clock::ProcessClock;
 
 /// How this run's connections wait (`--wait`, `--busy-poll-us`), both ends.
 static WAIT: OnceLock<WaitPolicy> = OnceLock::new();
@@ -120,4 +121,41 @@ pub(crate) fn write_file(path: &Path, contents: &str) -> Result<(), Error> {
     }
     std::fs::write(path, contents).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(())
+}
+
+/// One sentence naming the NAA under test and the transport.
+pub(crate) fn describe(
+    naa: SocketAddr,
+    own: bool,
+    naa_cpu: Option<&ProcessClock>,
+    transport: &AnyTransport,
+) -> String {
+    format!(
+        "{} NAA at {naa}{} over {}",
+        if own { "in-process software" } else { "the" },
+        naa_cpu.map_or_else(String::new, |c| format!(" (process {})", c.pid())),
+        transport.name()
+    )
+}
+
+/// How often a new connection is tried (a just-closed connection may still hold the NAA's
+/// slot; the reference driver retries too).
+const CONNECT_TRIES: u32 = 20;
+/// Pause between connection tries.
+const CONNECT_PAUSE: Duration = Duration::from_millis(50);
+
+/// Runs `f` until it succeeds, at most [`CONNECT_TRIES`] times.
+pub(crate) fn retry<T>(what: &str, mut f: impl FnMut() -> naaice::Result<T>) -> Result<T, Error> {
+    let mut tries = 1;
+    loop {
+        match f() {
+            Ok(v) => return Ok(v),
+            Err(e) if tries < CONNECT_TRIES => {
+                tries += 1;
+                tracing::info!("{what} failed ({e}); retrying");
+                std::thread::sleep(CONNECT_PAUSE);
+            }
+            Err(e) => return Err(format!("{what}: {e}").into()),
+        }
+    }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use rustix::time::{ClockId, Timespec, clock_gettime};
 
-use crate::process_clock::ProcessClock;
+use crate::base::process_clock::ProcessClock;
 
 fn duration(t: Timespec) -> Duration {
     let secs = u64::try_from(t.tv_sec).unwrap_or(0);

@@ -2,9 +2,9 @@
 
 use std::fmt::Write as _;
 
-use crate::compare::Reference;
-use crate::measure::Measured;
-use crate::stats::Samples;
+use crate::base::stats::Samples;
+use crate::sweep::compare::Reference;
+use crate::sweep::measure::Measured;
 
 /// Header of the reference's low-level CSV (spec §8.1).
 pub(crate) const LOWLEVEL_HEADER: &str = "byte_length,setup_time,transfer_time";
@@ -171,7 +171,7 @@ pub(crate) fn table(rows: &[Measured], reference: Option<&Reference>, others: &s
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sizes::Size;
+    use crate::base::sizes::Size;
 
     /// Both stream limits land under their own headers, in MB/s.
     #[test]

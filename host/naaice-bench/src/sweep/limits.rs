@@ -6,8 +6,8 @@
 
 use std::fmt::Write as _;
 
-use crate::measure::Measured;
-use crate::report::bandwidth;
+use crate::sweep::measure::Measured;
+use crate::sweep::report::bandwidth;
 
 /// Sizes up to this are judged by their latency, larger ones by their bandwidth.
 const SMALL_UP_TO: u64 = 1 << 20;
@@ -89,7 +89,7 @@ pub(crate) fn summary(rows: &[Measured]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sizes::Size;
+    use crate::base::sizes::Size;
 
     fn row(bytes: u64, steady: f64, raw: Option<f64>, streams: Option<(f64, f64)>) -> Measured {
         let mut m = Measured::new(Size {

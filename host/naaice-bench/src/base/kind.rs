@@ -1,4 +1,5 @@
-//! What a client does, chosen on the command line (`--api`) and handed to client processes.
+//! The kinds the command line chooses: what a client does (`--api`, handed to client
+//! processes) and how the pipeline benchmark's kernel computes (`--compute`).
 
 use clap::ValueEnum;
 
@@ -63,4 +64,14 @@ impl WorkerKind {
             Self::COverlap => "c-overlap",
         }
     }
+}
+
+/// How the benchmark's kernel spends its compute time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Compute {
+    /// Touches every byte, then waits out the rest of its time (an accelerator computing
+    /// off the host CPU).
+    Paced,
+    /// Keeps a core busy for all of its time (a CPU kernel).
+    Spin,
 }

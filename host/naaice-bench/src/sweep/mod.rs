@@ -1,20 +1,24 @@
 //! The default mode: a sweep of sizes, each measured on one connection (steady state), on new
 //! connections (first RPC, middleware) and against the raw TCP limit.
 
-use std::net::SocketAddr;
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use naaice::transport::AnyTransport;
 use naaice_core::FunctionCode;
 
 use crate::Error;
+use crate::base::process_clock::ProcessClock;
+use crate::base::setup::write_file;
+use crate::base::{raw, setup, sizes};
 use crate::cli::Args;
-use crate::compare::Reference;
-use crate::measure::{Measured, Target};
-use crate::process_clock::ProcessClock;
-use crate::setup::write_file;
-use crate::{limits, plot, raw, report, setup, sizes};
+use crate::plot;
+use compare::Reference;
+use measure::{Measured, Target};
+
+pub(crate) mod compare;
+pub(crate) mod limits;
+pub(crate) mod measure;
+pub(crate) mod report;
 
 /// Connections the in-process NAA of a sweep takes at once.
 const SWEEP_CONNECTIONS: usize = 16;
@@ -36,21 +40,6 @@ fn progress(len: usize) -> ProgressBar {
         bar.set_style(style.progress_chars("=> "));
     }
     bar
-}
-
-/// One sentence naming the NAA under test and the transport.
-pub(crate) fn describe(
-    naa: SocketAddr,
-    own: bool,
-    naa_cpu: Option<&ProcessClock>,
-    transport: &AnyTransport,
-) -> String {
-    format!(
-        "{} NAA at {naa}{} over {}",
-        if own { "in-process software" } else { "the" },
-        naa_cpu.map_or_else(String::new, |c| format!(" (process {})", c.pid())),
-        transport.name()
-    )
 }
 
 /// Runs the sweep of `--max-size` and writes its files.
@@ -75,7 +64,7 @@ pub(crate) fn run(args: &Args) -> Result<(), Error> {
         naa_cpu: naa_cpu.as_ref(),
     };
     let sizes = sizes::sweep_sizes(args.max_size);
-    let what = describe(naa, own.is_some(), naa_cpu.as_ref(), &transport);
+    let what = setup::describe(naa, own.is_some(), naa_cpu.as_ref(), &transport);
     println!(
         "naaice-bench: {what}, kernel {}; {} sizes up to {} bytes{}",
         args.fncode,

@@ -8,7 +8,7 @@ use std::ops::{Add, Sub};
 use std::time::Duration;
 
 use crate::Error;
-use crate::process_clock::ProcessClock;
+use crate::base::process_clock::ProcessClock;
 
 /// CPU time and context switches of a process (totals, or the difference of two readings).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
