@@ -1,4 +1,4 @@
-//! Many RPCs concurrently with async Rust and tokio (`naaice::rpc_future`): the RPC is a
+//! Many RPCs concurrently with async Rust and tokio (`naaice::client::rpc_future`): the RPC is a
 //! `Future` that waits through the library's small reactor thread, so it works with any
 //! executor and never blocks one.
 //!

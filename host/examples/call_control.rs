@@ -9,7 +9,7 @@
 //! cargo run --example call_control
 //! ```
 //!
-//! The kernels are registered for local mode ([`naaice::local`]); with `NaaOptions::from_env`
+//! The kernels are registered for local mode ([`naaice::swnaa::local`]); with `NaaOptions::from_env`
 //! and `NAA_SPEC` naming an NAA that serves them, the same code runs against it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,7 +41,7 @@ fn main() -> std::process::ExitCode {
 
 fn run() -> Result<(), Error> {
     let code = |c| FunctionCode::new(c).expect("1..=127");
-    naaice::local::register_kernel(code(ECHO), |ctx: &mut KernelContext<'_, '_>| {
+    naaice::swnaa::local::register_kernel(code(ECHO), |ctx: &mut KernelContext<'_, '_>| {
         let (fncode, user) = (ctx.fncode(), ctx.user_bytes());
         if let Some(p) = ctx.param(0) {
             p[..4].copy_from_slice(&[fncode, user[0], user[1], user[2]]);
@@ -49,7 +49,7 @@ fn run() -> Result<(), Error> {
         let rc = u32::from(user[0]) << 16 | u32::from(user[1]) << 8 | u32::from(user[2]);
         ReturnCode::new(rc).unwrap_or(ReturnCode::KERNEL_FAILED)
     });
-    naaice::local::register_kernel(code(STUCK), |_: &mut KernelContext<'_, '_>| {
+    naaice::swnaa::local::register_kernel(code(STUCK), |_: &mut KernelContext<'_, '_>| {
         while !STOP.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(10));
         }

@@ -1,4 +1,4 @@
-//! One thread keeps many NAAs busy (`naaice::naa_set`), and how much that overlaps.
+//! One thread keeps many NAAs busy (`naaice::client::naa_set`), and how much that overlaps.
 //!
 //! It starts N software NAAs in-process (NAA i serves function code 40 + i with a kernel
 //! that sleeps T ms), then runs R rounds of one RPC per NAA twice: serially (invoke, wait,
@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use naaice::naa_set;
+use naaice::client::naa_set;
 use naaice::swnaa::{KernelContext, KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle};
 use naaice::transport::soft::{SoftEndpoint, SoftTransport};
 use naaice::{Naa, NaaOptions, Param};

@@ -35,7 +35,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             .map_err(|e| format!("the function code {c:?}: {e}"))?,
         None => 1,
     };
-    let transport = naaice::environment::transport_from_env()?;
+    let transport = naaice::discovery::environment::transport_from_env()?;
     let data = Param::from_vec(vec![0; 64]);
     let mut naa: Naa = Naa::create(&transport, fncode.into(), vec![data.clone()], vec![data])?;
     let step = fncode % 3;

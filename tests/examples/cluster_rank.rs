@@ -19,7 +19,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
-use naaice::environment::{Rank, transport_from_env};
+use naaice::discovery::environment::{Rank, transport_from_env};
 use naaice::transport::AnyTransport;
 use naaice::{Naa, Param};
 

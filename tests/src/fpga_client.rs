@@ -8,9 +8,9 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use naaice::Error;
-use naaice::connection::Connection;
+use naaice::client::connection::Connection;
+use naaice::client::naa::{Naa, NaaOptions, Param};
 use naaice::memory::Buffer;
-use naaice::naa::{Naa, NaaOptions, Param};
 use naaice::transport::TransportError;
 use naaice::transport::soft::{SoftEndpoint, SoftTransport};
 use naaice_core::machine::Error as MachineError;

@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use naaice::swnaa::{SoftNaa, SoftNaaConfig, SoftNaaHandle};
 use naaice::transport::AnyTransport;
 use naaice::transport::soft::SoftTransport;
-use naaice::waiting::WaitPolicy;
+use naaice::transport::waiting::WaitPolicy;
 
 use naaice::core::ClientConfig;
 use naaice::{Connection, Naa, NaaOptions, Param};

@@ -449,7 +449,10 @@ pub fn many_naas_overlap_from_one_thread(site: &Site) {
     for naa in &mut naas {
         naa.invoke().expect("invoke");
     }
-    for (i, outcome) in naaice::naa_set::wait_all(&mut naas).into_iter().enumerate() {
+    for (i, outcome) in naaice::client::naa_set::wait_all(&mut naas)
+        .into_iter()
+        .enumerate()
+    {
         let status = outcome.expect("in flight").expect("RPC succeeded");
         assert_eq!(
             status.naa_error,

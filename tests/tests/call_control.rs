@@ -298,7 +298,7 @@ fn local_mode_runs_builtin_and_registered_kernels_in_process() {
     assert!(h.wait().unwrap().naa_error.is_success());
     assert_eq!(h.output(0).unwrap().to_vec(), (1..65).collect::<Vec<u8>>());
 
-    naaice::local::register_kernel(code(ECHO), echo);
+    naaice::swnaa::local::register_kernel(code(ECHO), echo);
     // Handles created after the registration see the kernel; the earlier one keeps working.
     let mut e = local(u32::from(ECHO), &NaaOptions::local().unwrap()).expect("local handle");
     e.invoke_with(&Call::new().user_bytes([1, 2, 3])).unwrap();
@@ -316,7 +316,7 @@ fn child_local_spec() {
     if !is_child() {
         return;
     }
-    naaice::local::register_kernel(code(ECHO), echo);
+    naaice::swnaa::local::register_kernel(code(ECHO), echo);
     let options = NaaOptions::from_env().unwrap();
     let mut e = local(u32::from(ECHO), &options).expect("local ECHO entry");
     e.invoke_with(&Call::new().user_bytes([0, 0, 0x42]))
@@ -334,7 +334,10 @@ fn child_local_spec() {
     assert!(one.wait().unwrap().naa_error.is_success());
     assert!(matches!(
         local(1, &options),
-        Err(Error::Spec(naaice::spec::SpecError::Held { fncode: 1, .. }))
+        Err(Error::Spec(naaice::discovery::spec::SpecError::Held {
+            fncode: 1,
+            ..
+        }))
     ));
 }
 

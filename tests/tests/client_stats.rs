@@ -24,7 +24,7 @@ fn handle(addr: std::net::SocketAddr, fncode: u8) -> Naa<SoftEndpoint> {
 #[test]
 fn a_handle_counts_its_rpcs_errors_bytes_and_latency() {
     let naa = start_naa(naaice::swnaa::SoftNaaConfig::default());
-    let before = naaice::stats::process();
+    let before = naaice::client::stats::process();
     let mut h = handle(naa.local_addr(), 1);
     let fresh = h.stats();
     assert_eq!((fresh.handles, fresh.connections, fresh.rpcs), (1, 1, 0));
@@ -72,7 +72,7 @@ fn a_handle_counts_its_rpcs_errors_bytes_and_latency() {
     );
 
     h.finalize();
-    let after = naaice::stats::process();
+    let after = naaice::client::stats::process();
     assert!(after.handles > before.handles && after.rpcs >= before.rpcs + 12);
     naa.shutdown();
 }

@@ -1,4 +1,4 @@
-//! Many processes sharing a pool of NAAs (`naaice::select`): rank-aware selection, failover to
+//! Many processes sharing a pool of NAAs (`naaice::discovery::select`): rank-aware selection, failover to
 //! the next entry, waiting for an NAA at its connection limit, and a 256-rank simulation over
 //! 16 NAAs that loses 2 of them mid-run. The rank variables are read once per process, so the
 //! multi-process cases run their ranks as child processes.
@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use naaice::environment::Rank;
-use naaice::select::Pool;
-use naaice::spec;
+use naaice::discovery::environment::Rank;
+use naaice::discovery::select::Pool;
+use naaice::discovery::spec;
 use naaice::swnaa::SoftNaaConfig;
 use naaice::transport::soft::{SoftEndpoint, SoftTransport};
 use naaice::{Naa, NaaOptions, Param};

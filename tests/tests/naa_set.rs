@@ -1,4 +1,4 @@
-//! Many handles progressed together (`naaice::naa_set`): one thread keeps 8 software NAAs
+//! Many handles progressed together (`naaice::client::naa_set`): one thread keeps 8 software NAAs
 //! busy at once, proven without timing by kernels that meet at one rendezvous of 8 (RPCs run
 //! one after the other would miss it), and the semantics of inactive, finished and failed
 //! handles.
@@ -6,8 +6,8 @@
 use std::task::Poll;
 use std::time::Duration;
 
+use naaice::client::naa_set::{self, Finished};
 use naaice::core::{Phase, ReturnCode};
-use naaice::naa_set::{self, Finished};
 use naaice_tests::rendezvous::{self, RENDEZVOUS_MISSED, Rendezvous};
 use naaice_tests::suite::Site;
 use naaice_tests::{SlowNaa, UNTIL_TIMEOUT};

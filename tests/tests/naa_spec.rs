@@ -2,7 +2,7 @@
 //! are read once per process, so every case runs in its own child process.
 
 use naaice::core::ReturnCode;
-use naaice::spec::SpecError;
+use naaice::discovery::spec::SpecError;
 use naaice::swnaa::SoftNaaConfig;
 use naaice::transport::soft::SoftTransport;
 use naaice::{Error, Naa, Param};

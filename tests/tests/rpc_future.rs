@@ -1,4 +1,4 @@
-//! The RPC as a `Future` (`naaice::rpc_future`) on different executors: `pollster` (a minimal
+//! The RPC as a `Future` (`naaice::client::rpc_future`) on different executors: `pollster` (a minimal
 //! `block_on`) and tokio's single-threaded runtime each run 8 RPCs on 8 software NAAs
 //! concurrently on one thread, proven by kernels that meet at one rendezvous of 8; deadlines
 //! and dropped futures.

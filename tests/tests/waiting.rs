@@ -2,17 +2,17 @@
 //! connection end in this process is one busy thread of the CPU demand while it lives, and
 //! RPCs complete whichever side of the spin-or-sleep decision the demand puts them on, for
 //! single handles and for sets (`naa_set::wait_any` / `wait_all`). The decisions themselves
-//! are unit-tested with the CPUs' state injected (`naaice::waiting`); how long waits take is
+//! are unit-tested with the CPUs' state injected (`naaice::transport::waiting`); how long waits take is
 //! measured by `naaice-bench`, not here. This binary holds a single test, so that no other
 //! test's connections change the count while it runs.
 
 use std::time::{Duration, Instant};
 
+use naaice::client::naa_set;
 use naaice::core::ClientConfig;
-use naaice::naa_set;
 use naaice::swnaa::SoftNaaConfig;
 use naaice::transport::soft::{SoftEndpoint, SoftTransport};
-use naaice::waiting::{cores_to_spare, cpu_demand, cpus, launcher_local_tasks};
+use naaice::transport::waiting::{cores_to_spare, cpu_demand, cpus, launcher_local_tasks};
 use naaice::{Buffer, Connection, Naa, NaaOptions, Param};
 use naaice_tests::{code, in_place_connection, start_naa};
 

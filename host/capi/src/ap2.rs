@@ -21,8 +21,8 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
+use naaice::client::naa::NaaOptions;
 use naaice::core::Phase;
-use naaice::naa::NaaOptions;
 use naaice::{Buffer, Naa, Param};
 
 use crate::boundary::{FAILURE, SUCCESS, check_ptr, fail, guard};

@@ -16,18 +16,19 @@ pub(crate) const SUCCESS: c_int = 0;
 /// the program already has a `tracing` subscriber (a Rust program linking the rlib), that one
 /// is kept. An invalid `NAAICE_LOG` (a typo such as `degub`, which `tracing` alone would
 /// take for a target and so log nothing) gives `warn`, and one line on stderr says so
-/// ([`naaice::environment::log_filter_from_env`]). Then it warns once about variables named
-/// like the library's that it does not know ([`naaice::environment::warn_unknown_variables`]).
+/// ([`naaice::discovery::environment::log_filter_from_env`]). Then it warns once about variables named
+/// like the library's that it does not know ([`naaice::discovery::environment::warn_unknown_variables`]).
 pub(crate) fn init_logging() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        let filter =
-            tracing_subscriber::EnvFilter::try_new(naaice::environment::log_filter_from_env())
-                .unwrap_or_else(|e| {
-                    // A span filter the library's check lets through but `tracing` refuses.
-                    eprintln!("naaice: NAAICE_LOG: {e}; logging at warn instead");
-                    tracing_subscriber::EnvFilter::new(naaice::environment::DEFAULT_LOG_FILTER)
-                });
+        let filter = tracing_subscriber::EnvFilter::try_new(
+            naaice::discovery::environment::log_filter_from_env(),
+        )
+        .unwrap_or_else(|e| {
+            // A span filter the library's check lets through but `tracing` refuses.
+            eprintln!("naaice: NAAICE_LOG: {e}; logging at warn instead");
+            tracing_subscriber::EnvFilter::new(naaice::discovery::environment::DEFAULT_LOG_FILTER)
+        });
         let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
         let _ = tracing_subscriber::fmt()
             .with_env_filter(filter)
@@ -35,7 +36,7 @@ pub(crate) fn init_logging() {
             .with_ansi(ansi)
             .with_target(false)
             .try_init();
-        naaice::environment::warn_unknown_variables();
+        naaice::discovery::environment::warn_unknown_variables();
     });
 }
 

@@ -42,7 +42,7 @@
 //! | `NAAICE_RPC_TIMEOUT` | per-RPC deadline in seconds (default 3600, like the reference) |
 //! | `NAAICE_CONNECT_TIMEOUT` | connect deadline in seconds, retries and failover included (default 10) |
 //! | `NAAICE_WAIT` | how connections wait for completions: `adaptive` (default: spin for a budget learned from recent waits, at most 200 µs, while the connections on this machine leave a core to spare, then sleep; `adaptive:CAP_US` sets the cap), `poll` (never sleep: a dedicated core per connection), `sleep` (sleep at once), `spin:US` (spin a fixed time) |
-//! | `NAAICE_RANK`/`NAAICE_NRANKS`, else `SLURM_PROCID`/`SLURM_NTASKS`, `OMPI_COMM_WORLD_RANK`/`_SIZE`, `PMI_RANK`/`PMI_SIZE`, `PMIX_RANK` | this process's rank: which `NAA_SPEC` entry it prefers (`naaice::select`) |
+//! | `NAAICE_RANK`/`NAAICE_NRANKS`, else `SLURM_PROCID`/`SLURM_NTASKS`, `OMPI_COMM_WORLD_RANK`/`_SIZE`, `PMI_RANK`/`PMI_SIZE`, `PMIX_RANK` | this process's rank: which `NAA_SPEC` entry it prefers (`naaice::discovery::select`) |
 //! | `NAAICE_LOG` | log filter for the messages on stderr (`error`, `warn` (default), `info`, `debug`, `trace`, or a `tracing` filter whose targets are naaice crates such as `naaice=debug,warn`); an invalid one gives `warn`, said once on stderr |
 //!
 //! A variable named `NAAICE_*` or `NAA_*` that the library does not know (a misspelling such
@@ -67,7 +67,7 @@ mod transport;
 pub mod types;
 pub mod version;
 
-pub use naaice::environment::{DEFAULT_RPC_TIMEOUT, RPC_TIMEOUT_VAR, TRANSPORT_VAR};
+pub use naaice::discovery::environment::{DEFAULT_RPC_TIMEOUT, RPC_TIMEOUT_VAR, TRANSPORT_VAR};
 pub use transport::transport_from_env;
 pub use types::*;
 

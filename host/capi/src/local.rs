@@ -2,7 +2,7 @@
 //!
 //! An `NAA_SPEC` entry `local:FN_CODE:PARAM_COUNT` makes `naa_create` connect to an NAA inside
 //! the program (a software NAA on the loopback interface, whatever `NAAICE_TRANSPORT` says;
-//! [`naaice::local`]) with the built-in kernels (1 adds 1 to every byte, 2 adds 2, 3 does
+//! [`naaice::swnaa::local`]) with the built-in kernels (1 adds 1 to every byte, 2 adds 2, 3 does
 //! nothing) and those registered with `naa_local_register_kernel`. The program itself does
 //! not change: the same binary runs against local, software and FPGA NAAs, only `NAA_SPEC`
 //! differs, and registering a local kernel is harmless when `NAA_SPEC` names a remote NAA.
@@ -47,7 +47,7 @@ pub extern "C" fn naa_local_register_kernel(
         let Some(run) = kernel else {
             return fail(NAME, "kernel is NULL");
         };
-        naaice::local::register_kernel(code, c_kernel(run, user_data));
+        naaice::swnaa::local::register_kernel(code, c_kernel(run, user_data));
         SUCCESS
     })
 }
@@ -64,7 +64,7 @@ pub extern "C" fn naa_local_remove_kernel(fncode: c_uint) -> c_int {
             Ok(c) => c,
             Err(rc) => return rc,
         };
-        match naaice::local::remove_kernel(code) {
+        match naaice::swnaa::local::remove_kernel(code) {
             Some(_) => SUCCESS,
             None => fail(NAME, format!("no local kernel for function code {fncode}")),
         }

@@ -399,7 +399,7 @@ pub unsafe extern "C" fn naa_swnaa_start(
             Ok(t) => t,
             Err(e) => return fail(NAME, Failure::config(e)),
         };
-        let wait = match naaice::environment::wait_policy_from_env() {
+        let wait = match naaice::discovery::environment::wait_policy_from_env() {
             Ok(w) => w,
             Err(e) => return fail(NAME, Failure::config(e.to_string())),
         };

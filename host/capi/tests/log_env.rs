@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::ptr;
 
-use naaice::environment::VARIABLES;
+use naaice::discovery::environment::VARIABLES;
 use naaice_ap2::ap2::*;
 use naaice_ap2::*;
 

@@ -164,7 +164,7 @@ pub fn man_page(cmd: Command, extras: &ManExtras<'_>) -> std::io::Result<Vec<u8>
     for name in extras.variables {
         assert!(
             VARIABLES.iter().any(|v| v.name == *name),
-            "{name} is not in naaice::environment::VARIABLES"
+            "{name} is not in naaice::discovery::environment::VARIABLES"
         );
     }
     for v in listed {

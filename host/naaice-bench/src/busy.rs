@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use naaice::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle};
 use naaice::transport::AnyTransport;
-use naaice::waiting::{WaitPolicy, cpu_demand};
+use naaice::transport::waiting::{WaitPolicy, cpu_demand};
 use naaice::{Naa, NaaOptions, Param};
 
 use crate::Error;
@@ -151,7 +151,7 @@ pub(crate) fn run(args: &Args, loops: u32) -> Result<(), Error> {
     println!(
         "naaice-bench --busy {loops}: {} CPUs, {loops} busy loops; steady RPCs ({steady} per \
          block, {ROUNDS} blocks per policy, alternated), software transport on loopback",
-        naaice::waiting::cpus()
+        naaice::transport::waiting::cpus()
     );
     println!(
         "{:>10}  {:>22}  {:>22}  {:>7}",

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use naaice::transport::waiting::WaitPolicy;
 use naaice::transport::{AnyTransport, ParseTransportError, TransportChoice};
 use naaice::units::{parse_duration, parse_size};
-use naaice::waiting::WaitPolicy;
 use naaice_cli::ManExtras;
 
 use crate::base::kind::{Api, WorkerKind};
@@ -167,7 +167,7 @@ pub(crate) struct Args {
     #[arg(long, value_enum, default_value = "rust", requires = "clients")]
     pub api: Api,
     /// With --clients: also measure one thread driving N handles, each with an RPC in flight,
-    /// with naaice::naa_set::wait_any (with --api c: naa_waitany), the middleware-level
+    /// with naaice::client::naa_set::wait_any (with --api c: naa_waitany), the middleware-level
     /// overlap case.
     #[arg(long, requires = "clients")]
     pub overlap: bool,
@@ -285,11 +285,11 @@ pub(crate) const MAN: ManExtras<'static> = ManExtras {
 impl Args {
     /// What the options alone do not settle, for a command line that parsed: the transport
     /// (`--transport`, else `NAAICE_TRANSPORT` read by the library's
-    /// [`transport_from_env`](naaice::environment::transport_from_env), `auto` there meaning
+    /// [`transport_from_env`](naaice::discovery::environment::transport_from_env), `auto` there meaning
     /// this tool's default, `soft`) and the checks across options. An error is a command-line
     /// error (exit status 2).
     pub(crate) fn resolve(&mut self) -> Result<(), String> {
-        self.transport = self.transport_with(naaice::environment::transport_from_env)?;
+        self.transport = self.transport_with(naaice::discovery::environment::transport_from_env)?;
         if self.ack_delay.is_some() && self.transport.name() != "soft" {
             return Err("--ack-delay applies to the software transport only".to_owned());
         }
@@ -303,7 +303,7 @@ impl Args {
     /// and the default are `soft`).
     fn transport_with(
         &self,
-        from_env: impl FnOnce() -> Result<AnyTransport, naaice::spec::SpecError>,
+        from_env: impl FnOnce() -> Result<AnyTransport, naaice::discovery::spec::SpecError>,
     ) -> Result<AnyTransport, String> {
         if let Some(t) = &self.transport_arg {
             return Ok(t.clone());

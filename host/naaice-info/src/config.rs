@@ -1,14 +1,14 @@
 //! The effective configuration, read with the library's own parsers so that every message
-//! is the library's: each variable of [`naaice::environment::VARIABLES`] with its value and
+//! is the library's: each variable of [`naaice::discovery::environment::VARIABLES`] with its value and
 //! source, the transport, waiting and timeouts that follow, the process's rank, and the
 //! `NAA_SPEC` entries with the entry this rank prefers for each function.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use naaice::environment::{self, Rank, VARIABLES};
-use naaice::select::Pool;
-use naaice::spec::{self, NaaEntry, SpecError};
+use naaice::discovery::environment::{self, Rank, VARIABLES};
+use naaice::discovery::select::Pool;
+use naaice::discovery::spec::{self, NaaEntry, SpecError};
 use naaice::transport::{AnyTransport, TransportChoice, TransportKind};
 use serde::Serialize;
 
@@ -208,7 +208,7 @@ pub(crate) fn gather(spec_arg: Option<&str>) -> Gathered {
     );
     let connect_timeout = timeout(
         environment::CONNECT_TIMEOUT_VAR,
-        naaice::connection::CONNECT_TIMEOUT,
+        naaice::client::connection::CONNECT_TIMEOUT,
     );
     let local = spec::local_ip_from_env()
         .map_err(|e| record(&mut errors, "NAA_LOCAL_IP", e))

@@ -154,17 +154,17 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 /// Logs to stderr, filtered by `--log`, else by `NAAICE_LOG` as in the C library (`warn`
 /// when unset or invalid: the report names an invalid one as a problem).
 fn init_logging(log: Option<&str>) {
-    let env = std::env::var(naaice::environment::LOG_VAR).ok();
+    let env = std::env::var(naaice::discovery::environment::LOG_VAR).ok();
     let filter = log
         .map(str::to_owned)
         .or_else(|| {
-            naaice::environment::log_filter(env.as_deref())
+            naaice::discovery::environment::log_filter(env.as_deref())
                 .ok()
                 .flatten()
         })
         .and_then(|f| tracing_subscriber::EnvFilter::try_new(f).ok())
         .unwrap_or_else(|| {
-            tracing_subscriber::EnvFilter::new(naaice::environment::DEFAULT_LOG_FILTER)
+            tracing_subscriber::EnvFilter::new(naaice::discovery::environment::DEFAULT_LOG_FILTER)
         });
     tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -3,7 +3,7 @@
 //! the time each step took.
 //!
 //! Each entry is probed as the library would use it: its address resolved like
-//! [`naaice::select::address`] (for a `local:` entry, the in-process NAA it starts), then [`Transport::connect_as`] with the transport the entry names
+//! [`naaice::discovery::select::address`] (for a `local:` entry, the in-process NAA it starts), then [`Transport::connect_as`] with the transport the entry names
 //! (else the one `NAAICE_TRANSPORT` chooses), from `NAA_LOCAL_IP` if set. Under `auto` the
 //! probe makes the same two attempts `auto` (`naaice::transport::AnyTransport`)
 //! makes (verbs with half of the time where verbs is usable, then the software transport),
@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use naaice::core::machine;
 use naaice::core::{ClientConfig, FunctionCode};
-use naaice::spec::{NaaEntry, SpecError};
+use naaice::discovery::spec::{NaaEntry, SpecError};
 use naaice::transport::{
     AnyEndpoint, AnyTransport, Transport, TransportChoice, TransportError, TransportKind,
 };
@@ -276,8 +276,8 @@ impl Prober<'_> {
     /// Resolves, connects, runs the MRSP and one RPC, filling in `r` as it goes.
     fn run(&self, entry: &NaaEntry, deadline: Instant, r: &mut ProbeResult) -> Result<(), Failure> {
         // A local entry's address is the in-process NAA's, which this starts.
-        let addr =
-            naaice::select::address(entry).map_err(|e| Failure::of(Stage::Resolve, e.into()))?;
+        let addr = naaice::discovery::select::address(entry)
+            .map_err(|e| Failure::of(Stage::Resolve, e.into()))?;
         r.address = Some(addr.to_string());
         let start = Instant::now();
         let ep = self.connect(entry, addr, deadline, &mut r.attempts);

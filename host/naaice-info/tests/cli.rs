@@ -9,7 +9,7 @@
 use std::net::{SocketAddr, TcpListener};
 
 use naaice::core::{ClientConfig, FunctionCode};
-use naaice::environment::VARIABLES;
+use naaice::discovery::environment::VARIABLES;
 use naaice::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle};
 use naaice::transport::AnyTransport;
 use naaice::{Buffer, Connection};

@@ -11,9 +11,9 @@ use std::time::Duration;
 use clap::{CommandFactory, Parser};
 use naaice::swnaa::plugin::{KernelSources, KernelSpec};
 use naaice::swnaa::{AddressPrefix, KernelSwitch, SoftNaa, SoftNaaConfig};
+use naaice::transport::waiting::WaitPolicy;
 use naaice::transport::{AnyTransport, DEFAULT_PORT, ParseTransportError, Served};
 use naaice::units::{parse_duration, parse_size};
-use naaice::waiting::WaitPolicy;
 use naaice_cli::{ManExtras, print_reference};
 
 /// `--version`: the version and the transports of this build.

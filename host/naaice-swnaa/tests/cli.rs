@@ -144,7 +144,8 @@ fn a_default_client_meets_a_default_server_and_the_banner_says_how() {
         "{text}"
     );
     // A client with default settings: NAAICE_TRANSPORT unset is `auto`.
-    let transport = naaice::environment::transport_from_lookup(|_| None).expect("defaults");
+    let transport =
+        naaice::discovery::environment::transport_from_lookup(|_| None).expect("defaults");
     assert_eq!(transport.name(), "auto");
     let p = naaice::Param::from_vec(vec![10, 20]);
     let mut h: naaice::Naa = naaice::Naa::create_with(
@@ -237,15 +238,15 @@ fn listening_on(rx: &mpsc::Receiver<String>) -> std::net::SocketAddr {
 /// One create and RPC against `addr` as the only entry of an `NAA_SPEC` (software transport,
 /// connect deadline 1 s), as a rank of a job connects.
 fn try_client(addr: std::net::SocketAddr) -> naaice::Result<()> {
-    let transport = naaice::environment::transport_from_lookup(|name| {
+    let transport = naaice::discovery::environment::transport_from_lookup(|name| {
         (name == "NAAICE_TRANSPORT").then(|| "soft".to_owned())
     })
     .expect("soft transport");
-    let entries = naaice::spec::parse(&format!("{addr}:1:1")).expect("NAA_SPEC");
+    let entries = naaice::discovery::spec::parse(&format!("{addr}:1:1")).expect("NAA_SPEC");
     let options = naaice::NaaOptions {
         connect_timeout: Duration::from_secs(1),
-        pool: Some(naaice::select::Pool::new(entries)),
-        rank: Some(naaice::environment::Rank::SINGLE),
+        pool: Some(naaice::discovery::select::Pool::new(entries)),
+        rank: Some(naaice::discovery::environment::Rank::SINGLE),
         ..naaice::NaaOptions::default()
     };
     let p = naaice::Param::from_vec(vec![1, 2]);

@@ -114,7 +114,7 @@ fn every_client_over_the_connection_limit_is_counted_and_told_the_limit() {
     let (child, rx) = start(&["--max-connections", "1", "--evict-idle-after", "never"]);
     let addr = listening_on(&rx);
     // The one slot: a client that stays connected between RPCs.
-    let transport = naaice::environment::transport_from_lookup(|name| {
+    let transport = naaice::discovery::environment::transport_from_lookup(|name| {
         (name == "NAAICE_TRANSPORT").then(|| "soft".to_owned())
     })
     .expect("soft transport");

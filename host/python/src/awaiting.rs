@@ -1,4 +1,4 @@
-//! `await naa.call()`: the library's RPC future ([`naaice::rpc_future`]) driven by asyncio.
+//! `await naa.call()`: the library's RPC future ([`naaice::client::rpc_future`]) driven by asyncio.
 //!
 //! The handle is moved into a future that owns it; the future is polled on the event loop's
 //! thread, and its waker (called by the library's reactor thread when the connection has news

@@ -17,8 +17,8 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-use naaice::rpc_future::RpcFuture;
-use naaice::spec::{Attempts, SpecError};
+use naaice::client::rpc_future::RpcFuture;
+use naaice::discovery::spec::{Attempts, SpecError};
 use naaice::transport::AnyEndpoint;
 use naaice::transport::TransportError;
 use naaice::{Naa, NaaOptions};
@@ -123,7 +123,7 @@ fn cancel_all(naas: &mut [&mut Naa]) {
     }
 }
 
-/// `wait_any` ([`naaice::naa_set::wait_any`]): the first RPC that ends; `None` if none is in
+/// `wait_any` ([`naaice::client::naa_set::wait_any`]): the first RPC that ends; `None` if none is in
 /// flight. Interrupted, it cancels every RPC in flight.
 pub(crate) fn wait_any(py: Python<'_>, naas: &mut [&mut Naa]) -> PyResult<Option<Outcome>> {
     let waker = waker();
@@ -131,7 +131,8 @@ pub(crate) fn wait_any(py: Python<'_>, naas: &mut [&mut Naa]) -> PyResult<Option
         let end = Instant::now() + SLICE;
         let mut cx = Context::from_waker(&waker);
         loop {
-            if let Poll::Ready(done) = naaice::naa_set::test_any(naas.iter_mut().map(|n| &mut **n))
+            if let Poll::Ready(done) =
+                naaice::client::naa_set::test_any(naas.iter_mut().map(|n| &mut **n))
             {
                 return Some(done.map(|f| (f.index, f.result)));
             }
@@ -148,7 +149,7 @@ pub(crate) fn wait_any(py: Python<'_>, naas: &mut [&mut Naa]) -> PyResult<Option
     outcome.inspect_err(|_| cancel_all(naas))
 }
 
-/// `wait_all` ([`naaice::naa_set::wait_all`]): one entry per handle once no RPC is in
+/// `wait_all` ([`naaice::client::naa_set::wait_all`]): one entry per handle once no RPC is in
 /// flight. Interrupted, it cancels every RPC in flight.
 pub(crate) fn wait_all(
     py: Python<'_>,
@@ -162,7 +163,9 @@ pub(crate) fn wait_all(
         let end = Instant::now() + SLICE;
         let mut cx = Context::from_waker(&waker);
         loop {
-            if let Poll::Ready(all) = naaice::naa_set::test_all(naas.iter_mut().map(|n| &mut **n)) {
+            if let Poll::Ready(all) =
+                naaice::client::naa_set::test_all(naas.iter_mut().map(|n| &mut **n))
+            {
                 let merged = all
                     .into_iter()
                     .zip(&mut taken)

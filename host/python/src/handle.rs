@@ -4,8 +4,8 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
-use naaice::environment::Rank;
-use naaice::naa::Call;
+use naaice::client::naa::Call;
+use naaice::discovery::environment::Rank;
 use naaice::{Naa, NaaOptions};
 use pyo3::prelude::*;
 
@@ -190,7 +190,7 @@ impl PyNaa {
                 .ok_or_else(|| errors::invalid(format!("single_send: no input {i}")))?;
             *p = p.clone().single_send();
         }
-        naaice::environment::warn_unknown_variables();
+        naaice::discovery::environment::warn_unknown_variables();
         let mut options =
             NaaOptions::from_env().map_err(|e| errors::to_py(naaice::Error::Spec(e)))?;
         if local && address.is_some() {
@@ -217,9 +217,12 @@ impl PyNaa {
             options.mrsp_timeout = t;
         }
         if local {
-            options.remote = Some(py.detach(naaice::local::address).map_err(errors::to_py)?);
+            options.remote = Some(
+                py.detach(naaice::swnaa::local::address)
+                    .map_err(errors::to_py)?,
+            );
         }
-        let transport = naaice::environment::transport_from_env()
+        let transport = naaice::discovery::environment::transport_from_env()
             .map_err(|e| errors::to_py(naaice::Error::Spec(e)))?;
         // On failure (or Ctrl-C), dropping `held` releases the exports.
         let naa = blocking::connect(py, &options, move |o| {

@@ -118,14 +118,14 @@ fn function_code(code: u32) -> PyResult<FunctionCode> {
 #[pyfunction]
 pub(crate) fn register_local_kernel(py: Python<'_>, fn_code: u32, func: Py<PyAny>) -> PyResult<()> {
     let code = function_code(fn_code)?;
-    naaice::local::register_kernel(code, PyKernel::new(func, py));
+    naaice::swnaa::local::register_kernel(code, PyKernel::new(func, py));
     Ok(())
 }
 
 /// Removes the local-mode kernel for `fn_code` (built-ins too); true if there was one.
 #[pyfunction]
 pub(crate) fn remove_local_kernel(fn_code: u32) -> PyResult<bool> {
-    Ok(naaice::local::remove_kernel(function_code(fn_code)?).is_some())
+    Ok(naaice::swnaa::local::remove_kernel(function_code(fn_code)?).is_some())
 }
 
 /// A kernel as the Python side hands it over: function code, `func(regions, call)`, and
@@ -215,8 +215,8 @@ impl Server {
             .ok_or_else(|| errors::invalid(format!("host {host:?} resolves to nothing")))?;
         let (handle, switch) = py
             .detach(|| -> naaice::Result<(SoftNaaHandle, KernelSwitch)> {
-                let transport = naaice::environment::transport_from_env()?;
-                config.wait = naaice::environment::wait_policy_from_env()?;
+                let transport = naaice::discovery::environment::transport_from_env()?;
+                config.wait = naaice::discovery::environment::wait_policy_from_env()?;
                 let naa = SoftNaa::bind(transport, addr, config, registry)?;
                 let switch = naa.kernel_switch();
                 Ok((naa.spawn()?, switch))

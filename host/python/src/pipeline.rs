@@ -39,9 +39,12 @@ impl PyPipeline {
             options.remote = Some(crate::handle::socket_addr(a)?);
         }
         if local {
-            options.remote = Some(py.detach(naaice::local::address).map_err(errors::to_py)?);
+            options.remote = Some(
+                py.detach(naaice::swnaa::local::address)
+                    .map_err(errors::to_py)?,
+            );
         }
-        let transport = naaice::environment::transport_from_env()
+        let transport = naaice::discovery::environment::transport_from_env()
             .map_err(|e| errors::to_py(naaice::Error::Spec(e)))?;
         let pipeline = py
             .detach(|| Pipeline::create_with(&transport, fn_code, chunk, depth, &options))

@@ -1,5 +1,5 @@
 //! `naaice.wait_any` / `naaice.wait_all`: many handles progressed together in one thread
-//! ([`naaice::naa_set`]), with the interpreter lock released while waiting; Ctrl-C
+//! ([`naaice::client::naa_set`]), with the interpreter lock released while waiting; Ctrl-C
 //! interrupts the waits ([`crate::blocking`]).
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -58,7 +58,7 @@ pub(crate) fn wait_any(
     let done = blocking::wait_any(py, &mut naas)?;
     finished(
         py,
-        done.map(|(index, result)| naaice::naa_set::Finished { index, result }),
+        done.map(|(index, result)| naaice::client::naa_set::Finished { index, result }),
     )
 }
 
@@ -71,7 +71,7 @@ fn take_all(slots: &[Arc<Mutex<Slot>>]) -> PyResult<Vec<Taken<'_>>> {
 /// The `(index, Status)` of a finished handle, or its error with `.index` set.
 fn finished(
     py: Python<'_>,
-    done: Option<naaice::naa_set::Finished>,
+    done: Option<naaice::client::naa_set::Finished>,
 ) -> PyResult<Option<(usize, Status)>> {
     match done {
         None => Ok(None),
@@ -90,7 +90,7 @@ pub(crate) fn test_any(
     handles: Vec<Bound<'_, PyNaa>>,
 ) -> PyResult<Option<(usize, Status)>> {
     let slots = slots(&handles)?;
-    let done = with_handles(&slots, |n| naaice::naa_set::test_any(n))?;
+    let done = with_handles(&slots, |n| naaice::client::naa_set::test_any(n))?;
     match done {
         std::task::Poll::Pending => Ok(None),
         std::task::Poll::Ready(f) => finished(py, f),

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use naaice::stats::Stats;
+use naaice::client::stats::Stats;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -37,5 +37,5 @@ pub(crate) fn to_dict<'py>(py: Python<'py>, s: &Stats) -> PyResult<Bound<'py, Py
 /// `naaice.process_stats()`'s data: the process's handles that ended (finalized or dropped).
 #[pyfunction]
 pub(crate) fn _process_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-    to_dict(py, &naaice::stats::process())
+    to_dict(py, &naaice::client::stats::process())
 }

@@ -447,7 +447,7 @@ impl<E: Endpoint> Naa<E> {
 
     /// This handle's statistics: RPCs, errors by kind, bytes, connect and MRSP time, latency
     /// percentiles ([`Stats`]). When the handle ends they are added to the process's
-    /// ([`crate::stats::process`]).
+    /// ([`crate::client::stats::process`]).
     pub fn stats(&self) -> Stats {
         self.stats.snapshot()
     }

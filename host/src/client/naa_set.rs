@@ -4,7 +4,8 @@
 //! readiness descriptors) until one of them has news.
 //!
 //! ```no_run
-//! use naaice::{Naa, naa_set};
+//! use naaice::Naa;
+//! use naaice::client::naa_set;
 //! # fn main() -> naaice::Result<()> {
 //! # let mut naas: Vec<Naa> = Vec::new();
 //! for naa in &mut naas {
@@ -38,7 +39,7 @@
 //! **Progress.** Every call progresses each participating connection without blocking.
 //! The `wait_*` functions then spin, progressing them again and again, as long as the first
 //! handle in flight would let its own wait spin (its
-//! [`WaitPolicy`](crate::waiting::WaitPolicy) and what its waits learned: by default while
+//! [`WaitPolicy`](crate::transport::waiting::WaitPolicy) and what its waits learned: by default while
 //! the machine has a core to spare), and then sleep in one poll(2) on their readiness
 //! descriptors and the earliest RPC deadline; a transport without a descriptor is polled
 //! every millisecond instead.
@@ -171,7 +172,7 @@ fn wait_until<E: Endpoint, T>(
 }
 
 /// Longest round of a wait over handles without a deadline under
-/// [`WaitPolicy::Poll`](crate::waiting::WaitPolicy::Poll) (which spins until the deadline):
+/// [`WaitPolicy::Poll`](crate::transport::waiting::WaitPolicy::Poll) (which spins until the deadline):
 /// it then looks at their descriptors once.
 const SPIN_HORIZON: Duration = Duration::from_secs(1);
 

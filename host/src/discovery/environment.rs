@@ -9,7 +9,7 @@
 //! | `NAAICE_CONNECT_TIMEOUT` | connect deadline (a duration), retries and failover included ([`crate::client::connection::CONNECT_TIMEOUT`] when unset) |
 //! | `NAAICE_TRANSPORT` | `auto` (default: verbs where an RDMA device reaches the NAA, else the software transport), `soft` or `verbs` ([`transport_from_env`]) |
 //! | `NAAICE_WAIT` | how connections wait for completions: `adaptive` (default), `adaptive:CAP_US`, `poll`, `sleep`, `spin:US` ([`crate::transport::waiting`]) |
-//! | `NAAICE_STATS` | `1`: print the process's client statistics in one line on stderr at exit ([`crate::stats`]) |
+//! | `NAAICE_STATS` | `1`: print the process's client statistics in one line on stderr at exit ([`crate::client::stats`]) |
 //! | `NAAICE_RANK`, `NAAICE_NRANKS` | this process's rank and the number of ranks (win over the launcher's) |
 //! | `SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID` | rank, size and node-local rank under `srun` |
 //! | `OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE`, `OMPI_COMM_WORLD_LOCAL_RANK` | the same under Open MPI's `mpirun` |
@@ -44,7 +44,7 @@ pub const RPC_TIMEOUT_VAR: &str = "NAAICE_RPC_TIMEOUT";
 pub const CONNECT_TIMEOUT_VAR: &str = "NAAICE_CONNECT_TIMEOUT";
 /// How connections wait for completions ([`WaitPolicy`] text).
 pub const WAIT_VAR: &str = "NAAICE_WAIT";
-/// `1`: print the process's client statistics at exit ([`crate::stats`]).
+/// `1`: print the process's client statistics at exit ([`crate::client::stats`]).
 pub const STATS_VAR: &str = "NAAICE_STATS";
 /// Default per-RPC deadline: the C reference's receive timeout (one hour).
 pub const DEFAULT_RPC_TIMEOUT: Duration = Duration::from_secs(3600);

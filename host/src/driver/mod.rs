@@ -13,7 +13,7 @@
 //!
 //! **Waiting.** The driver owns the connection's waiting decision: how long [`Driver::wait`]
 //! spins before it sleeps ([`Waiter`], under the connection's [`WaitPolicy`]); waits over
-//! many connections ([`crate::naa_set`]) plan with the waiter of one of them. The transport
+//! many connections ([`crate::client::naa_set`]) plan with the waiter of one of them. The transport
 //! carries the decision out and reports how each wait ended.
 
 mod client;

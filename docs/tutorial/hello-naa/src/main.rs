@@ -23,7 +23,7 @@ fn main() -> ExitCode {
 
 /// One RPC; returns how many bytes came back wrong.
 fn hello() -> naaice::Result<usize> {
-    let transport = naaice::environment::transport_from_env()?;
+    let transport = naaice::discovery::environment::transport_from_env()?;
     let data = Param::from_vec(vec![41; 1 << 20]); // 1 MiB, in place: input and output
     let mut naa: Naa = Naa::create(&transport, 1, vec![data.clone()], vec![data])?;
     naa.invoke()?; // sends the input and returns at once

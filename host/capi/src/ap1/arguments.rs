@@ -6,8 +6,8 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::ptr::NonNull;
 
 use naaice::Buffer;
+use naaice::client::naa::NaaOptions;
 use naaice::core::FunctionCode;
-use naaice::naa::NaaOptions;
 
 use super::session::{Flags, Setup};
 use crate::ap1::types::MAX_MRS;

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use naaice::core::machine::RpcResult;
 use naaice::core::{ClientConfig, FunctionCode, Phase, RegionId};
+use naaice::transport::waiting::WaitPolicy;
 use naaice::transport::{Endpoint, Transport};
-use naaice::waiting::WaitPolicy;
 use naaice::{Buffer, Connection};
 
 use crate::error::{Failure, naa_error_kind};

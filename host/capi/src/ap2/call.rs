@@ -213,7 +213,7 @@ pub unsafe extern "C" fn naa_get_return_code(handle: *mut naa_handle, code: *mut
 mod tests {
     use super::*;
     use naaice::Param;
-    use naaice::naa::NaaOptions;
+    use naaice::client::naa::NaaOptions;
     use naaice::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig};
     use naaice::transport::AnyTransport;
     use naaice::transport::soft::SoftTransport;

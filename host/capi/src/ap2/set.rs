@@ -1,5 +1,5 @@
 //! naaice-rs extension (not in the reference): many AP2 handles progressed together, after
-//! MPI's `MPI_Waitany` / `MPI_Waitall` / `MPI_Testany` / `MPI_Testall` ([`naaice::naa_set`]).
+//! MPI's `MPI_Waitany` / `MPI_Waitall` / `MPI_Testany` / `MPI_Testall` ([`naaice::client::naa_set`]).
 //!
 //! One thread keeps RPCs on many NAAs (any function codes) in flight and sleeps in one
 //! poll(2) over their connections until one has news. Handles are passed as an array of
@@ -9,7 +9,7 @@ use std::ffi::c_int;
 use std::sync::{Arc, MutexGuard, TryLockError};
 use std::task::Poll;
 
-use naaice::naa_set::{self, Finished};
+use naaice::client::naa_set::{self, Finished};
 use naaice::{Naa, Status};
 
 use crate::ap2::{HANDLES, Handle};

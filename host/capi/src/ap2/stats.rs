@@ -1,5 +1,5 @@
 //! naaice-rs extension (not in the reference): client statistics, over
-//! [`naaice::Naa::stats`] and [`naaice::stats::process`].
+//! [`naaice::Naa::stats`] and [`naaice::client::stats::process`].
 //!
 //! ```c
 //! naa_client_stats s = { .size = sizeof s };
@@ -12,7 +12,7 @@
 use std::ffi::c_int;
 use std::time::Duration;
 
-use naaice::stats::Stats;
+use naaice::client::stats::Stats;
 
 use crate::ap2::on_naa;
 use crate::boundary::{FAILURE, SUCCESS, fail, guard};
@@ -178,7 +178,7 @@ pub unsafe extern "C" fn naa_stats_process(out: *mut naa_client_stats) -> c_int 
             return rc;
         }
         // SAFETY: checked above; writable by the caller's guarantee.
-        unsafe { write(out, &naaice::stats::process()) };
+        unsafe { write(out, &naaice::client::stats::process()) };
         SUCCESS
     })
 }

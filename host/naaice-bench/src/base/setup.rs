@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use naaice::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle};
 use naaice::transport::soft::{SoftConfig, SoftTransport};
+use naaice::transport::waiting::WaitPolicy;
 use naaice::transport::{AnyTransport, TransportChoice, TransportKind};
-use naaice::waiting::WaitPolicy;
 
 use crate::Error;
 use crate::base::process_clock::ProcessClock;

@@ -1,12 +1,12 @@
 //! The middleware-level overlap case: one thread keeps an RPC in flight on each of many
-//! handles and waits for whichever finishes first with `naaice::naa_set::wait_any`, invoking
+//! handles and waits for whichever finishes first with `naaice::client::naa_set::wait_any`, invoking
 //! that handle again at once.
 
 use std::net::SocketAddr;
 use std::time::Instant;
 
 use naaice::Naa;
-use naaice::naa_set::wait_any;
+use naaice::client::naa_set::wait_any;
 use naaice::transport::AnyTransport;
 
 use crate::Error;

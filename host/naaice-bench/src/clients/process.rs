@@ -218,7 +218,7 @@ mod tests {
         );
         let v6: SocketAddr = "[::1]:9".parse().unwrap();
         assert_eq!(naa_spec(v6, 7, "verbs", 1), "[::1]:9:7:1:verbs");
-        let parsed = naaice::spec::parse(&naa_spec(v4, 3, "soft", 3)).unwrap();
+        let parsed = naaice::discovery::spec::parse(&naa_spec(v4, 3, "soft", 3)).unwrap();
         assert_eq!(parsed.len(), 3);
     }
 

@@ -3,7 +3,7 @@
 
 use std::process::{Command, Output};
 
-use naaice::environment::VARIABLES;
+use naaice::discovery::environment::VARIABLES;
 use serde_json::Value;
 
 /// Runs `naaice-info` with `args` and, of the library's variables, only `env`.

@@ -12,7 +12,7 @@ use crate::transport::Endpoint;
 /// The arguments of one RPC beyond its parameter buffers ([`Naa::invoke_with`]).
 ///
 /// ```
-/// use naaice::naa::Call;
+/// use naaice::client::naa::Call;
 /// let call = Call::new().function(7)?.user_bytes([1, 2, 3])
 ///     .timeout(std::time::Duration::from_secs(2));
 /// # Ok::<(), naaice::Error>(())

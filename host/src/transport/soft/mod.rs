@@ -23,7 +23,7 @@
 //!   larger frames, what arrives while no application thread waits, a message waiting for a
 //!   receive, timers, and teardown. The wire format is unchanged by this division of work.
 //!   A waiting application thread first reads the socket without blocking for as long as
-//!   the caller says (the connection's waiting decision, see [`crate::waiting`]), then
+//!   the caller says (the connection's waiting decision, see [`crate::transport::waiting`]), then
 //!   sleeps in it; the first look after a post reads only as `look_ahead` learns.
 //! * `eventfd`: for a thread that waits on many endpoints (or an async reactor) instead of
 //!   in `wait`, an eventfd rung when a completion or event is ready; arming it hands the
