@@ -320,10 +320,9 @@ impl<E: Endpoint> Naa<E> {
         self.fncode
     }
 
-    /// `naa_invoke`: starts one RPC and returns at once.
+    /// `naa_invoke`: starts one RPC and returns at once (the handle's RPC deadline).
     pub fn invoke(&mut self) -> Result<()> {
-        let timeout = self.rpc_timeout();
-        self.invoke_with_timeout(timeout)
+        self.invoke_with(&Call::new())
     }
 
     /// Starts one RPC with its own deadline (the handle's function code, user bytes 0).
