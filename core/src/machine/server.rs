@@ -516,6 +516,13 @@ impl Server {
     fn answer(&mut self, now: Instant, status: ReturnCode, with_data: bool) -> WrId {
         let (plan, writes_left) = self.answer_plan(status.to_imm(), with_data);
         self.plan = Some(plan);
+        self.enter_answer(now, writes_left)
+    }
+
+    /// The answer's state change: `writes_left` writes to complete, its deadline, and the
+    /// receive that replaces the call's (returned). The express lane takes this part alone:
+    /// its caller posts the writes itself.
+    pub(super) fn enter_answer(&mut self, now: Instant, writes_left: u8) -> WrId {
         self.recvs = self.recvs.wrapping_add(1);
         self.enter(
             State::WritingBack { writes_left },

@@ -27,7 +27,7 @@ mod work;
 pub(crate) use lane::{Calling, Lane, Offer, Serving, Took};
 pub(crate) use regions::MessageBuffers;
 pub(crate) use role::{ClientEvent, Event, Role, ServerEvent};
-pub(crate) use server::accept;
+pub(crate) use server::{ServedEvent, accept};
 
 use std::time::{Duration, Instant};
 

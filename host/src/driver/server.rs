@@ -57,6 +57,20 @@ pub(crate) fn accept<I: Incoming>(
     }
 }
 
+/// What [`Driver::poll_serving`] hands its owner: the server's events other than the kernels,
+/// which it runs itself.
+#[derive(Debug)]
+pub(crate) enum ServedEvent {
+    /// Provide memory for a region of the MRSP request.
+    Allocate(naaice_core::machine::Allocation),
+    /// The MRSP finished.
+    MrspComplete,
+    /// The connection failed; [`ServedEvent::Disconnect`] follows.
+    Failed(naaice_core::machine::Error),
+    /// Tear the connection down.
+    Disconnect,
+}
+
 impl<E: Endpoint> Driver<E, Server> {
     /// Answers an allocation request: zeroed memory of `size` bytes for `region`,
     /// registered for remote write unless `internal`. Failure to allocate or register is
@@ -125,25 +139,31 @@ impl<E: Endpoint> Driver<E, Server> {
             KernelCall,
             naaice_core::Instant,
         ) -> Option<(ReturnCode, naaice_core::Instant)>,
-    ) -> crate::transport::Result<Option<ServerEvent>> {
+    ) -> crate::transport::Result<Option<ServedEvent>> {
         let mut pumped = false;
         loop {
-            match self.next_event() {
+            let served = match self.next_event() {
                 Some(ServerEvent::RunKernel(call)) => {
                     let Some((rc, done)) = kernel(call, clock::now()) else {
                         return Ok(None);
                     };
                     self.kernel_done(rc, done);
+                    continue;
                 }
-                Some(event) => return Ok(Some(event)),
+                Some(ServerEvent::Allocate(a)) => ServedEvent::Allocate(a),
+                Some(ServerEvent::MrspComplete) => ServedEvent::MrspComplete,
+                Some(ServerEvent::Failed(e)) => ServedEvent::Failed(e),
+                Some(ServerEvent::Disconnect) => ServedEvent::Disconnect,
                 None if pumped => return Ok(None),
                 None => {
                     if !self.pump(&mut Serving::new(kernel))? {
                         return Ok(None);
                     }
                     pumped = true;
+                    continue;
                 }
-            }
+            };
+            return Ok(Some(served));
         }
     }
 

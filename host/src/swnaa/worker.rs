@@ -21,7 +21,7 @@ use super::metrics::{ConnectionMetrics, Registration};
 use super::slots::Activity;
 use super::switch::KernelSwitch;
 use crate::clock;
-use crate::driver::{self, Driver, ServerEvent};
+use crate::driver::{self, Driver, ServedEvent};
 use crate::memory::Buffer;
 use crate::transport::waiting::WaitPolicy;
 use crate::transport::{Endpoint, Incoming};
@@ -165,11 +165,8 @@ fn run<E: Endpoint>(
             }
         };
         match event {
-            Some(ServerEvent::Allocate(a)) => allocate(driver, ctx, memory, &mut kernels, a),
-            // `poll_serving` runs the kernels through the closure above: it never returns
-            // `RunKernel`.
-            Some(ServerEvent::RunKernel(_)) => {}
-            Some(ServerEvent::MrspComplete) => {
+            Some(ServedEvent::Allocate(a)) => allocate(driver, ctx, memory, &mut kernels, a),
+            Some(ServedEvent::MrspComplete) => {
                 if let Some(m) = metrics {
                     m.mrsp_complete(&kernels.regions);
                 }
@@ -177,14 +174,14 @@ fn run<E: Endpoint>(
             }
             // A flushed work request only follows the connection's end (its cause, if any,
             // was reported first): not worth a warning on every client that leaves.
-            Some(ServerEvent::Failed(
+            Some(ServedEvent::Failed(
                 e @ machine::Error::WorkFailed {
                     error: WorkError::Flushed,
                     ..
                 },
             )) => tracing::debug!(error = %e, "connection ended"),
-            Some(ServerEvent::Failed(e)) => tracing::warn!(error = %e, "connection failed"),
-            Some(ServerEvent::Disconnect) => return,
+            Some(ServedEvent::Failed(e)) => tracing::warn!(error = %e, "connection failed"),
+            Some(ServedEvent::Disconnect) => return,
             None => {
                 if !idle(driver, ctx, stopping(), wakeable) {
                     return;

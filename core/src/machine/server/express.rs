@@ -65,12 +65,9 @@ impl Server {
         {
             return None;
         }
-        let recv = self.answer(now, status, true);
-        // The writes are those of `answer_writes`, which the caller posts itself.
-        self.plan = None;
-        let State::WritingBack { writes_left } = self.state else {
-            return None;
-        };
+        // The writes are those of `answer_writes`, which the caller posts itself: no plan.
+        let (_, writes_left) = self.answer_plan(status.to_imm(), true);
+        let recv = self.enter_answer(now, writes_left);
         Some(ExpressAnswer {
             recv,
             imm: status.to_imm(),
