@@ -217,83 +217,19 @@ pub(crate) fn gather(spec_arg: Option<&str>) -> Gathered {
     let rank = Rank::from_lookup(value)
         .map_err(|e| record(&mut errors, "NAAICE_RANK", e))
         .ok();
-    // The library's check (a typo such as `degub` is refused), then `tracing`'s own.
-    match environment::log_filter(value(environment::LOG_VAR).as_deref()) {
-        Ok(Some(filter)) => {
-            if let Err(e) = tracing_subscriber::EnvFilter::try_new(&filter) {
-                errors.push((
-                    environment::LOG_VAR,
-                    format!(
-                        "NAAICE_LOG={filter:?}: not a log filter ({e}); the library logs at \
-                         warn instead"
-                    ),
-                ));
-            }
-        }
-        Ok(None) => {}
-        Err(e) => errors.push((
-            environment::LOG_VAR,
-            format!("{e}; the library logs at warn instead"),
-        )),
+    if let Some(e) = log_filter_error(value(environment::LOG_VAR).as_deref()) {
+        errors.push((environment::LOG_VAR, e));
     }
-    let unknown: Vec<UnknownReport> = environment::unknown_variables(
-        std::env::vars_os().filter_map(|(k, _)| k.into_string().ok()),
-    )
-    .into_iter()
-    .map(|u| UnknownReport {
-        message: u.to_string(),
-        name: u.name,
-        nearest: u.nearest,
-    })
-    .collect();
-
+    let unknown = unknown_variables();
     let (spec_source, spec_text) = match spec_arg {
         Some(s) => ("--spec", Some(s.to_owned())),
         None => ("NAA_SPEC", value("NAA_SPEC")),
     };
-    let parsed = spec_text
-        .as_deref()
-        .map_or(Err(SpecError::Missing), spec::parse);
-    let (entries, spec_error) = match parsed {
-        Ok(entries) => (entries, None),
-        Err(e) => {
-            let text = match spec_arg {
-                Some(_) => format!("--spec: {e}"),
-                None => e.to_string(),
-            };
-            if spec_arg.is_none() {
-                errors.push(("NAA_SPEC", text.clone()));
-            }
-            (Vec::new(), Some(text))
-        }
-    };
-
-    let variables = VARIABLES
-        .iter()
-        .map(|v| {
-            let set = value(v.name);
-            let source = match &set {
-                Some(s) if !s.trim().is_empty() => Source::Environment,
-                _ => Source::Default,
-            };
-            let error = errors
-                .iter()
-                .filter(|(name, _)| *name == v.name)
-                .map(|(_, e)| e.clone())
-                .reduce(|a, b| format!("{a}; {b}"));
-            let note = (v.name == "NAA_SPEC" && spec_arg.is_some())
-                .then(|| "not used: --spec replaces it".to_owned());
-            VariableReport {
-                name: v.name,
-                value: set,
-                source,
-                default: v.default,
-                meaning: v.meaning,
-                error,
-                note,
-            }
-        })
-        .collect();
+    let (entries, spec_error) = parse_spec(spec_text.as_deref(), spec_arg.is_some());
+    if let (Some(e), None) = (&spec_error, spec_arg) {
+        errors.push(("NAA_SPEC", e.clone()));
+    }
+    let variables = variable_reports(&errors, spec_arg.is_some(), value);
     let mut problems: Vec<String> = errors.iter().map(|(_, e)| e.clone()).collect();
     problems.extend(unknown.iter().map(|u| u.message.clone()));
     if spec_arg.is_some() {
@@ -353,6 +289,79 @@ pub(crate) fn gather(spec_arg: Option<&str>) -> Gathered {
         local,
         problems,
     }
+}
+
+/// Why `NAAICE_LOG`'s filter is refused, if it is: the library's check (a typo such as
+/// `degub` is refused), then `tracing`'s own.
+fn log_filter_error(filter: Option<&str>) -> Option<String> {
+    match environment::log_filter(filter) {
+        Ok(Some(filter)) => tracing_subscriber::EnvFilter::try_new(&filter)
+            .err()
+            .map(|e| {
+                format!(
+                    "NAAICE_LOG={filter:?}: not a log filter ({e}); the library logs at warn \
+                     instead"
+                )
+            }),
+        Ok(None) => None,
+        Err(e) => Some(format!("{e}; the library logs at warn instead")),
+    }
+}
+
+/// The variables of this process named like the library's that it does not know.
+fn unknown_variables() -> Vec<UnknownReport> {
+    environment::unknown_variables(std::env::vars_os().filter_map(|(k, _)| k.into_string().ok()))
+        .into_iter()
+        .map(|u| UnknownReport {
+            message: u.to_string(),
+            name: u.name,
+            nearest: u.nearest,
+        })
+        .collect()
+}
+
+/// The entries of the spec `text` (from `--spec` when `from_arg`), or why there are none.
+fn parse_spec(text: Option<&str>, from_arg: bool) -> (Vec<NaaEntry>, Option<String>) {
+    match text.map_or(Err(SpecError::Missing), spec::parse) {
+        Ok(entries) => (entries, None),
+        Err(e) if from_arg => (Vec::new(), Some(format!("--spec: {e}"))),
+        Err(e) => (Vec::new(), Some(e.to_string())),
+    }
+}
+
+/// Each variable of the library's table: its value and source, its errors (from `errors`),
+/// and a note when `--spec` replaces `NAA_SPEC`.
+fn variable_reports(
+    errors: &[(&str, String)],
+    spec_arg: bool,
+    value: impl Fn(&str) -> Option<String>,
+) -> Vec<VariableReport> {
+    VARIABLES
+        .iter()
+        .map(|v| {
+            let set = value(v.name);
+            let source = match &set {
+                Some(s) if !s.trim().is_empty() => Source::Environment,
+                _ => Source::Default,
+            };
+            let error = errors
+                .iter()
+                .filter(|(name, _)| *name == v.name)
+                .map(|(_, e)| e.clone())
+                .reduce(|a, b| format!("{a}; {b}"));
+            let note = (v.name == "NAA_SPEC" && spec_arg)
+                .then(|| "not used: --spec replaces it".to_owned());
+            VariableReport {
+                name: v.name,
+                value: set,
+                source,
+                default: v.default,
+                meaning: v.meaning,
+                error,
+                note,
+            }
+        })
+        .collect()
 }
 
 /// What a transport choice means on this machine.
