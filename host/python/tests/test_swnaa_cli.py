@@ -129,6 +129,7 @@ def test_python_kernels_of_a_module_are_served_and_reloaded_on_sighup(tmp_path):
         (["--kernel", "0=kmod:scale"], 2, "function code '0' is not 1-127"),
         (["--kernel", "7=kmod"], 2, "expected CODE=MODULE:FUNCTION"),
         (["--kernels", "missing.toml"], 1, "kernels file missing.toml:"),
+        (["--kernels", "/dev/zero"], 1, "kernels file /dev/zero: not a regular file"),
     ],
 )
 def test_what_cannot_be_served_is_a_clear_start_up_error(tmp_path, args, status, message):

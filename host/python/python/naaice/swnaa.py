@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
+import stat
 import sys
 import threading
 import tomllib
@@ -162,11 +164,22 @@ def _parse_kernel(text: str) -> _KernelSpec:
     return _KernelSpec(fn_code, module, function, None, None, f"--kernel {text}")
 
 
+_MAX_KERNELS_FILE = 1 << 20
+"""Longest kernels file read (a file of 127 kernels is a few KiB)."""
+
+
 def _read_kernels_file(path: str) -> list[_KernelSpec]:
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise KernelLoadError(f"kernels file {path}: not a regular file")
         with open(path, "rb") as f:
-            doc = tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError) as e:
+            raw = f.read(_MAX_KERNELS_FILE + 1)
+        if len(raw) > _MAX_KERNELS_FILE:
+            raise KernelLoadError(
+                f"kernels file {path}: larger than {_MAX_KERNELS_FILE >> 10} KiB"
+            )
+        doc = tomllib.loads(raw.decode("utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise KernelLoadError(f"kernels file {path}: {e}") from None
     specs = []
     allowed = {"code", "module", "function", "name", "timeout"}

@@ -40,7 +40,7 @@ pub fn read_kernels_file(path: &Path) -> Result<Vec<KernelSpec>, PluginError> {
         path: path.to_owned(),
         why,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    let text = read_bounded(path).map_err(bad)?;
     let file: KernelsFile = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
     let base = path.parent().unwrap_or(Path::new("."));
     file.kernel
@@ -87,6 +87,26 @@ pub fn read_kernels_file(path: &Path) -> Result<Vec<KernelSpec>, PluginError> {
             })
         })
         .collect()
+}
+
+/// Longest kernels file read (a file of 127 kernels is a few KiB).
+const MAX_FILE: u64 = 1 << 20;
+
+/// The file's text: a regular file of at most [`MAX_FILE`] bytes.
+fn read_bounded(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    if !file.metadata().map_err(|e| e.to_string())?.is_file() {
+        return Err("not a regular file".to_owned());
+    }
+    let mut text = String::new();
+    file.take(MAX_FILE + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| e.to_string())?;
+    if text.len() as u64 > MAX_FILE {
+        return Err(format!("larger than {} KiB", MAX_FILE >> 10));
+    }
+    Ok(text)
 }
 
 #[cfg(test)]
@@ -176,5 +196,13 @@ library = "libm.so.6"
             .unwrap_err()
             .to_string();
         assert!(e.contains("/nonexistent/kernels.toml"), "{e}");
+        // A device would be read without end.
+        let e = read_kernels_file(Path::new("/dev/zero"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        let (_dir, big) = write(&"# padding\n".repeat(200_000));
+        let e = read_kernels_file(&big).unwrap_err().to_string();
+        assert!(e.contains("larger than 1024 KiB"), "{e}");
     }
 }

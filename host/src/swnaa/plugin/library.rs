@@ -140,6 +140,13 @@ struct PrivateCopy {
 impl PrivateCopy {
     fn of(library: &Path) -> std::io::Result<Self> {
         use std::os::unix::fs::DirBuilderExt;
+        // A device or a pipe would be copied without end.
+        if !std::fs::metadata(library)?.is_file() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file",
+            ));
+        }
         use std::sync::atomic::{AtomicU64, Ordering};
         static N: AtomicU64 = AtomicU64::new(0);
         let name = library.file_name().unwrap_or(library.as_os_str());

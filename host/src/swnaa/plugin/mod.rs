@@ -312,6 +312,9 @@ mod tests {
     #[test]
     fn a_missing_library_or_a_collision_is_a_clear_error() {
         let missing: KernelSpec = "7=/nonexistent/libk.so:scale".parse().unwrap();
+        let device: KernelSpec = "7=/dev/zero:k".parse().unwrap();
+        let e = build(true, [&device]).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
         let e = build(true, [&missing]).unwrap_err().to_string();
         assert!(
             e.contains("--kernel 7=/nonexistent/libk.so:scale")
