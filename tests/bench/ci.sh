@@ -97,6 +97,12 @@ echo "--- naaice-bench --idle 64 (10 s)"
     exit 1
 }
 cat "$out/idle.txt"
+echo "--- naaice-bench --pipeline 64MiB (transfer and compute overlapped; a debug build: rough)"
+"$bench" --pipeline 64MiB --reps 2 --out "$out/pipeline" > "$out/pipeline.txt" 2>&1 || {
+    cat "$out/pipeline.txt" >&2
+    exit 1
+}
+cat "$out/pipeline.txt"
 echo "--- naaice-bench --busy 2 (the default policy and sleep beside 2 busy loops)"
 "$bench" --busy 2 --max-size 4096 --steady 200 --out "$out/busy" > "$out/busy.txt" 2>&1 || {
     cat "$out/busy.txt" >&2
