@@ -57,7 +57,33 @@ fn seconds(what: &str, s: Option<f64>) -> PyResult<Option<Duration>> {
     .transpose()
 }
 
-pub(crate) fn socket_addr(address: &str) -> PyResult<SocketAddr> {
+/// What a handle or a pipeline connects with: the options of the environment, the NAA at
+/// `address` (`host:port`) or local mode's in-process one (`local`), and the transport of
+/// `NAAICE_TRANSPORT`.
+pub(crate) fn connect_options(
+    py: Python<'_>,
+    address: Option<&str>,
+    local: bool,
+) -> PyResult<(NaaOptions, naaice::transport::AnyTransport)> {
+    if local && address.is_some() {
+        return Err(errors::invalid("give address or local, not both"));
+    }
+    let mut options = NaaOptions::from_env().map_err(|e| errors::to_py(naaice::Error::Spec(e)))?;
+    if let Some(a) = address {
+        options.remote = Some(socket_addr(a)?);
+    }
+    if local {
+        options.remote = Some(
+            py.detach(naaice::swnaa::local::address)
+                .map_err(errors::to_py)?,
+        );
+    }
+    let transport = naaice::discovery::environment::transport_from_env()
+        .map_err(|e| errors::to_py(naaice::Error::Spec(e)))?;
+    Ok((options, transport))
+}
+
+fn socket_addr(address: &str) -> PyResult<SocketAddr> {
     address
         .to_socket_addrs()
         .map_err(|e| errors::invalid(format!("address {address:?}: {e} (expected HOST:PORT)")))?
@@ -191,14 +217,7 @@ impl PyNaa {
             *p = p.clone().single_send();
         }
         naaice::discovery::environment::warn_unknown_variables();
-        let mut options =
-            NaaOptions::from_env().map_err(|e| errors::to_py(naaice::Error::Spec(e)))?;
-        if local && address.is_some() {
-            return Err(errors::invalid("give address or local, not both"));
-        }
-        if let Some(a) = address {
-            options.remote = Some(socket_addr(a)?);
-        }
+        let (mut options, transport) = connect_options(py, address, local)?;
         if let Some(r) = rank {
             options.rank = Some(Rank {
                 rank: r,
@@ -216,14 +235,6 @@ impl PyNaa {
         if let Some(t) = seconds("mrsp_timeout", mrsp_timeout)? {
             options.mrsp_timeout = t;
         }
-        if local {
-            options.remote = Some(
-                py.detach(naaice::swnaa::local::address)
-                    .map_err(errors::to_py)?,
-            );
-        }
-        let transport = naaice::discovery::environment::transport_from_env()
-            .map_err(|e| errors::to_py(naaice::Error::Spec(e)))?;
         // On failure (or Ctrl-C), dropping `held` releases the exports.
         let naa = blocking::connect(py, &options, move |o| {
             Naa::create_with(&transport, fn_code, ins.clone(), outs.clone(), o)

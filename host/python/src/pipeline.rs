@@ -3,7 +3,7 @@
 
 use std::sync::Mutex;
 
-use naaice::{NaaOptions, Pipeline};
+use naaice::Pipeline;
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::prelude::*;
 
@@ -30,22 +30,7 @@ impl PyPipeline {
         address: Option<&str>,
         local: bool,
     ) -> PyResult<Self> {
-        if local && address.is_some() {
-            return Err(errors::invalid("give address or local, not both"));
-        }
-        let mut options =
-            NaaOptions::from_env().map_err(|e| errors::to_py(naaice::Error::Spec(e)))?;
-        if let Some(a) = address {
-            options.remote = Some(crate::handle::socket_addr(a)?);
-        }
-        if local {
-            options.remote = Some(
-                py.detach(naaice::swnaa::local::address)
-                    .map_err(errors::to_py)?,
-            );
-        }
-        let transport = naaice::discovery::environment::transport_from_env()
-            .map_err(|e| errors::to_py(naaice::Error::Spec(e)))?;
+        let (options, transport) = crate::handle::connect_options(py, address, local)?;
         let pipeline = py
             .detach(|| Pipeline::create_with(&transport, fn_code, chunk, depth, &options))
             .map_err(errors::to_py)?;
