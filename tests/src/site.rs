@@ -4,6 +4,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use naaice::swnaa::{SoftNaa, SoftNaaConfig, SoftNaaHandle};
 use naaice::transport::AnyTransport;
+use naaice::transport::local::LocalTransport;
 use naaice::transport::soft::SoftTransport;
 use naaice::transport::waiting::WaitPolicy;
 
@@ -21,6 +22,9 @@ pub struct Site {
     pub ip: IpAddr,
     /// How the NAA's workers and the clients wait.
     pub wait: WaitPolicy,
+    /// The NAA serves through the in-process transport (local mode's; `ip` is unused), its
+    /// clients reach it through `transport` (which connects in process to such an NAA).
+    pub in_process: bool,
 }
 
 impl Site {
@@ -30,6 +34,15 @@ impl Site {
             transport: SoftTransport::default().into(),
             ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
             wait: WaitPolicy::default(),
+            in_process: false,
+        }
+    }
+
+    /// The in-process transport of local mode: the NAA in this process, no sockets.
+    pub fn local() -> Self {
+        Self {
+            in_process: true,
+            ..Self::soft()
         }
     }
 
@@ -44,6 +57,20 @@ impl Site {
     /// A software NAA with the test kernels, running in the background (its workers wait as
     /// the site says).
     pub fn start_naa(&self, config: SoftNaaConfig) -> SoftNaaHandle {
+        if self.in_process {
+            return SoftNaa::bind(
+                LocalTransport,
+                LocalTransport::any(),
+                SoftNaaConfig {
+                    wait: self.wait,
+                    ..config
+                },
+                test_kernels(),
+            )
+            .expect("listen in process")
+            .spawn()
+            .expect("spawn the in-process NAA");
+        }
         SoftNaa::bind(
             self.transport.clone(),
             SocketAddr::new(self.ip, 0),

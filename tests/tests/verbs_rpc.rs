@@ -88,6 +88,7 @@ fn site(ip: IpAddr) -> Site {
         transport: VerbsTransport::default().into(),
         ip,
         wait: WaitPolicy::default(),
+        in_process: false,
     }
 }
 

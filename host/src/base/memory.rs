@@ -228,6 +228,17 @@ impl Buffer {
         self.lock().to_vec()
     }
 
+    /// True if `other` is this buffer (a clone of it: the same memory and access gate).
+    pub(crate) fn is(&self, other: &Buffer) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// True for memory the caller owns ([`Buffer::from_raw_parts`]): it stays valid only as
+    /// long as its owner keeps it, not as long as a clone lives.
+    pub(crate) fn is_foreign(&self) -> bool {
+        !self.inner.owned
+    }
+
     /// True while the application holds the buffer (a hint: may change at any moment).
     pub(crate) fn is_app_locked(&self) -> bool {
         self.inner.state.load(Ordering::Relaxed) & APP != 0

@@ -156,6 +156,13 @@ impl NaaOptions {
         Ok(Self::at(crate::swnaa::local::address()?))
     }
 
+    /// Options that connect to the in-process NAA of local mode over the software transport
+    /// on the loopback interface (every byte through a TCP socket, for testing the
+    /// transport; `NAA_SPEC=local:FN:N:soft`); starts it if it is not running.
+    pub fn local_over_soft() -> Result<Self> {
+        Ok(Self::at(crate::swnaa::local::loopback_address()?))
+    }
+
     /// The options `naa_create` and [`crate::Naa::create`] use: the defaults with
     /// `NAAICE_RPC_TIMEOUT`, `NAAICE_CONNECT_TIMEOUT` and `NAAICE_WAIT` applied (NAA from `NAA_SPEC`, local
     /// address from `NAA_LOCAL_IP`, rank from the launcher).

@@ -183,11 +183,15 @@ pub fn reserve(fncode: u32, n_inputs: usize) -> Result<Reservation, SpecError> {
         .ok_or_else(|| pool.held_for(fncode, n_inputs))
 }
 
-/// The socket address of `entry`; for a local entry the in-process NAA's, which starts it if
-/// it is not running.
+/// The socket address of `entry`; for a local entry the in-process NAA's (the loopback one
+/// for `local:…:soft`), which starts it if it is not running.
 pub fn address(entry: &NaaEntry) -> Result<SocketAddr, SpecError> {
     if entry.local {
-        return crate::swnaa::local::address().map_err(|e| SpecError::Resolve {
+        let start = match entry.transport {
+            Some(TransportKind::Soft) => crate::swnaa::local::loopback_address,
+            _ => crate::swnaa::local::address,
+        };
+        return start().map_err(|e| SpecError::Resolve {
             what: "the in-process NAA",
             addr: entry.host.clone(),
             reason: e.to_string(),

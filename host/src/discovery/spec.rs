@@ -177,7 +177,9 @@ pub struct NaaEntry {
     /// Number of input parameters.
     pub param_count: u32,
     /// True for a `local:fn_code:param_count` entry: the in-process NAA of local mode
-    /// ([`crate::swnaa::local`]); `host` is `local`, `port` 0.
+    /// ([`crate::swnaa::local`]); `host` is `local`, `port` 0. `local:fn_code:param_count:soft`
+    /// (`transport` [`TransportKind::Soft`]) reaches it over the software transport on the
+    /// loopback interface.
     pub local: bool,
     /// The transport the entry names (fifth field); `None`: the program's transport.
     pub transport: Option<TransportKind>,
@@ -215,7 +217,10 @@ pub fn parse(spec: &str) -> Result<Vec<NaaEntry>, SpecError> {
         };
         let (host, rest) = split_host(entry).map_err(|r| bad(r.into()))?;
         let mut fields: Vec<&str> = rest.split(':').map(str::trim).collect();
-        let local = host == LOCAL_HOST && fields.len() == 2;
+        // `local:FN:N`, or `local:FN:N:soft` (a transport name, not a number, last).
+        let local = host == LOCAL_HOST
+            && (fields.len() == 2
+                || (fields.len() == 3 && fields[2].parse::<TransportChoice>().is_ok()));
         if local {
             fields.insert(0, "0");
         }
@@ -237,6 +242,13 @@ pub fn parse(spec: &str) -> Result<Vec<NaaEntry>, SpecError> {
         };
         if host.is_empty() {
             return Err(bad("empty address".into()));
+        }
+        if local && transport == Some(TransportKind::Verbs) {
+            return Err(bad(
+                "a local entry is reached in process, or over the software transport \
+                 (local:fn_code:param_count:soft); verbs has no loopback"
+                    .into(),
+            ));
         }
         if !local {
             check_host(host, entry.starts_with('[')).map_err(bad)?;

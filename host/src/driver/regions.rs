@@ -12,6 +12,9 @@ use crate::transport::{Endpoint, MemoryRegion, Result, Sge};
 pub(crate) enum RegionMemory<R> {
     /// Registered for remote write.
     Registered(R),
+    /// Registered for remote write, and the in-process client's own memory
+    /// ([`Endpoint::shared_memory`](crate::transport::Endpoint::shared_memory)).
+    Shared(R),
     /// NAA-only memory (internal region), not registered.
     Internal(Buffer),
 }
@@ -19,7 +22,7 @@ pub(crate) enum RegionMemory<R> {
 impl<R: MemoryRegion> RegionMemory<R> {
     fn buffer(&self) -> &Buffer {
         match self {
-            Self::Registered(r) => r.buffer(),
+            Self::Registered(r) | Self::Shared(r) => r.buffer(),
             Self::Internal(b) => b,
         }
     }
@@ -55,13 +58,27 @@ pub(super) fn sge<R: MemoryRegion>(mr: &R, len: usize) -> Sge {
 }
 
 impl<E: Endpoint, M: Role> Driver<E, M> {
-    /// Registers `buffer` for remote write and stores it as the memory of region `id`;
-    /// returns its address and rkey.
-    pub(crate) fn register_region(&mut self, id: RegionId, buffer: &Buffer) -> Result<(u64, u32)> {
+    /// Registers `buffer` for remote write and stores it as the memory of region `id`, kept
+    /// as `kind` says; returns its address and rkey.
+    pub(super) fn register_region(
+        &mut self,
+        id: RegionId,
+        buffer: &Buffer,
+        kind: fn(E::Region) -> RegionMemory<E::Region>,
+    ) -> Result<(u64, u32)> {
         let mr = self.ep.register(buffer)?;
         let keys = (mr.addr(), mr.rkey());
-        self.set_region(id, RegionMemory::Registered(mr));
+        self.set_region(id, kind(mr));
         Ok(keys)
+    }
+
+    /// The indices of the regions whose memory is the in-process client's.
+    pub(crate) fn shared_regions(&self) -> impl Iterator<Item = usize> + '_ {
+        self.regions
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| matches!(m, Some(RegionMemory::Shared(_))))
+            .map(|(i, _)| i)
     }
 
     pub(super) fn set_region(&mut self, id: RegionId, mem: RegionMemory<E::Region>) {
@@ -83,7 +100,7 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
     /// The registered region `index`, for a WRITE from it.
     pub(super) fn registered(&self, index: usize) -> Option<&E::Region> {
         match self.regions.get(index) {
-            Some(Some(RegionMemory::Registered(r))) => Some(r),
+            Some(Some(RegionMemory::Registered(r) | RegionMemory::Shared(r))) => Some(r),
             _ => None,
         }
     }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use naaice_core::machine::{KernelCall, Machine, Post, ServerAction};
 use naaice_core::{RegionFlags, RegionId, ReturnCode, Server};
 
+use super::regions::RegionMemory;
 use super::{Driver, MessageBuffers, ServerEvent, Serving};
 use crate::clock;
 use crate::memory::Buffer;
@@ -78,17 +79,27 @@ impl<E: Endpoint> Driver<E, Server> {
     pub(crate) fn allocate(&mut self, region: RegionId, size: u32, internal: bool) {
         let now = clock::now();
         let start = std::time::Instant::now();
-        let Some(buffer) = Buffer::try_zeroed(size as usize) else {
+        let shared = if internal {
+            None
+        } else {
+            self.shared_memory(region, size)
+        };
+        let kind = if shared.is_some() {
+            RegionMemory::Shared
+        } else {
+            RegionMemory::Registered
+        };
+        let Some(buffer) = shared.or_else(|| Buffer::try_zeroed(size as usize)) else {
             tracing::warn!(size = %crate::units::size(u64::from(size)), "allocation failed");
             let _ = self.machine.assignment_failed(now, region);
             return;
         };
         let result = if internal {
             let addr = buffer.addr();
-            self.set_region(region, super::regions::RegionMemory::Internal(buffer));
+            self.set_region(region, RegionMemory::Internal(buffer));
             self.machine.region_assigned(now, region, addr, 0)
         } else {
-            match self.register_region(region, &buffer) {
+            match self.register_region(region, &buffer, kind) {
                 Ok((addr, rkey)) => self.machine.region_assigned(now, region, addr, rkey),
                 Err(e) => {
                     tracing::warn!(error = %e, "registration failed");
@@ -100,6 +111,23 @@ impl<E: Endpoint> Driver<E, Server> {
             tracing::error!(error = %e, "region assignment refused");
         }
         tracing::debug!(size, internal, took = ?start.elapsed(), "region allocated and registered");
+    }
+
+    /// Memory of the client's that the NAA may use as this region's own (an in-process
+    /// client, [`Endpoint::shared_memory`]): only for a region sent and received whole in
+    /// every RPC (in place, not single-send), whose bytes then never need to move. Any other
+    /// region keeps memory of its own: its content between RPCs is the NAA's, not the
+    /// client's.
+    fn shared_memory(&self, region: RegionId, size: u32) -> Option<Buffer> {
+        let served = self.machine.regions().get(region)?;
+        let in_place = served
+            .flags
+            .contains(RegionFlags::INPUT | RegionFlags::OUTPUT)
+            && !served.flags.contains(RegionFlags::SINGLESEND);
+        let peer = served.peer.filter(|_| in_place)?;
+        let buffer = self.ep.shared_memory(peer.addr, size as usize)?;
+        tracing::debug!(size, "region shared with the in-process client");
+        Some(buffer)
     }
 
     /// Answers an allocation request with a refusal without allocating anything (the MRSP

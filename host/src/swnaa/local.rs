@@ -2,16 +2,34 @@
 //!
 //! An `NAA_SPEC` entry `local:FN_CODE:PARAM_COUNT` (for example `NAA_SPEC=local:1:2`), or
 //! [`NaaOptions::local`](crate::NaaOptions::local) in code, connects a handle to an
-//! **in-process NAA**: a software NAA ([`crate::swnaa`]) started on first use on the loopback
-//! interface (`127.0.0.1`, a free port), reached with the software transport whatever
-//! transport the program chose. Nothing leaves the machine, no NAA is needed, and a handle
-//! behaves exactly as against a software NAA (the same server code, the same protocol), so a
-//! program runs unchanged against local, software and FPGA NAAs by changing only
-//! `NAA_SPEC`. It is meant for development without an NAA and as COPA's lookaside mode (an
-//! accelerator invoked locally through the same interface as a remote one).
+//! **in-process NAA**: a software NAA ([`crate::swnaa`]) started on first use in this process
+//! and reached through the in-process transport ([`crate::transport::local`]): no sockets, no
+//! other process, and what need not move is not copied. The NAA uses an in-place parameter
+//! (one both sent and received in every RPC) as its own region, so the kernel works on the
+//! caller's memory; other parameters are copied once (in before the kernel, or out after
+//! it).
+//! A handle behaves as against a software NAA in every other respect (the same server code:
+//! MRSP limits and error codes, kernels and their return codes, deadlines and
+//! KERNEL_TIMEOUT, cancel), so a program runs unchanged against local, software and FPGA
+//! NAAs by changing only `NAA_SPEC`. It is meant for development without an NAA and as
+//! COPA's lookaside mode (an accelerator invoked locally through the same interface as a
+//! remote one).
+//!
+//! An in-place parameter costs one copy per RPC all the same: the NAA keeps what the caller
+//! sent, so that a kernel that overruns its deadline leaves the caller's data as it was (a
+//! remote NAA answers KERNEL_TIMEOUT without outputs). One thing differs from a remote NAA:
+//! a handle whose memory belongs to its caller (a C or Python array) waits, as it is
+//! finalized, for a kernel still running on that memory.
+//!
+//! `local:FN_CODE:PARAM_COUNT:soft` (or [`NaaOptions::local_over_soft`](crate::NaaOptions))
+//! reaches a second in-process NAA over the software transport on the loopback interface
+//! (`127.0.0.1`, a free port) instead: every byte goes through a TCP socket, as it would to a
+//! software NAA on another host, for testing the transport. A transport that cannot reach the
+//! in-process transport's NAA (a program built on [`SoftTransport`] alone, say) reaches this
+//! one.
 //!
 //! Its kernels are the software NAA's built-ins (1 adds 1 to every byte, 2 adds 2, 3 does
-//! nothing) plus those registered with [`register_kernel`]. A registration after the
+//! nothing) plus those registered with [`register_kernel`]. A registration after an
 //! in-process NAA started takes effect for handles created afterwards: the running NAA keeps
 //! serving its connections, and the next local handle starts a new one with the new set.
 
@@ -22,6 +40,8 @@ use naaice_core::FunctionCode;
 
 use crate::error::Result;
 use crate::swnaa::{Kernel, KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle};
+use crate::transport::Transport;
+use crate::transport::local::LocalTransport;
 use crate::transport::soft::SoftTransport;
 
 /// The address field of a local `NAA_SPEC` entry (`local:FN_CODE:PARAM_COUNT`).
@@ -34,9 +54,11 @@ const MAX_CONNECTIONS: usize = 256;
 struct State {
     /// The kernels the next in-process NAA starts with.
     kernels: KernelRegistry,
-    /// The NAA new local handles connect to; `None` before the first, or after a
-    /// registration changed the kernels.
+    /// The NAA new local handles connect to, over the in-process transport; `None` before
+    /// the first, or after a registration changed the kernels.
     current: Option<SoftNaaHandle>,
+    /// The same over the software transport on the loopback interface.
+    current_soft: Option<SoftNaaHandle>,
     /// Earlier NAAs, still serving the handles connected to them (until the process ends).
     retired: Vec<SoftNaaHandle>,
 }
@@ -52,6 +74,7 @@ fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
     let st = guard.get_or_insert_with(|| State {
         kernels: KernelRegistry::builtin(),
         current: None,
+        current_soft: None,
         retired: Vec::new(),
     });
     f(st)
@@ -65,7 +88,7 @@ pub fn register_kernel(
 ) -> Option<Arc<dyn Kernel>> {
     with_state(|st| {
         let old = st.kernels.register(code, kernel);
-        st.retired.extend(st.current.take());
+        st.retire();
         old
     })
 }
@@ -75,34 +98,76 @@ pub fn register_kernel(
 pub fn remove_kernel(code: FunctionCode) -> Option<Arc<dyn Kernel>> {
     with_state(|st| {
         let old = st.kernels.remove(code);
-        st.retired.extend(st.current.take());
+        st.retire();
         old
     })
 }
 
-/// The address of the in-process NAA, started now if it is not running.
+impl State {
+    /// The running NAAs serve on; new handles get new ones.
+    fn retire(&mut self) {
+        self.retired.extend(self.current.take());
+        self.retired.extend(self.current_soft.take());
+    }
+}
+
+/// How a handle reaches an in-process NAA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// Through the in-process transport ([`address`]).
+    InProcess,
+    /// Through the software transport on the loopback interface ([`loopback_address`]).
+    Loopback,
+}
+
+/// The address of the in-process NAA (reached through the in-process transport), started
+/// now if it is not running.
 pub fn address() -> Result<SocketAddr> {
     with_state(|st| {
-        if let Some(naa) = &st.current {
-            return Ok(naa.local_addr());
-        }
-        let config = SoftNaaConfig {
-            max_connections: MAX_CONNECTIONS,
-            ..SoftNaaConfig::default()
-        };
-        let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
-        let naa = SoftNaa::bind(
-            SoftTransport::default(),
-            loopback,
-            config,
-            st.kernels.clone(),
-        )?
-        .spawn()?;
-        let addr = naa.local_addr();
-        tracing::debug!(%addr, "in-process NAA started (local mode)");
-        st.current = Some(naa);
-        Ok(addr)
+        start(&mut st.current, &st.kernels, LocalTransport, LocalTransport::any())
     })
+}
+
+/// The address of the in-process NAA reached over the software transport on the loopback
+/// interface (`127.0.0.1`), started now if it is not running.
+pub fn loopback_address() -> Result<SocketAddr> {
+    with_state(|st| {
+        let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+        start(&mut st.current_soft, &st.kernels, SoftTransport::default(), loopback)
+    })
+}
+
+/// The address of the NAA in `slot`, started on `addr` with `transport` if there is none.
+fn start<T>(
+    slot: &mut Option<SoftNaaHandle>,
+    kernels: &KernelRegistry,
+    transport: T,
+    addr: SocketAddr,
+) -> Result<SocketAddr>
+where
+    T: Transport + 'static,
+    T::Listener: 'static,
+    T::Endpoint: 'static,
+{
+    if let Some(naa) = slot {
+        return Ok(naa.local_addr());
+    }
+    let config = SoftNaaConfig {
+        max_connections: MAX_CONNECTIONS,
+        ..SoftNaaConfig::default()
+    };
+    let naa = SoftNaa::bind(transport, addr, config, kernels.clone())?.spawn()?;
+    let addr = naa.local_addr();
+    tracing::debug!(%addr, "in-process NAA started (local mode)");
+    Ok(slot.insert(naa).local_addr())
+}
+
+/// How `addr` is reached if it is one of this process's in-process NAAs.
+pub fn reach(addr: SocketAddr) -> Option<Reach> {
+    if crate::transport::local::is_listening(addr) {
+        return Some(Reach::InProcess);
+    }
+    is_local(addr).then_some(Reach::Loopback)
 }
 
 /// True if `addr` is one of this process's in-process NAAs.
@@ -111,6 +176,7 @@ pub fn is_local(addr: SocketAddr) -> bool {
     guard.as_ref().is_some_and(|st| {
         st.current
             .iter()
+            .chain(&st.current_soft)
             .chain(&st.retired)
             .any(|naa| naa.local_addr() == addr)
     })

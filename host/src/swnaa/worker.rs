@@ -119,6 +119,7 @@ fn run<E: Endpoint>(
         registry: ctx.kernels.current(),
         reloaded: false,
         regions: Arc::new([]),
+        backups: Vec::new(),
         timeout: ctx.kernel_timeout,
     };
     kernels.serve_on(driver.machine_mut());
@@ -274,6 +275,14 @@ fn allocate<E: Endpoint>(
     // first RPC (which the client sends at once).
     if memory.is_some() && driver.machine().phase() == Phase::MrspSending {
         kernels.regions = driver.kernel_regions();
+        kernels.backups = driver
+            .shared_regions()
+            .filter_map(|i| {
+                let len = kernels.regions.get(i)?.1.len();
+                // Within the reservation: the memory the region would have had.
+                Buffer::try_zeroed(len).map(|b| (i, b))
+            })
+            .collect();
     }
 }
 
@@ -353,6 +362,10 @@ struct Kernels<'a> {
     /// Region buffers with their flags (set once the last region is placed, before the
     /// Advertisement goes out).
     regions: Arc<[(RegionFlags, Buffer)]>,
+    /// For each region that is the in-process client's memory (by index in `regions`), a
+    /// copy of it from before the kernel ran: a kernel that overruns its deadline leaves the
+    /// client's data as it was, as on a remote NAA (which then writes no outputs back).
+    backups: Vec<(usize, Buffer)>,
     /// How long a kernel may run unless it has its own timeout.
     timeout: Duration,
 }
@@ -382,7 +395,13 @@ impl Kernels<'_> {
     fn run(&self, call: KernelCall, started: CoreInstant) -> (ReturnCode, CoreInstant) {
         let timeout = self.registry.timeout(call.fncode).unwrap_or(self.timeout);
         let deadline = started + timeout;
-        let (rc, done) = run_kernel(&self.registry, call, &self.regions, deadline);
+        let (rc, done) = run_kernel(
+            &self.registry,
+            call,
+            &self.regions,
+            &self.backups,
+            deadline,
+        );
         if done > deadline {
             (ReturnCode::KERNEL_TIMEOUT, done)
         } else {
@@ -397,6 +416,7 @@ fn run_kernel(
     kernels: &KernelRegistry,
     call: KernelCall,
     buffers: &[(RegionFlags, Buffer)],
+    backups: &[(usize, Buffer)],
     deadline: CoreInstant,
 ) -> (ReturnCode, CoreInstant) {
     let Some(kernel) = kernels.get(call.fncode) else {
@@ -410,13 +430,27 @@ fn run_kernel(
             data: b.lock(),
         });
     }
+    for (i, backup) in backups {
+        if let Some(r) = regions.get(*i) {
+            backup.lock().copy_from_slice(&r.data);
+        }
+    }
     let mut ctx = KernelContext::new(call, &mut regions, clock::from_core(deadline));
     let rc =
         std::panic::catch_unwind(AssertUnwindSafe(|| kernel.run(&mut ctx))).unwrap_or_else(|_| {
             tracing::error!(fncode = call.fncode, "kernel panicked");
             KERNEL_FAILED
         });
+    drop(ctx);
     let done = clock::now();
+    if rc == ReturnCode::KERNEL_TIMEOUT || done > deadline {
+        // No outputs after a timeout: the client's memory as it was.
+        for (i, backup) in backups {
+            if let Some(r) = regions.get_mut(*i) {
+                r.data.copy_from_slice(&backup.lock());
+            }
+        }
+    }
     tracing::trace!(fncode = call.fncode, %rc, "kernel done");
     if done > deadline {
         tracing::warn!(fncode = call.fncode, late = ?done.saturating_duration_since(deadline), "kernel overran its deadline: answering KERNEL_TIMEOUT");

@@ -80,7 +80,8 @@ impl AnyTransport {
         }
     }
 
-    /// Connects as `choice` says (this one's, or a `NAA_SPEC` entry's).
+    /// Connects as `choice` says (this one's, or a `NAA_SPEC` entry's); an NAA of the
+    /// in-process transport ([`super::local`]) through it, whatever the choice.
     fn connect_by(
         &self,
         choice: TransportChoice,
@@ -88,6 +89,11 @@ impl AnyTransport {
         local: Option<SocketAddr>,
         deadline: Instant,
     ) -> Result<AnyEndpoint> {
+        if super::local::is_listening(remote) {
+            return super::local::LocalTransport
+                .connect(remote, local, deadline)
+                .map(AnyEndpoint::from);
+        }
         match choice {
             TransportChoice::Auto => auto::connect(
                 &self.soft,
@@ -195,10 +201,13 @@ impl Transport for AnyTransport {
         }
     }
 
-    /// The in-process NAA is always reached with the software transport (verbs too has
-    /// no loopback without an RDMA device), so local mode works whichever transport the
-    /// program chose.
+    /// The in-process NAA of local mode is reached through the in-process transport, the
+    /// loopback one through the software transport (verbs has no loopback without an RDMA
+    /// device), so local mode works whichever transport the program chose.
     fn connect_local(&self, remote: SocketAddr, deadline: Instant) -> Result<AnyEndpoint> {
+        if super::local::is_listening(remote) {
+            return self.connect(remote, None, deadline);
+        }
         self.soft
             .connect(remote, None, deadline)
             .map(AnyEndpoint::from)

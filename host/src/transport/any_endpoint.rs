@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::os::fd::BorrowedFd;
 use std::time::Instant;
 
+use super::local::{LocalEndpoint, LocalRegion};
 use super::soft::{SoftEndpoint, SoftIncoming, SoftRegion};
 #[cfg(feature = "verbs")]
 use super::verbs::{VerbsEndpoint, VerbsIncoming, VerbsRegion};
@@ -20,6 +21,7 @@ macro_rules! dispatch {
     ($ty:ident, $value:expr, $x:ident => $body:expr) => {
         match $value {
             $ty::Soft($x) => $body,
+            $ty::Local($x) => $body,
             #[cfg(feature = "verbs")]
             $ty::Verbs($x) => $body,
         }
@@ -35,6 +37,7 @@ pub struct AnyEndpoint(Ep);
 enum Ep {
     Soft(SoftEndpoint),
     SoftIncoming(SoftIncoming),
+    Local(LocalEndpoint),
     #[cfg(feature = "verbs")]
     Verbs(VerbsEndpoint),
     #[cfg(feature = "verbs")]
@@ -46,6 +49,7 @@ macro_rules! with_endpoint {
     ($value:expr, $e:ident => $body:expr) => {
         match &mut $value.0 {
             Ep::Soft($e) => $body,
+            Ep::Local($e) => $body,
             Ep::SoftIncoming(i) => {
                 let $e = i.endpoint();
                 $body
@@ -66,6 +70,8 @@ macro_rules! with_endpoint {
 pub enum AnyRegion {
     /// Software transport.
     Soft(SoftRegion),
+    /// In-process transport (local mode).
+    Local(LocalRegion),
     /// Verbs transport.
     #[cfg(feature = "verbs")]
     Verbs(VerbsRegion),
@@ -76,13 +82,29 @@ pub enum AnyRegion {
 pub struct AnyIncoming(AnyEndpoint);
 
 impl AnyEndpoint {
-    /// The transport this endpoint uses (for `auto`, the one it chose).
+    /// The transport this endpoint uses (for `auto`, the one it chose). An in-process
+    /// endpoint of local mode ([`AnyEndpoint::is_in_process`]) says
+    /// [`TransportKind::Soft`]: it stands in for the software NAA that local mode emulates.
     pub fn kind(&self) -> TransportKind {
         match &self.0 {
-            Ep::Soft(_) | Ep::SoftIncoming(_) => TransportKind::Soft,
+            Ep::Soft(_) | Ep::SoftIncoming(_) | Ep::Local(_) => TransportKind::Soft,
             #[cfg(feature = "verbs")]
             Ep::Verbs(_) | Ep::VerbsIncoming(_) => TransportKind::Verbs,
         }
+    }
+}
+
+impl AnyEndpoint {
+    /// True for an endpoint of the in-process transport ([`super::local`]): local mode
+    /// without sockets.
+    pub fn is_in_process(&self) -> bool {
+        matches!(self.0, Ep::Local(_))
+    }
+}
+
+impl From<LocalEndpoint> for AnyEndpoint {
+    fn from(e: LocalEndpoint) -> Self {
+        Self(Ep::Local(e))
     }
 }
 
@@ -179,6 +201,7 @@ impl Endpoint for AnyEndpoint {
         match &mut self.0 {
             Ep::Soft(e) => e.register(buffer).map(AnyRegion::Soft),
             Ep::SoftIncoming(i) => i.endpoint().register(buffer).map(AnyRegion::Soft),
+            Ep::Local(e) => e.register(buffer).map(AnyRegion::Local),
             #[cfg(feature = "verbs")]
             Ep::Verbs(e) => e.register(buffer).map(AnyRegion::Verbs),
             #[cfg(feature = "verbs")]
@@ -207,6 +230,7 @@ impl Endpoint for AnyEndpoint {
         // Requests not accepted yet are the server's; nobody waits on many of them.
         match &self.0 {
             Ep::Soft(e) => e.ready_fd(),
+            Ep::Local(e) => e.ready_fd(),
             #[cfg(feature = "verbs")]
             Ep::Verbs(e) => e.ready_fd(),
             _ => None,
@@ -215,8 +239,15 @@ impl Endpoint for AnyEndpoint {
     fn waker(&self) -> Option<super::Waker> {
         match &self.0 {
             Ep::Soft(e) => e.waker(),
+            Ep::Local(e) => e.waker(),
             #[cfg(feature = "verbs")]
             Ep::Verbs(e) => e.waker(),
+            _ => None,
+        }
+    }
+    fn shared_memory(&self, peer_addr: u64, len: usize) -> Option<Buffer> {
+        match &self.0 {
+            Ep::Local(e) => e.shared_memory(peer_addr, len),
             _ => None,
         }
     }
@@ -226,6 +257,7 @@ impl Endpoint for AnyEndpoint {
     fn peer_addr(&self) -> Option<SocketAddr> {
         match &self.0 {
             Ep::Soft(e) => e.peer_addr(),
+            Ep::Local(e) => e.peer_addr(),
             Ep::SoftIncoming(i) => i.peer_addr(),
             #[cfg(feature = "verbs")]
             Ep::Verbs(e) => e.peer_addr(),

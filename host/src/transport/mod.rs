@@ -26,6 +26,8 @@ mod any;
 mod any_endpoint;
 pub mod auto;
 mod kind;
+pub mod local;
+mod regions;
 pub mod soft;
 #[cfg(feature = "verbs")]
 #[allow(unsafe_code)]
@@ -315,6 +317,14 @@ pub trait Endpoint: Send {
     fn disconnect(&mut self);
     /// The peer's address.
     fn peer_addr(&self) -> Option<SocketAddr>;
+    /// The peer's registered buffer that is exactly `peer_addr .. peer_addr + len`, for an
+    /// endpoint that may use it as its own memory (an in-process NAA and its client, whose
+    /// writes between the region and itself then move nothing); `None` (the default) for a
+    /// transport whose peer is elsewhere.
+    fn shared_memory(&self, peer_addr: u64, len: usize) -> Option<Buffer> {
+        let _ = (peer_addr, len);
+        None
+    }
 
     /// Prepares [`Endpoint::ready_fd`] for a wait by another means than [`Endpoint::wait`]
     /// (poll(2) over many endpoints, an async reactor). Returns `Ok(true)` if a completion or
@@ -394,11 +404,18 @@ pub trait Transport: Send + Sync {
     ) -> Result<Self::Endpoint>;
     /// Listens on `addr` (port 0 picks a free port).
     fn listen(&self, addr: SocketAddr) -> Result<Self::Listener>;
-    /// Connects to the in-process NAA of local mode at `remote` (a software NAA on the
-    /// loopback interface, [`crate::swnaa::local`]). The default connects like
-    /// [`Transport::connect`]; a transport that cannot reach it reports
-    /// [`TransportError::Unavailable`].
+    /// Connects to an in-process NAA of local mode at `remote` ([`crate::swnaa::local`]).
+    /// The default connects like [`Transport::connect`], except to an NAA of the in-process
+    /// transport ([`local`]), which only a transport with an in-process endpoint reaches
+    /// ([`AnyTransport`]): [`TransportError::Unavailable`] (the caller then takes the
+    /// loopback NAA). A transport that cannot reach the loopback NAA either reports
+    /// [`TransportError::Unavailable`] too.
     fn connect_local(&self, remote: SocketAddr, deadline: Instant) -> Result<Self::Endpoint> {
+        if local::is_listening(remote) {
+            return Err(TransportError::Unavailable(format!(
+                "{remote} is an NAA of the in-process transport"
+            )));
+        }
         self.connect(remote, None, deadline)
     }
     /// The one transport this is; `None` when it decides per connection (`auto`).

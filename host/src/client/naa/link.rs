@@ -10,9 +10,9 @@ use super::{NaaOptions, Param};
 use crate::client::connection::Connection;
 use crate::client::stats::HandleStats;
 use crate::error::Result;
-use crate::swnaa::local;
+use crate::swnaa::local::{self, Reach};
 use crate::transport::waiting::WaitPolicy;
-use crate::transport::{Endpoint, Transport, TransportKind};
+use crate::transport::{Endpoint, Transport, TransportError, TransportKind};
 
 /// One connection attempt to `remote` until `until`.
 type Connect<E> = Box<dyn Fn(Instant) -> Result<Connection<E>> + Send + Sync>;
@@ -114,9 +114,10 @@ impl<E: Endpoint> Link<E> {
     }
 }
 
-/// Connects to `remote`: the in-process NAA of local mode ([`crate::swnaa::local`]) through
-/// [`Transport::connect_local`], any other through [`Transport::connect_as`] with the
-/// transport its `NAA_SPEC` entry names (`kind`). The connection's waits follow `wait`.
+/// Connects to `remote`: an in-process NAA of local mode ([`crate::swnaa::local`]) through
+/// [`Transport::connect_local`] (over the in-process transport where the program's transport
+/// can make one, else over the loopback), any other through [`Transport::connect_as`] with
+/// the transport its `NAA_SPEC` entry names (`kind`). The connection's waits follow `wait`.
 pub(super) fn connect<T: Transport>(
     transport: &T,
     (remote, kind): (SocketAddr, Option<TransportKind>),
@@ -125,10 +126,15 @@ pub(super) fn connect<T: Transport>(
     wait: WaitPolicy,
     until: Instant,
 ) -> Result<Connection<T::Endpoint>> {
-    let ep = if local::is_local(remote) {
-        transport.connect_local(remote, until)?
-    } else {
-        transport.connect_as(kind, remote, local, until)?
+    let ep = match local::reach(remote) {
+        Some(Reach::InProcess) => match transport.connect_local(remote, until) {
+            Err(TransportError::Unavailable(_)) => {
+                transport.connect_local(local::loopback_address()?, until)?
+            }
+            ep => ep?,
+        },
+        Some(Reach::Loopback) => transport.connect_local(remote, until)?,
+        None => transport.connect_as(kind, remote, local, until)?,
     };
     let mut conn = Connection::from_endpoint(ep, config)?;
     conn.set_wait(wait);

@@ -53,7 +53,6 @@ mod nic;
 mod queue_pair;
 mod reader;
 mod receive;
-mod regions;
 #[allow(unsafe_code)]
 mod sigpipe;
 mod socket;

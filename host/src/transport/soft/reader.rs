@@ -10,7 +10,7 @@
 use std::io::{self, IoSliceMut};
 
 use super::frame::{Frame, HDR_LEN};
-use super::regions::Local;
+use crate::transport::regions::Local;
 use super::socket::Socket;
 
 /// Size of the receive buffer.

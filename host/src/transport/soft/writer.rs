@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use super::engine::{Engine, Transmit};
 use super::frame::HDR_LEN;
-use super::regions::Local;
+use crate::transport::regions::Local;
 use super::socket::{Socket, transient};
 use super::splice::SplicePipe;
 

@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use super::super::frame::Frame;
-use super::super::regions::Local;
+use crate::transport::regions::Local;
 use super::{Cause, Ending, Engine, Inbound, Phase, RxState};
 use crate::transport::{Completion, ConnectionEvent, WcOpcode, WcStatus};
 

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 #[cfg(feature = "fault-injection")]
 use super::fault::{FaultAction, FaultPlan};
 use super::frame::Frame;
-use super::regions::{Local, Regions};
+use crate::transport::regions::{Local, Regions};
 use crate::transport::{
     Completion, ConnectionEvent, Result, SendOp, SendWr, Sge, TransportError, WcOpcode, WcStatus,
 };

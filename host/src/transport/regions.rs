@@ -1,5 +1,6 @@
-//! The region table of one queue pair: memory keys, and the resolution of local SGEs and
-//! remote targets (rkey, bounds, access) into validated [`Local`] ranges.
+//! The region table of one queue pair (software and in-process transports): memory keys, and
+//! the resolution of local SGEs and remote targets (rkey, bounds, access) into validated
+//! [`Local`] ranges.
 
 use rustc_hash::FxHashMap;
 
@@ -80,6 +81,14 @@ impl Regions {
     /// Deregisters `key`.
     pub(crate) fn remove(&mut self, key: u32) {
         self.table.remove(&key);
+    }
+
+    /// The registered buffer that is exactly `addr .. addr + len`, if there is one.
+    pub(crate) fn exactly(&self, addr: u64, len: usize) -> Option<&Buffer> {
+        self.table
+            .values()
+            .find(|r| r.addr == addr && r.buffer.len() == len)
+            .map(|r| &r.buffer)
     }
 
     /// `len` bytes at `addr` of region `key`, if the range lies inside it.

@@ -1,0 +1,127 @@
+//! End-to-end RPCs in local mode's in-process transport: the software NAA in this process,
+//! its clients reaching it without sockets. The shared suite of `naaice_tests::suite` (every
+//! error case included: MRSP errors, SOCKET_UNAVAIL, KERNEL_TIMEOUT, application codes,
+//! kernel panics, the connection limit), plus what is particular to the in-process path:
+//! in-place parameters are the NAA's regions (the kernel works on the caller's memory), and
+//! `NAA_SPEC` local entries reach it in process or over the loopback.
+
+use naaice::swnaa::SoftNaaConfig;
+use naaice::{Buffer, Naa, NaaOptions, Param};
+use naaice_tests::suite::{self, Site, pattern, plus};
+
+// The shared bodies of `naaice_tests::suite`, each a test in process.
+naaice_tests::suite_tests!(|_, body: fn(&Site)| body(&Site::local()));
+
+#[test]
+fn one_to_thirty_two_in_place_regions() {
+    suite::in_place_regions(&Site::local(), &[1, 2, 7, 31, 32]);
+}
+
+#[test]
+fn sizes_from_one_byte_to_64_mib() {
+    let sizes = [1, 2, 3, 4095, 4096, 4097, 65_536, 1 << 20, 5_000_001, 64 << 20];
+    suite::in_place_sizes(&Site::local(), &sizes);
+}
+
+#[test]
+fn thousand_rpcs_on_one_connection() {
+    suite::repeated_rpcs(&Site::local(), 1000);
+}
+
+#[test]
+fn sixteen_concurrent_clients() {
+    suite::concurrent_clients(&Site::local(), 16, 50, 4096);
+}
+
+/// The kernel of an in-place parameter runs on the caller's memory: the answer is in the
+/// caller's buffer without a copy back, and the NAA holds no memory of its own for it; an
+/// input-only and an output-only parameter still get the NAA's own memory (copied once).
+#[test]
+fn in_place_parameters_are_the_callers_memory() {
+    let site = Site::local();
+    let naa = site.start_naa(SoftNaaConfig::default());
+    let shared = Param::from_vec(pattern(4096, 1));
+    let mut handle = Naa::create_with(
+        &site.transport,
+        1,
+        vec![shared.clone()],
+        vec![shared.clone()],
+        &site.options(&naa),
+    )
+    .unwrap();
+    for round in 1..=3u8 {
+        handle.invoke().unwrap();
+        handle.wait().unwrap();
+        assert_eq!(shared.buffer().to_vec(), plus(&pattern(4096, 1), round));
+    }
+    drop(handle);
+
+    // Separate input and output (kernel 1 adds 1 to every region): the NAA's own memory for
+    // each, so the caller's input is unchanged and the output is the NAA's zeroed region + 1.
+    let input = Param::from_vec(pattern(1000, 5));
+    let output = Param::from_vec(vec![0; 1000]);
+    let mut handle = Naa::create_with(
+        &site.transport,
+        1,
+        vec![input.clone()],
+        vec![output.clone()],
+        &site.options(&naa),
+    )
+    .unwrap();
+    handle.invoke().unwrap();
+    handle.wait().unwrap();
+    assert_eq!(input.buffer().to_vec(), pattern(1000, 5));
+    assert_eq!(output.buffer().to_vec(), vec![1; 1000]);
+}
+
+/// Memory the caller owns (a C or Python array) is used in place too; the handle's end
+/// waits for the NAA's end before its owner may free it.
+#[test]
+fn foreign_memory_in_place() {
+    let site = Site::local();
+    let naa = site.start_naa(SoftNaaConfig::default());
+    let mut storage = pattern(512, 3);
+    // SAFETY: `storage` outlives the handle and is not touched while the handle lives.
+    let buffer = unsafe {
+        Buffer::from_raw_parts(std::ptr::NonNull::new(storage.as_mut_ptr()).unwrap(), 512)
+    };
+    let p = Param::new(buffer);
+    let mut handle = Naa::create_with(
+        &site.transport,
+        2,
+        vec![p.clone()],
+        vec![p.clone()],
+        &site.options(&naa),
+    )
+    .unwrap();
+    handle.invoke().unwrap();
+    handle.wait().unwrap();
+    drop(handle);
+    drop(p);
+    assert_eq!(storage, plus(&pattern(512, 3), 2));
+}
+
+/// `NaaOptions::local` reaches the in-process NAA in process, `local_over_soft` the loopback
+/// one; both give the same answers.
+#[test]
+fn local_options_reach_both_in_process_naas() {
+    for options in [NaaOptions::local().unwrap(), NaaOptions::local_over_soft().unwrap()] {
+        let p = Param::from_vec(pattern(300, 7));
+        let mut handle =
+            Naa::create_with(&site_transport(), 1, vec![p.clone()], vec![p.clone()], &options)
+                .unwrap();
+        handle.invoke().unwrap();
+        handle.wait().unwrap();
+        assert_eq!(p.buffer().to_vec(), plus(&pattern(300, 7), 1));
+    }
+    assert!(naaice::transport::local::is_listening(
+        NaaOptions::local().unwrap().remote.unwrap()
+    ));
+    assert!(!naaice::transport::local::is_listening(
+        NaaOptions::local_over_soft().unwrap().remote.unwrap()
+    ));
+}
+
+fn site_transport() -> naaice::transport::AnyTransport {
+    Site::local().transport
+}
