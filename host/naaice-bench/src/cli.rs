@@ -216,6 +216,14 @@ pub(crate) struct Args {
         requires = "pipeline"
     )]
     pub compute: crate::base::kind::Compute,
+    /// Measures local mode's in-process path (`NAA_SPEC=local:…`), all in this process:
+    /// steady 64 B in-place RPCs (the empty kernel; --steady of them, default 20000) over
+    /// the in-process transport and over the loopback software transport, with the CPU time
+    /// per RPC; then 1 MiB and 64 MiB in-place RPCs with the empty kernel against one
+    /// `memcpy` of the same size, and with kernel 1 against its loop alone (medians of
+    /// --reps, default 200 and 10). Prints a table and writes local.csv.
+    #[arg(long, conflicts_with_all = ["clients", "naa", "idle", "compare", "busy", "pipeline"])]
+    pub local: bool,
     /// Measures what idle connections cost: opens N connections (one RPC each) to a software
     /// NAA in a process of its own (or to --naa, whose process --naa-pid names), leaves them
     /// idle for --duration, and prints the CPU time and context switches of this process and

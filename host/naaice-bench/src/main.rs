@@ -10,6 +10,7 @@ mod busy;
 mod cli;
 mod clients;
 mod idle;
+mod local;
 mod pipeline;
 mod plot;
 mod sweep;
@@ -34,6 +35,8 @@ fn run(args: &Args) -> Result<(), Error> {
         idle::serve(args)
     } else if let Some(n) = args.busy {
         busy::run(args, n)
+    } else if args.local {
+        local::run(args)
     } else if let Some(size) = args.pipeline {
         pipeline::run(args, size)
     } else if let Some(n) = args.idle {

@@ -185,7 +185,8 @@ impl Prober<'_> {
     /// Probes `entry` (position `index`, from 1).
     pub(crate) fn probe(&self, index: usize, entry: &NaaEntry) -> ProbeResult {
         let (asked, asked_by) = match (entry.local, entry.transport, self.transport.choice()) {
-            (true, _, _) => ("soft", "local mode"),
+            (true, Some(TransportKind::Soft), _) => ("soft", "local mode"),
+            (true, _, _) => ("in-process", "local mode"),
             (false, Some(k), _) => (k.name(), "NAA_SPEC entry"),
             (false, None, choice) if self.transport_set => (choice.name(), "NAAICE_TRANSPORT"),
             (false, None, choice) => (choice.name(), "default"),
@@ -214,9 +215,12 @@ impl Prober<'_> {
             return_meaning: None,
             bytes_received: None,
             note: entry.local.then(|| {
-                "the in-process NAA of local mode (started by this probe, reached over the \
-                 software transport)"
-                    .to_owned()
+                let how = if entry.transport == Some(TransportKind::Soft) {
+                    "over the software transport on loopback"
+                } else {
+                    "in process, without sockets"
+                };
+                format!("the in-process NAA of local mode (started by this probe, reached {how})")
             }),
             kernels: None,
             kernels_note: None,
@@ -253,7 +257,12 @@ impl Prober<'_> {
             return;
         }
         let deadline = Instant::now() + self.timeout.min(CATALOG_TIMEOUT);
-        match naaice::transport::soft::catalog(addr, deadline) {
+        let listed = if r.transport_asked == "in-process" {
+            Ok(Some(naaice::swnaa::local::catalog()))
+        } else {
+            naaice::transport::soft::catalog(addr, deadline)
+        };
+        match listed {
             Ok(Some(text)) => {
                 r.kernels = Some(
                     naaice::swnaa::parse_catalog(&text)
@@ -283,7 +292,11 @@ impl Prober<'_> {
         let ep = self.connect(entry, addr, deadline, &mut r.attempts);
         r.connect_ms = Some(ms(start.elapsed()));
         let ep = ep.map_err(|e| Failure::of(Stage::Connect, e.into()))?;
-        r.transport = Some(ep.kind().name());
+        r.transport = Some(if ep.is_in_process() {
+            "in-process"
+        } else {
+            ep.kind().name()
+        });
 
         let mrsp = |e: Error| Failure::of(Stage::Mrsp, e);
         let fncode = FunctionCode::new(entry.fncode).ok_or_else(|| {
@@ -415,8 +428,13 @@ fn attempt(
 ) -> Result<AnyEndpoint, TransportError> {
     let start = Instant::now();
     let result = connect();
+    let in_process = result.as_ref().is_ok_and(AnyEndpoint::is_in_process);
     attempts.push(Attempt {
-        transport: kind.name(),
+        transport: if in_process {
+            "in-process"
+        } else {
+            kind.name()
+        },
         ms: Some(ms(start.elapsed())),
         error: result.as_ref().err().map(ToString::to_string),
     });

@@ -89,6 +89,15 @@ fn probes_local_entries_on_the_in_process_naa() {
     assert_eq!(code, Some(0), "{json}");
     let entry = &json["probe"]["entries"][0];
     assert_eq!(entry["outcome"], "ok", "{entry}");
-    assert_eq!(entry["transport"], "soft", "{entry}");
+    assert_eq!(entry["transport"], "in-process", "{entry}");
+    assert_eq!(entry["attempts"][0]["transport"], "in-process", "{entry}");
+    assert_eq!(entry["kernels"][2]["name"], "empty", "{entry}");
     assert_eq!(entry["return_code"], 0, "{entry}");
+    // `local:…:soft`: the loopback NAA, over the software transport.
+    let (json, code) = info_json(&["--probe", "--spec", "local:3:0:soft"], &[]);
+    assert_eq!(code, Some(0), "{json}");
+    let entry = &json["probe"]["entries"][0];
+    assert_eq!(entry["outcome"], "ok", "{entry}");
+    assert_eq!(entry["transport"], "soft", "{entry}");
+    assert!(entry["address"].as_str().unwrap().starts_with("127.0.0.1:"), "{entry}");
 }

@@ -29,6 +29,30 @@ def test_local_kernel_in_place_float64():
         assert naa.run().return_code == 1  # removed: SOCKET_UNAVAIL
 
 
+def test_local_mode_runs_in_process_on_the_callers_arrays():
+    """Local mode reaches its NAA without sockets: the kernel's region of an in-place array
+    is the array's own memory, an input-only array's is the NAA's copy."""
+    seen = {}
+
+    @naaice.local.kernel(41)
+    def look(params, call):
+        seen["in_place"] = params[0].ctypes.data
+        seen["input"] = params[1].ctypes.data
+        params[0][:] += 1
+
+    x = np.zeros(4096, dtype=np.uint8)
+    y = np.arange(256, dtype=np.uint8)
+    try:
+        with naaice.Naa(41, [x, y], [x], local=True) as naa:
+            for _ in range(2):
+                assert naa.run().ok
+        assert seen["in_place"] == x.ctypes.data
+        assert seen["input"] != y.ctypes.data
+        assert (x == 2).all()
+    finally:
+        naaice.local.remove_kernel(41)
+
+
 def test_kernel_keeping_an_array_fails_the_rpc(server):
     """A kernel that keeps a region array after returning gets KERNEL_FAILED, and the kept
     array cannot be used to take new views."""

@@ -446,7 +446,18 @@ mod tests {
             parse("local:99:7:2").unwrap(),
             vec![entry("local", 99, 7, 2)]
         );
+        // A transport name last: the loopback NAA over the software transport.
+        assert_eq!(
+            parse("local:7:2:soft").unwrap(),
+            vec![NaaEntry {
+                port: 0,
+                local: true,
+                transport: Some(TransportKind::Soft),
+                ..entry("local", 0, 7, 2)
+            }]
+        );
         for (spec, needle) in [
+            ("local:7:2:verbs", "verbs has no loopback"),
             ("local:0:2", "function code \"0\""),
             ("local:128:2", "function code \"128\""),
             ("local:1:x", "param_count \"x\""),

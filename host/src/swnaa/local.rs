@@ -170,6 +170,12 @@ pub fn reach(addr: SocketAddr) -> Option<Reach> {
     is_local(addr).then_some(Reach::Loopback)
 }
 
+/// The kernels local handles created now get, as a catalog (one `CODE NAME` line each,
+/// [`KernelRegistry::catalog`]).
+pub fn catalog() -> String {
+    with_state(|st| st.kernels.catalog())
+}
+
 /// True if `addr` is one of this process's in-process NAAs.
 pub fn is_local(addr: SocketAddr) -> bool {
     let guard = state();
