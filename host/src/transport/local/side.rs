@@ -114,13 +114,23 @@ impl Side {
         })
     }
 
-    /// Publishes what `q` holds to the lock-free flags, and rings a sleeping waiter.
-    fn publish(&self, q: &Queue) {
+    /// Publishes what `q` holds to the lock-free flag, unlocks, and rings a sleeping waiter
+    /// if something is ready. The ring comes after the unlock, so that the woken waiter
+    /// does not find the lock still held: a waiter armed its bell under the lock before its
+    /// last look, so the unlocked ring still sees it armed.
+    fn publish(&self, q: MutexGuard<'_, Queue>) {
         let ready = q.has_ready();
+        let closed = q.phase == Phase::Closed;
         self.ready.store(ready, Ordering::Release);
-        if ready || q.phase == Phase::Closed {
+        drop(q);
+        if ready || closed {
             self.bell.ring();
         }
+    }
+
+    /// Publishes what `q` holds after taking something out (nobody to wake).
+    fn settle(&self, q: &Queue) {
+        self.ready.store(q.has_ready(), Ordering::Release);
     }
 
     /// True if a completion or event is ready (no lock).
@@ -161,7 +171,7 @@ impl Side {
     pub(super) fn complete(&self, c: Completion) {
         let mut q = lock(&self.queue);
         q.completions.push_back(c);
-        self.publish(&q);
+        self.publish(q);
     }
 
     /// Moves ready completions into `out`; returns how many.
@@ -177,7 +187,7 @@ impl Side {
             out[n] = c;
             n += 1;
         }
-        self.publish(&q);
+        self.settle(&q);
         n
     }
 
@@ -188,7 +198,7 @@ impl Side {
         }
         let mut q = lock(&self.queue);
         let event = q.events.pop_front();
-        self.publish(&q);
+        self.settle(&q);
         event
     }
 
@@ -206,7 +216,7 @@ impl Side {
             Some(arrival) => {
                 let c = consume(recv, arrival);
                 q.completions.push_back(c);
-                self.publish(&q);
+                self.publish(q);
             }
             None => q.recvs.push_back(recv),
         }
@@ -229,7 +239,7 @@ impl Side {
         };
         let c = consume(recv, arrival);
         q.completions.push_back(c);
-        self.publish(&q);
+        self.publish(q);
         match c.status {
             WcStatus::Success => Ok(()),
             _ => Err(WcStatus::RemoteInvalidRequest),
@@ -242,7 +252,7 @@ impl Side {
         if q.phase == Phase::Pending {
             q.phase = Phase::Connected;
             q.events.push_back(ConnectionEvent::Established);
-            self.publish(&q);
+            self.publish(q);
         }
     }
 
@@ -267,7 +277,7 @@ impl Side {
         if was_connected {
             q.events.push_back(ConnectionEvent::Disconnected);
         }
-        self.publish(&q);
+        self.publish(q);
     }
 }
 
