@@ -6,9 +6,8 @@
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use std::net::SocketAddr;
 
-use naaice::swnaa::{KernelContext, KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle};
+use naaice::swnaa::{KernelContext, KernelRegistry, SoftNaaConfig, SoftNaaHandle};
 use naaice::{Naa, NaaOptions, Param};
 use naaice_core::ReturnCode;
 
@@ -84,12 +83,10 @@ pub fn fleet(site: &Site, n: usize, rendezvous: &Arc<Rendezvous>) -> Vec<SoftNaa
             );
             let config = SoftNaaConfig {
                 kernel_timeout: RENDEZVOUS_TIMEOUT * 2,
+                wait: site.wait,
                 ..SoftNaaConfig::default()
             };
-            let addr = SocketAddr::new(site.ip, 0);
-            SoftNaa::bind(site.transport.clone(), addr, config, kernels)
-                .and_then(SoftNaa::spawn)
-                .expect("start a fleet NAA")
+            site.start_naa_with(config, kernels)
         })
         .collect()
 }

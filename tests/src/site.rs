@@ -2,7 +2,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use naaice::swnaa::{SoftNaa, SoftNaaConfig, SoftNaaHandle};
+use naaice::swnaa::{KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle};
 use naaice::transport::AnyTransport;
 use naaice::transport::local::LocalTransport;
 use naaice::transport::soft::SoftTransport;
@@ -57,32 +57,24 @@ impl Site {
     /// A software NAA with the test kernels, running in the background (its workers wait as
     /// the site says).
     pub fn start_naa(&self, config: SoftNaaConfig) -> SoftNaaHandle {
-        if self.in_process {
-            return SoftNaa::bind(
-                LocalTransport,
-                LocalTransport::any(),
-                SoftNaaConfig {
-                    wait: self.wait,
-                    ..config
-                },
-                test_kernels(),
-            )
-            .expect("listen in process")
-            .spawn()
-            .expect("spawn the in-process NAA");
-        }
-        SoftNaa::bind(
-            self.transport.clone(),
-            SocketAddr::new(self.ip, 0),
-            SoftNaaConfig {
-                wait: self.wait,
-                ..config
-            },
-            test_kernels(),
-        )
-        .expect("bind the software NAA")
-        .spawn()
-        .expect("spawn the software NAA")
+        self.start_naa_with(config, test_kernels())
+    }
+
+    /// A software NAA with `kernels`, running in the background (its workers wait as the
+    /// site says), on this site's transport or in process.
+    pub fn start_naa_with(&self, config: SoftNaaConfig, kernels: KernelRegistry) -> SoftNaaHandle {
+        let config = SoftNaaConfig {
+            wait: self.wait,
+            ..config
+        };
+        let naa = if self.in_process {
+            SoftNaa::bind(LocalTransport, LocalTransport::any(), config, kernels)
+                .and_then(SoftNaa::spawn)
+        } else {
+            let addr = SocketAddr::new(self.ip, 0);
+            SoftNaa::bind(self.transport.clone(), addr, config, kernels).and_then(SoftNaa::spawn)
+        };
+        naa.expect("start the software NAA")
     }
 
     /// Connects (AP1) to `naa` for `fncode`.

@@ -125,3 +125,122 @@ fn local_options_reach_both_in_process_naas() {
 fn site_transport() -> naaice::transport::AnyTransport {
     Site::local().transport
 }
+
+/// Eight in-process NAAs kept busy by one thread (`wait_all`, then `wait_any`), proven by
+/// kernels that meet at one rendezvous of eight.
+#[test]
+fn one_thread_runs_eight_in_process_naas_at_once() {
+    use naaice::client::naa_set;
+    use naaice_tests::rendezvous::{self, Rendezvous};
+    let site = Site::local();
+    let meet = Rendezvous::new(8);
+    let fleet = rendezvous::fleet(&site, 8, &meet);
+    let mut naas = rendezvous::handles(&site, &fleet, 4096);
+    for round in 1..=2u8 {
+        for naa in &mut naas {
+            naa.invoke().unwrap();
+        }
+        for (i, outcome) in naa_set::wait_all(&mut naas).into_iter().enumerate() {
+            let status = outcome.expect("in flight").expect("RPC succeeded");
+            assert!(status.naa_error.is_success(), "NAA {i}: {:?}", status.naa_error);
+            assert!(naas[i].output(0).unwrap().iter().all(|&b| b == i as u8 + round));
+        }
+    }
+    for naa in &mut naas {
+        naa.invoke().unwrap();
+    }
+    let mut seen = 0;
+    while let Some(finished) = naa_set::wait_any(&mut naas) {
+        assert!(finished.result.unwrap().naa_error.is_success());
+        seen += 1;
+    }
+    assert_eq!(seen, 8);
+}
+
+/// The RPC as a future: eight in-process RPCs at once on one thread.
+#[test]
+fn futures_run_eight_in_process_rpcs_on_one_thread() {
+    use naaice_tests::join::join_all;
+    use naaice_tests::rendezvous::{self, Rendezvous};
+    let site = Site::local();
+    let meet = Rendezvous::new(8);
+    let fleet = rendezvous::fleet(&site, 8, &meet);
+    let mut naas = rendezvous::handles(&site, &fleet, 1024);
+    let statuses = pollster::block_on(join_all(naas.iter_mut().map(Naa::call)));
+    for s in statuses {
+        assert!(s.unwrap().naa_error.is_success());
+    }
+}
+
+/// Cancel while an in-process kernel blocks on an in-place region (the caller's memory):
+/// returns at once; the kernel's writes are undone when it returns (its client left), so the
+/// caller finds its input as on a remote NAA; the handle works again on a new connection.
+#[test]
+fn cancel_an_in_process_kernel_and_reuse_the_handle() {
+    use std::sync::{Arc, Condvar, Mutex};
+
+    use naaice::core::{FunctionCode, ReturnCode};
+    use naaice::swnaa::{KernelContext, KernelRegistry};
+
+    const BLOCK: u8 = 9;
+    let gate = Arc::new((Mutex::new((0u32, false)), Condvar::new()));
+    let mut kernels = KernelRegistry::builtin();
+    let g = Arc::clone(&gate);
+    kernels.register(
+        FunctionCode::new(BLOCK).unwrap(),
+        move |ctx: &mut KernelContext<'_, '_>| {
+            if let Some(p) = ctx.param(0) {
+                p.fill(0xEE);
+            }
+            let (lock, cv) = &*g;
+            let mut st = lock.lock().unwrap();
+            st.0 += 1;
+            cv.notify_all();
+            while !st.1 {
+                st = cv.wait(st).unwrap();
+            }
+            ReturnCode::SUCCESS
+        },
+    );
+    let site = Site::local();
+    let naa = site.start_naa_with(
+        SoftNaaConfig {
+            max_connections: 4,
+            ..SoftNaaConfig::default()
+        },
+        kernels,
+    );
+    let p = Param::from_vec((0..64).collect());
+    let mut h = Naa::create_with(
+        &site.transport,
+        u32::from(BLOCK),
+        vec![p.clone()],
+        vec![p.clone()],
+        &site.options(&naa),
+    )
+    .unwrap();
+    h.invoke().unwrap();
+    {
+        let (lock, cv) = &*gate;
+        let st = lock.lock().unwrap();
+        let _started = cv.wait_while(st, |s| s.0 == 0).unwrap();
+    }
+    assert!(h.cancel());
+    assert!(matches!(h.wait(), Err(naaice::Error::Cancelled)));
+    // The blocked kernel wrote on the caller's memory (an in-place region); it holds that
+    // memory until it returns, and it leaves it as it was since its client left: reading
+    // the buffer waits for it, and finds the input.
+    {
+        let (lock, cv) = &*gate;
+        lock.lock().unwrap().1 = true;
+        cv.notify_all();
+    }
+    assert_eq!(p.buffer().to_vec(), (0..64).collect::<Vec<u8>>(), "input unchanged");
+    h.invoke_with(&naaice::Call::new().function(1).unwrap())
+        .unwrap();
+    let st = h.wait().unwrap();
+    assert!(st.naa_error.is_success());
+    assert_eq!(p.buffer().to_vec(), (1..65).collect::<Vec<u8>>());
+    drop(h);
+    naa.shutdown();
+}

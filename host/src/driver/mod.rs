@@ -228,6 +228,11 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
         self.ep.waker()
     }
 
+    /// The endpoint's [`Liveness`](crate::transport::Liveness) probe, if it has one.
+    pub(crate) fn liveness(&self) -> Option<crate::transport::Liveness> {
+        self.ep.liveness()
+    }
+
     /// Blocks until the transport has something ready, the machine's next deadline, or
     /// `deadline` (`None`: only the machine's; an hour when it has none). The clock is read
     /// only when neither gives a deadline. True if something is ready (or the connection is

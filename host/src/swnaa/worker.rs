@@ -24,7 +24,7 @@ use crate::clock;
 use crate::driver::{self, Driver, ServedEvent};
 use crate::memory::Buffer;
 use crate::transport::waiting::WaitPolicy;
-use crate::transport::{Endpoint, Incoming};
+use crate::transport::{Endpoint, Incoming, Liveness};
 
 /// How often a worker looks at the shutdown flag while idle.
 const SHUTDOWN_POLL: Duration = Duration::from_millis(100);
@@ -120,6 +120,7 @@ fn run<E: Endpoint>(
         reloaded: false,
         regions: Arc::new([]),
         backups: Vec::new(),
+        liveness: None,
         timeout: ctx.kernel_timeout,
     };
     kernels.serve_on(driver.machine_mut());
@@ -283,6 +284,9 @@ fn allocate<E: Endpoint>(
                 Buffer::try_zeroed(len).map(|b| (i, b))
             })
             .collect();
+        if !kernels.backups.is_empty() {
+            kernels.liveness = driver.liveness();
+        }
     }
 }
 
@@ -363,9 +367,13 @@ struct Kernels<'a> {
     /// Advertisement goes out).
     regions: Arc<[(RegionFlags, Buffer)]>,
     /// For each region that is the in-process client's memory (by index in `regions`), a
-    /// copy of it from before the kernel ran: a kernel that overruns its deadline leaves the
-    /// client's data as it was, as on a remote NAA (which then writes no outputs back).
+    /// copy of it from before the kernel ran: a kernel that overruns its deadline, or that
+    /// returns after its client left (cancel), leaves the client's data as it was, as on a
+    /// remote NAA (which then writes no outputs back).
     backups: Vec<(usize, Buffer)>,
+    /// Whether the connection is over, with `backups`: a kernel that returns after its
+    /// client left (cancelled) leaves the client's data as it was too.
+    liveness: Option<Liveness>,
     /// How long a kernel may run unless it has its own timeout.
     timeout: Duration,
 }
@@ -400,6 +408,7 @@ impl Kernels<'_> {
             call,
             &self.regions,
             &self.backups,
+            self.liveness.as_ref(),
             deadline,
         );
         if done > deadline {
@@ -417,6 +426,7 @@ fn run_kernel(
     call: KernelCall,
     buffers: &[(RegionFlags, Buffer)],
     backups: &[(usize, Buffer)],
+    liveness: Option<&Liveness>,
     deadline: CoreInstant,
 ) -> (ReturnCode, CoreInstant) {
     let Some(kernel) = kernels.get(call.fncode) else {
@@ -443,8 +453,9 @@ fn run_kernel(
         });
     drop(ctx);
     let done = clock::now();
-    if rc == ReturnCode::KERNEL_TIMEOUT || done > deadline {
-        // No outputs after a timeout: the client's memory as it was.
+    let over = || liveness.is_some_and(Liveness::is_over);
+    if !backups.is_empty() && (rc == ReturnCode::KERNEL_TIMEOUT || done > deadline || over()) {
+        // No outputs after a timeout, or for a client that left: its memory as it was.
         for (i, backup) in backups {
             if let Some(r) = regions.get_mut(*i) {
                 r.data.copy_from_slice(&backup.lock());

@@ -251,6 +251,12 @@ impl Endpoint for AnyEndpoint {
             _ => None,
         }
     }
+    fn liveness(&self) -> Option<super::Liveness> {
+        match &self.0 {
+            Ep::Local(e) => e.liveness(),
+            _ => None,
+        }
+    }
     fn disconnect(&mut self) {
         with_endpoint!(self, e => e.disconnect())
     }

@@ -285,6 +285,29 @@ impl std::fmt::Debug for Waker {
     }
 }
 
+/// Tells from any thread whether an endpoint's connection is over (see
+/// [`Endpoint::liveness`]).
+#[derive(Clone)]
+pub struct Liveness(Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl Liveness {
+    /// A probe that calls `over` (a transport's implementation).
+    pub fn new(over: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+        Self(Arc::new(over))
+    }
+
+    /// True once the connection is over (disconnected by either end, or broken).
+    pub fn is_over(&self) -> bool {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for Liveness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Liveness")
+    }
+}
+
 /// A connected (or about to be accepted) RC endpoint.
 pub trait Endpoint: Send {
     /// The region type of this transport.
@@ -323,6 +346,12 @@ pub trait Endpoint: Send {
     /// transport whose peer is elsewhere.
     fn shared_memory(&self, peer_addr: u64, len: usize) -> Option<Buffer> {
         let _ = (peer_addr, len);
+        None
+    }
+    /// A [`Liveness`] probe of this endpoint's connection, for a thread that works on
+    /// [`Endpoint::shared_memory`] while another one drives the endpoint; `None` (the
+    /// default) for a transport that shares no memory.
+    fn liveness(&self) -> Option<Liveness> {
         None
     }
 

@@ -11,7 +11,7 @@ use crate::memory::Buffer;
 use crate::transport::regions::Local;
 use crate::transport::waiting::{OpenConnection, Woken};
 use crate::transport::{
-    Completion, ConnectionEvent, Endpoint, MemoryRegion, Result, SendOp, SendWr, Sge,
+    Completion, ConnectionEvent, Endpoint, Liveness, MemoryRegion, Result, SendOp, SendWr, Sge,
     TransportError, WcOpcode, WcStatus, Waker,
 };
 
@@ -367,6 +367,15 @@ impl Endpoint for LocalEndpoint {
             self.pair.lend_foreign();
         }
         Some(buffer)
+    }
+
+    fn liveness(&self) -> Option<Liveness> {
+        let pair = Arc::downgrade(&self.pair);
+        let me = self.me;
+        Some(Liveness::new(move || {
+            pair.upgrade()
+                .is_none_or(|pair| pair.sides[me].is_closed())
+        }))
     }
 
     fn disconnect(&mut self) {
