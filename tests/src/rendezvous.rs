@@ -6,7 +6,6 @@
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-
 use naaice::swnaa::{KernelContext, KernelRegistry, SoftNaaConfig, SoftNaaHandle};
 use naaice::{Naa, NaaOptions, Param};
 use naaice_core::ReturnCode;

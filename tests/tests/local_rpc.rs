@@ -19,7 +19,18 @@ fn one_to_thirty_two_in_place_regions() {
 
 #[test]
 fn sizes_from_one_byte_to_64_mib() {
-    let sizes = [1, 2, 3, 4095, 4096, 4097, 65_536, 1 << 20, 5_000_001, 64 << 20];
+    let sizes = [
+        1,
+        2,
+        3,
+        4095,
+        4096,
+        4097,
+        65_536,
+        1 << 20,
+        5_000_001,
+        64 << 20,
+    ];
     suite::in_place_sizes(&Site::local(), &sizes);
 }
 
@@ -105,11 +116,19 @@ fn foreign_memory_in_place() {
 /// one; both give the same answers.
 #[test]
 fn local_options_reach_both_in_process_naas() {
-    for options in [NaaOptions::local().unwrap(), NaaOptions::local_over_soft().unwrap()] {
+    for options in [
+        NaaOptions::local().unwrap(),
+        NaaOptions::local_over_soft().unwrap(),
+    ] {
         let p = Param::from_vec(pattern(300, 7));
-        let mut handle =
-            Naa::create_with(&site_transport(), 1, vec![p.clone()], vec![p.clone()], &options)
-                .unwrap();
+        let mut handle = Naa::create_with(
+            &site_transport(),
+            1,
+            vec![p.clone()],
+            vec![p.clone()],
+            &options,
+        )
+        .unwrap();
         handle.invoke().unwrap();
         handle.wait().unwrap();
         assert_eq!(p.buffer().to_vec(), plus(&pattern(300, 7), 1));
@@ -142,8 +161,18 @@ fn one_thread_runs_eight_in_process_naas_at_once() {
         }
         for (i, outcome) in naa_set::wait_all(&mut naas).into_iter().enumerate() {
             let status = outcome.expect("in flight").expect("RPC succeeded");
-            assert!(status.naa_error.is_success(), "NAA {i}: {:?}", status.naa_error);
-            assert!(naas[i].output(0).unwrap().iter().all(|&b| b == i as u8 + round));
+            assert!(
+                status.naa_error.is_success(),
+                "NAA {i}: {:?}",
+                status.naa_error
+            );
+            assert!(
+                naas[i]
+                    .output(0)
+                    .unwrap()
+                    .iter()
+                    .all(|&b| b == i as u8 + round)
+            );
         }
     }
     for naa in &mut naas {
@@ -235,7 +264,11 @@ fn cancel_an_in_process_kernel_and_reuse_the_handle() {
         lock.lock().unwrap().1 = true;
         cv.notify_all();
     }
-    assert_eq!(p.buffer().to_vec(), (0..64).collect::<Vec<u8>>(), "input unchanged");
+    assert_eq!(
+        p.buffer().to_vec(),
+        (0..64).collect::<Vec<u8>>(),
+        "input unchanged"
+    );
     h.invoke_with(&naaice::Call::new().function(1).unwrap())
         .unwrap();
     let st = h.wait().unwrap();

@@ -329,7 +329,11 @@ fn tutorial_hello_under_sanitizers() {
 /// input-only and output-only ones, and KERNEL_TIMEOUT leaves the in-place data unchanged.
 #[test]
 fn local_mode_in_process_uses_in_place_memory_under_sanitizers() {
-    let bin = build_sanitized(&out_dir("c"), "local_in_place", &["tests/c/local_in_place.c"]);
+    let bin = build_sanitized(
+        &out_dir("c"),
+        "local_in_place",
+        &["tests/c/local_in_place.c"],
+    );
     let f = run_ok(
         sanitizer_env(&mut Command::new(bin)).env("NAA_SPEC", "local:20:2"),
         LIMIT,

@@ -99,5 +99,8 @@ fn probes_local_entries_on_the_in_process_naa() {
     let entry = &json["probe"]["entries"][0];
     assert_eq!(entry["outcome"], "ok", "{entry}");
     assert_eq!(entry["transport"], "soft", "{entry}");
-    assert!(entry["address"].as_str().unwrap().starts_with("127.0.0.1:"), "{entry}");
+    assert!(
+        entry["address"].as_str().unwrap().starts_with("127.0.0.1:"),
+        "{entry}"
+    );
 }

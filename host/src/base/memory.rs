@@ -229,7 +229,7 @@ impl Buffer {
     }
 
     /// True if `other` is this buffer (a clone of it: the same memory and access gate).
-    pub(crate) fn is(&self, other: &Buffer) -> bool {
+    pub(crate) fn is(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 

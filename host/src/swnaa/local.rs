@@ -124,7 +124,12 @@ pub enum Reach {
 /// now if it is not running.
 pub fn address() -> Result<SocketAddr> {
     with_state(|st| {
-        start(&mut st.current, &st.kernels, LocalTransport, LocalTransport::any())
+        start(
+            &mut st.current,
+            &st.kernels,
+            LocalTransport,
+            LocalTransport::any(),
+        )
     })
 }
 
@@ -133,7 +138,12 @@ pub fn address() -> Result<SocketAddr> {
 pub fn loopback_address() -> Result<SocketAddr> {
     with_state(|st| {
         let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
-        start(&mut st.current_soft, &st.kernels, SoftTransport::default(), loopback)
+        start(
+            &mut st.current_soft,
+            &st.kernels,
+            SoftTransport::default(),
+            loopback,
+        )
     })
 }
 

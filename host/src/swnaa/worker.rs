@@ -445,13 +445,13 @@ fn run_kernel(
             backup.lock().copy_from_slice(&r.data);
         }
     }
-    let mut ctx = KernelContext::new(call, &mut regions, clock::from_core(deadline));
-    let rc =
+    let rc = {
+        let mut ctx = KernelContext::new(call, &mut regions, clock::from_core(deadline));
         std::panic::catch_unwind(AssertUnwindSafe(|| kernel.run(&mut ctx))).unwrap_or_else(|_| {
             tracing::error!(fncode = call.fncode, "kernel panicked");
             KERNEL_FAILED
-        });
-    drop(ctx);
+        })
+    };
     let done = clock::now();
     let over = || liveness.is_some_and(Liveness::is_over);
     if !backups.is_empty() && (rc == ReturnCode::KERNEL_TIMEOUT || done > deadline || over()) {

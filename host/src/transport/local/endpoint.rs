@@ -12,7 +12,7 @@ use crate::transport::regions::Local;
 use crate::transport::waiting::{OpenConnection, Woken};
 use crate::transport::{
     Completion, ConnectionEvent, Endpoint, Liveness, MemoryRegion, Result, SendOp, SendWr, Sge,
-    TransportError, WcOpcode, WcStatus, Waker,
+    TransportError, Waker, WcOpcode, WcStatus,
 };
 
 /// Most work requests in one post.
@@ -108,9 +108,8 @@ impl LocalEndpoint {
     /// Carries out one work request; the status of its completion.
     fn execute(&self, wr: &SendWr) -> WcStatus {
         // Resolved again: a region may have gone since the list was checked.
-        let local = match wr.local.map(|sge| self.local(&sge)).transpose() {
-            Ok(local) => local,
-            Err(_) => return WcStatus::LocalProtection,
+        let Ok(local) = wr.local.map(|sge| self.local(&sge)).transpose() else {
+            return WcStatus::LocalProtection;
         };
         let result = match wr.op {
             SendOp::Send => {
@@ -373,8 +372,7 @@ impl Endpoint for LocalEndpoint {
         let pair = Arc::downgrade(&self.pair);
         let me = self.me;
         Some(Liveness::new(move || {
-            pair.upgrade()
-                .is_none_or(|pair| pair.sides[me].is_closed())
+            pair.upgrade().is_none_or(|pair| pair.sides[me].is_closed())
         }))
     }
 
@@ -391,8 +389,9 @@ impl Drop for LocalEndpoint {
     fn drop(&mut self) {
         self.pair.break_up();
         if self.me == SERVER {
-            self.pair
-                .settle(super::side::Setup::Rejected("the NAA closed the request".into()));
+            self.pair.settle(super::side::Setup::Rejected(
+                "the NAA closed the request".into(),
+            ));
             self.pair.server_closed();
         } else if self.me == CLIENT {
             self.pair.await_lent_memory();

@@ -34,7 +34,12 @@ pub fn is_listening(addr: SocketAddr) -> bool {
 
 /// The in-process address number `n` (a listener's, or a connecting end's).
 fn address(n: u64) -> SocketAddr {
-    let [a, b, c, d] = [(n >> 48) as u16, (n >> 32) as u16, (n >> 16) as u16, n as u16];
+    let [a, b, c, d] = [
+        (n >> 48) as u16,
+        (n >> 32) as u16,
+        (n >> 16) as u16,
+        n as u16,
+    ];
     SocketAddr::from((Ipv6Addr::new(0x100, 0, 0, 0, a, b, c, d), 0))
 }
 

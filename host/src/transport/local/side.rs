@@ -298,13 +298,15 @@ fn consume(recv: PostedRecv, arrival: Arrival) -> Completion {
             let len = data.len() as u32;
             let status = match &recv.buf {
                 _ if data.is_empty() => WcStatus::Success,
-                Some(buf) if buf.len >= data.len() => match buf
-                    .buffer
-                    .nic_write(buf.offset, data.len(), |d| d.copy_from_slice(&data))
-                {
-                    Ok(()) => WcStatus::Success,
-                    Err(_) => WcStatus::LocalProtection,
-                },
+                Some(buf) if buf.len >= data.len() => {
+                    match buf
+                        .buffer
+                        .nic_write(buf.offset, data.len(), |d| d.copy_from_slice(&data))
+                    {
+                        Ok(()) => WcStatus::Success,
+                        Err(_) => WcStatus::LocalProtection,
+                    }
+                }
                 _ => WcStatus::LocalLength,
             };
             done(status, WcOpcode::Recv, len, None)

@@ -88,12 +88,21 @@ fn a_send_and_a_write_with_immediate_arrive_in_order() {
     .unwrap();
     let (a, b) = (next(&mut s), next(&mut s));
     assert_eq!((a.wr_id, a.opcode, a.byte_len), (1, WcOpcode::Recv, 10));
-    assert_eq!((b.wr_id, b.opcode, b.imm), (2, WcOpcode::RecvRdmaWithImm, Some(0x0100_0002)));
+    assert_eq!(
+        (b.wr_id, b.opcode, b.imm),
+        (2, WcOpcode::RecvRdmaWithImm, Some(0x0100_0002))
+    );
     assert_eq!(&recv.to_vec()[..10], b"hello, NAA");
     assert_eq!(target.to_vec(), b"hello, NAA");
     let (x, y) = (next(&mut c), next(&mut c));
-    assert_eq!((x.wr_id, x.status, x.opcode), (10, WcStatus::Success, WcOpcode::Send));
-    assert_eq!((y.wr_id, y.status, y.opcode), (11, WcStatus::Success, WcOpcode::RdmaWrite));
+    assert_eq!(
+        (x.wr_id, x.status, x.opcode),
+        (10, WcStatus::Success, WcOpcode::Send)
+    );
+    assert_eq!(
+        (y.wr_id, y.status, y.opcode),
+        (11, WcStatus::Success, WcOpcode::RdmaWrite)
+    );
 }
 
 #[test]
@@ -191,7 +200,10 @@ fn a_rejected_request_gives_the_reason_and_nobody_listening_is_refused() {
     assert!(!is_listening(addr));
     assert!(matches!(
         LocalTransport.connect(addr, None, soon()),
-        Err(TransportError::Io { call: "connect", .. })
+        Err(TransportError::Io {
+            call: "connect",
+            ..
+        })
     ));
 }
 

@@ -10,8 +10,8 @@
 use std::io::{self, IoSliceMut};
 
 use super::frame::{Frame, HDR_LEN};
-use crate::transport::regions::Local;
 use super::socket::Socket;
+use crate::transport::regions::Local;
 
 /// Size of the receive buffer.
 pub(crate) const RX_BUF: usize = 64 * 1024;

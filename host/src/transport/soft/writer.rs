@@ -10,9 +10,9 @@ use std::time::Instant;
 
 use super::engine::{Engine, Transmit};
 use super::frame::HDR_LEN;
-use crate::transport::regions::Local;
 use super::socket::{Socket, transient};
 use super::splice::SplicePipe;
+use crate::transport::regions::Local;
 
 /// Most control frames batched ahead of a data frame.
 const CTRL_FRAMES: usize = 4;

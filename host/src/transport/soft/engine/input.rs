@@ -3,8 +3,8 @@
 use std::time::Instant;
 
 use super::super::frame::Frame;
-use crate::transport::regions::Local;
 use super::{Cause, Ending, Engine, Inbound, Phase, RxState};
+use crate::transport::regions::Local;
 use crate::transport::{Completion, ConnectionEvent, WcOpcode, WcStatus};
 
 impl Engine {
