@@ -13,8 +13,8 @@
 #   tests/bench/ci.sh [OUT]      (default OUT: target/bench-ci)
 #
 # The numbers of such a short run on a shared machine mean nothing; only the pipeline is checked.
-# Last, `--idle 64` and `--busy 2` print what idle connections cost and both waiting policies
-# beside busy loops.
+# Last, `--idle 64`, `--pipeline`, `--local` and `--busy 2` print what idle connections cost,
+# transfer/compute overlap, local mode in process, and both waiting policies beside busy loops.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -103,6 +103,13 @@ echo "--- naaice-bench --pipeline 64MiB (transfer and compute overlapped; a debu
     exit 1
 }
 cat "$out/pipeline.txt"
+echo "--- naaice-bench --local (local mode in process against loopback and memcpy; a debug build: rough)"
+"$bench" --local --steady 2000 --reps 3 --out "$out/local" > "$out/local.txt" 2>&1 || {
+    cat "$out/local.txt" >&2
+    exit 1
+}
+cat "$out/local.txt"
+grep -q '^steady,in-process,64,' "$out/local/local.csv" || { echo "local.csv has no in-process row" >&2; exit 1; }
 echo "--- naaice-bench --busy 2 (the default policy and sleep beside 2 busy loops)"
 "$bench" --busy 2 --max-size 4096 --steady 200 --out "$out/busy" > "$out/busy.txt" 2>&1 || {
     cat "$out/busy.txt" >&2
