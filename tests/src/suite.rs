@@ -63,6 +63,47 @@ macro_rules! suite_tests {
     };
 }
 
+/// Declares the four tests of scale on one machine (`$site`: an expression giving a
+/// [`Site`]): 1 to 32 in-place regions, sizes from 1 B to 64 MiB, 1000 RPCs on one
+/// connection and 16 concurrent clients (the verbs suite, in an emulated VM, runs smaller
+/// ones of its own).
+#[macro_export]
+macro_rules! suite_scale_tests {
+    ($site:expr) => {
+        #[test]
+        fn one_to_thirty_two_in_place_regions() {
+            $crate::suite::in_place_regions(&$site, &[1, 2, 7, 31, 32]);
+        }
+
+        #[test]
+        fn sizes_from_one_byte_to_64_mib() {
+            let sizes = [
+                1,
+                2,
+                3,
+                4095,
+                4096,
+                4097,
+                65_536,
+                1 << 20,
+                5_000_001,
+                64 << 20,
+            ];
+            $crate::suite::in_place_sizes(&$site, &sizes);
+        }
+
+        #[test]
+        fn thousand_rpcs_on_one_connection() {
+            $crate::suite::repeated_rpcs(&$site, 1000);
+        }
+
+        #[test]
+        fn sixteen_concurrent_clients() {
+            $crate::suite::concurrent_clients(&$site, 16, 50, 4096);
+        }
+    };
+}
+
 /// `data` with `n` added to every byte (what kernels 1 and 2 compute).
 pub fn plus(data: &[u8], n: u8) -> Vec<u8> {
     data.iter().map(|b| b.wrapping_add(n)).collect()

@@ -7,42 +7,12 @@
 
 use naaice::swnaa::SoftNaaConfig;
 use naaice::{Buffer, Naa, NaaOptions, Param};
-use naaice_tests::suite::{self, Site, pattern, plus};
+use naaice_tests::suite::{Site, pattern, plus};
 
 // The shared bodies of `naaice_tests::suite`, each a test in process.
 naaice_tests::suite_tests!(|_, body: fn(&Site)| body(&Site::local()));
 
-#[test]
-fn one_to_thirty_two_in_place_regions() {
-    suite::in_place_regions(&Site::local(), &[1, 2, 7, 31, 32]);
-}
-
-#[test]
-fn sizes_from_one_byte_to_64_mib() {
-    let sizes = [
-        1,
-        2,
-        3,
-        4095,
-        4096,
-        4097,
-        65_536,
-        1 << 20,
-        5_000_001,
-        64 << 20,
-    ];
-    suite::in_place_sizes(&Site::local(), &sizes);
-}
-
-#[test]
-fn thousand_rpcs_on_one_connection() {
-    suite::repeated_rpcs(&Site::local(), 1000);
-}
-
-#[test]
-fn sixteen_concurrent_clients() {
-    suite::concurrent_clients(&Site::local(), 16, 50, 4096);
-}
+naaice_tests::suite_scale_tests!(Site::local());
 
 /// The kernel of an in-place parameter runs on the caller's memory: the answer is in the
 /// caller's buffer without a copy back, and the NAA holds no memory of its own for it; an

@@ -11,43 +11,13 @@ use naaice::core::machine::Error as ProtocolError;
 use naaice::swnaa::SoftNaaConfig;
 use naaice::transport::soft::SoftTransport;
 use naaice::{Buffer, Error, Naa, NaaOptions, Param};
-use naaice_tests::suite::{self, Site};
+use naaice_tests::suite::Site;
 use naaice_tests::{SLEEP, start_naa};
 
 // The shared bodies of `naaice_tests::suite`, each a test over the software transport.
 naaice_tests::suite_tests!(|_, body: fn(&Site)| body(&Site::soft()));
 
-#[test]
-fn one_to_thirty_two_in_place_regions() {
-    suite::in_place_regions(&Site::soft(), &[1, 2, 7, 31, 32]);
-}
-
-#[test]
-fn sizes_from_one_byte_to_64_mib() {
-    let sizes = [
-        1,
-        2,
-        3,
-        4095,
-        4096,
-        4097,
-        65_536,
-        1 << 20,
-        5_000_001,
-        64 << 20,
-    ];
-    suite::in_place_sizes(&Site::soft(), &sizes);
-}
-
-#[test]
-fn thousand_rpcs_on_one_connection() {
-    suite::repeated_rpcs(&Site::soft(), 1000);
-}
-
-#[test]
-fn sixteen_concurrent_clients() {
-    suite::concurrent_clients(&Site::soft(), 16, 50, 4096);
-}
+naaice_tests::suite_scale_tests!(Site::soft());
 
 #[test]
 fn rpc_deadline_fails_the_call_in_time() {
