@@ -247,3 +247,21 @@ fn cancel_an_in_process_kernel_and_reuse_the_handle() {
     drop(h);
     naa.shutdown();
 }
+
+/// A pipeline on local mode: every lane reaches the in-process NAA, every byte comes back.
+#[test]
+fn a_pipeline_runs_on_the_in_process_naa() {
+    let chunk = 64 << 10;
+    let mut p = naaice::Pipeline::create_with(
+        &site_transport(),
+        1,
+        chunk,
+        3,
+        &NaaOptions::local().unwrap(),
+    )
+    .unwrap();
+    let input = pattern(5 * chunk + 123, 4);
+    let mut data = input.clone();
+    p.run(&mut data).unwrap();
+    assert_eq!(data, plus(&input, 1));
+}

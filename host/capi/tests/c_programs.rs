@@ -326,7 +326,8 @@ fn tutorial_hello_under_sanitizers() {
 
 /// Local mode in process from C, under the sanitizers: the kernel runs on the caller's
 /// memory for an in-place parameter (it sees the caller's pointer), on the NAA's own for
-/// input-only and output-only ones, and KERNEL_TIMEOUT leaves the in-place data unchanged.
+/// input-only and output-only ones, KERNEL_TIMEOUT leaves the in-place data unchanged, an
+/// unknown function code gets SOCKET_UNAVAIL, and two local handles run under `naa_waitall`.
 #[test]
 fn local_mode_in_process_uses_in_place_memory_under_sanitizers() {
     let bin = build_sanitized(
@@ -335,9 +336,10 @@ fn local_mode_in_process_uses_in_place_memory_under_sanitizers() {
         &["tests/c/local_in_place.c"],
     );
     let f = run_ok(
-        sanitizer_env(&mut Command::new(bin)).env("NAA_SPEC", "local:20:2"),
+        sanitizer_env(&mut Command::new(bin)).env("NAA_SPEC", "local:20:2,local:20:2"),
         LIMIT,
     );
     f.assert_says("in place in process: 0 wrong");
     f.assert_says("after a kernel timeout: 0 changed");
+    f.assert_says("two handles with naa_waitall: 0 wrong");
 }

@@ -113,7 +113,11 @@ impl Pool {
                 .iter()
                 .map(|&i| {
                     let e = &self.entries[i];
-                    format!("entry {} ({}:{})", i + 1, e.host, e.port)
+                    if e.local {
+                        format!("entry {} ({})", i + 1, e.host)
+                    } else {
+                        format!("entry {} ({}:{})", i + 1, e.host, e.port)
+                    }
                 })
                 .collect(),
         }

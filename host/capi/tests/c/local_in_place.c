@@ -1,9 +1,11 @@
 /*
- * Local mode in process (NAA_SPEC=local:20:2, set by tests/c_programs.rs): the kernel works
+ * Local mode in process (NAA_SPEC=local:20:2,local:20:2, set by tests/c_programs.rs): the kernel works
  * on the caller's memory for an in-place parameter and on the NAA's own for an input-only
  * and an output-only one, every RPC gives the right bytes, a kernel that reports overrunning
  * its deadline leaves the in-place data as it was (no outputs after KERNEL_TIMEOUT), and
- * the memory is freed after finalize without a use after free (the sanitizers watch).
+ * a function code without a kernel gets SOCKET_UNAVAIL, two local handles run together
+ * (naa_waitall), and the memory is freed after finalize without a use after free (the
+ * sanitizers watch).
  * Exit status 0 when every check passed.
  */
 #include <naaice_ap2.h>
@@ -75,6 +77,46 @@ int main(void) {
     for (size_t i = 0; i < SIZE; i++) wrong += both[i] != (unsigned char)(i + 3);
     CHECK(wrong == 0);
     printf("after a kernel timeout: %ld changed\n", wrong);
+
+    /* A function code without a kernel: SOCKET_UNAVAIL, the handle stays usable. */
+    naa_call_args unknown = {0};
+    unknown.function_code = 99;
+    CHECK(naa_invoke_with(&handle, &unknown) == 0);
+    CHECK(naa_wait(&handle, &status) == 0);
+    CHECK(status.naa_error == SOCKET_UNAVAIL);
+    CHECK(naa_invoke(&handle) == 0);
+    CHECK(naa_wait(&handle, &status) == 0);
+    CHECK(status.naa_error == NAA_SUCCESS);
+
+    /* Two local handles progressed together (the second entry of NAA_SPEC): naa_waitall. */
+    unsigned char *more = malloc(SIZE), *more_in = malloc(SIZE), *more_out = malloc(SIZE);
+    if (more == NULL || more_in == NULL || more_out == NULL) return 1;
+    memset(more, 0, SIZE);
+    memset(more_in, 5, SIZE);
+    naa_param_t more_inputs[2] = {{more, SIZE, false}, {more_in, SIZE, false}};
+    naa_param_t more_outputs[2] = {{more, SIZE, false}, {more_out, SIZE, false}};
+    naa_handle pair[2];
+    pair[0] = handle;
+    CHECK(naa_create(20, more_inputs, 2, more_outputs, 2, &pair[1]) == 0);
+    naa_status statuses[2];
+    for (int round = 0; round < 2; round++) {
+        CHECK(naa_invoke(&pair[0]) == 0);
+        CHECK(naa_invoke(&pair[1]) == 0);
+        CHECK(naa_waitall(2, pair, statuses) == 0);
+        CHECK(statuses[0].naa_error == NAA_SUCCESS && statuses[1].naa_error == NAA_SUCCESS);
+    }
+    wrong = 0;
+    for (size_t i = 0; i < SIZE; i++) {
+        wrong += more[i] != 2;
+        wrong += more_out[i] != 7;
+    }
+    CHECK(wrong == 0);
+    printf("two handles with naa_waitall: %ld wrong\n", wrong);
+    CHECK(naa_finalize(&pair[1]) == 0);
+    free(more);
+    free(more_in);
+    free(more_out);
+    handle = pair[0];
 
     CHECK(naa_finalize(&handle) == 0);
     free(both);
