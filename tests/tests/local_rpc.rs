@@ -265,3 +265,22 @@ fn a_pipeline_runs_on_the_in_process_naa() {
     p.run(&mut data).unwrap();
     assert_eq!(data, plus(&input, 1));
 }
+
+/// A program built on the software transport alone (`Naa<SoftEndpoint>`) cannot hold an
+/// in-process endpoint: its local handles reach the loopback in-process NAA instead, with
+/// the same answers.
+#[test]
+fn a_software_transport_handle_reaches_the_loopback_naa() {
+    let p = Param::from_vec(pattern(100, 2));
+    let mut h = Naa::create_with(
+        &naaice::transport::soft::SoftTransport::default(),
+        2,
+        vec![p.clone()],
+        vec![p.clone()],
+        &NaaOptions::local().unwrap(),
+    )
+    .unwrap();
+    h.invoke().unwrap();
+    h.wait().unwrap();
+    assert_eq!(p.buffer().to_vec(), plus(&pattern(100, 2), 2));
+}
