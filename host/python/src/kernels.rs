@@ -64,6 +64,7 @@ impl Kernel for PyKernel {
             .filter(|r| !r.is_internal())
             .map(|r| Region::new(&mut r.data, r.flags.bits()))
             .collect();
+        crate::thread_state::keep();
         Python::attach(|py| {
             let result = (|| -> PyResult<ReturnCode> {
                 let regions = views

@@ -20,6 +20,9 @@ mod region;
 mod set;
 mod stats;
 mod status;
+// Python thread states kept by the worker threads that run Python kernels.
+#[allow(unsafe_code)]
+mod thread_state;
 
 use pyo3::prelude::*;
 
@@ -32,6 +35,7 @@ fn _wait_async(naa: &Bound<'_, handle::PyNaa>) -> PyResult<awaiting::Await> {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     logging::init(m.py())?;
+    thread_state::init(m)?;
     errors::register(m)?;
     m.add_class::<handle::PyNaa>()?;
     m.add_class::<status::Status>()?;

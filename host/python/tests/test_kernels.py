@@ -53,6 +53,27 @@ def test_local_mode_runs_in_process_on_the_callers_arrays():
         naaice.local.remove_kernel(41)
 
 
+def test_python_kernels_on_many_worker_threads_one_after_another():
+    """Each local handle has a worker thread of its own, which keeps a Python thread state
+    while it runs kernels and gives it back when the handle goes: 40 handles in turn, two
+    RPCs each, and a handle whose worker ran no kernel."""
+    @naaice.local.kernel(42)
+    def add3(params, call):
+        params[0][:] += 3
+
+    try:
+        x = np.zeros(32, dtype=np.uint8)
+        for _ in range(40):
+            with naaice.Naa(42, [x], [x], local=True) as naa:
+                assert naa.run().ok
+                assert naa.run().ok
+        assert (x == 240).all()
+        with naaice.Naa(3, [x], [x], local=True) as naa:
+            assert naa.run().ok
+    finally:
+        naaice.local.remove_kernel(42)
+
+
 def test_kernel_keeping_an_array_fails_the_rpc(server):
     """A kernel that keeps a region array after returning gets KERNEL_FAILED, and the kept
     array cannot be used to take new views."""
