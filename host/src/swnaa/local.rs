@@ -28,6 +28,9 @@
 //! in-process transport's NAA (a program built on [`SoftTransport`] alone, say) reaches this
 //! one.
 //!
+//! Its workers wait for their handles as `NAAICE_WAIT` says (read when it starts), as the
+//! handles do.
+//!
 //! Its kernels are the software NAA's built-ins (1 adds 1 to every byte, 2 adds 2, 3 does
 //! nothing) plus those registered with [`register_kernel`]. A registration after an
 //! in-process NAA started takes effect for handles created afterwards: the running NAA keeps
@@ -162,8 +165,11 @@ where
     if let Some(naa) = slot {
         return Ok(naa.local_addr());
     }
+    // The workers wait as the program's handles do (`NAAICE_WAIT`; its errors are the
+    // handles' to report).
     let config = SoftNaaConfig {
         max_connections: MAX_CONNECTIONS,
+        wait: crate::discovery::environment::wait_policy_from_env().unwrap_or_default(),
         ..SoftNaaConfig::default()
     };
     let naa = SoftNaa::bind(transport, addr, config, kernels.clone())?.spawn()?;

@@ -281,7 +281,15 @@ fn allocate<E: Endpoint>(
             .filter_map(|i| {
                 let len = kernels.regions.get(i)?.1.len();
                 // Within the reservation: the memory the region would have had.
-                Buffer::try_zeroed(len).map(|b| (i, b))
+                let backup = Buffer::try_zeroed(len);
+                if backup.is_none() {
+                    tracing::warn!(
+                        size = %crate::units::size(len as u64),
+                        "no memory for the copy of a shared region: a kernel timeout will \
+                         leave its output in the client's memory"
+                    );
+                }
+                backup.map(|b| (i, b))
             })
             .collect();
         if !kernels.backups.is_empty() {
