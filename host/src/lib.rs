@@ -12,11 +12,11 @@
 //! * [`Connection`] (AP1, the low-level API): connection, regions, MRSP and transfers step by
 //!   step.
 //! * [`swnaa::local`]: local (lookaside) mode, the kernel in-process behind the same API
-//!   (`NAA_SPEC=local:FN_CODE:PARAM_COUNT`).
+//!   (`NAA_SPEC=local:FN_CODE:PARAM_COUNT`), reached without sockets.
 //! * [`swnaa`]: the software NAA, a server that behaves like the FPGA NAA.
 //! * [`transport`]: the RC queue-pair seam, with the software transport (RC semantics over TCP),
-//!   the verbs transport (feature `verbs`) and [`transport::AnyTransport`], either one chosen
-//!   at run time.
+//!   the verbs transport (feature `verbs`), the in-process transport of local mode
+//!   ([`transport::local`]) and [`transport::AnyTransport`], the transport chosen at run time.
 //! * [`memory`]: buffers that a transport may read and write like a NIC does, safely.
 //!
 //! The protocol itself (MRSP, immediates, state machines) is `naaice-core`, re-exported as

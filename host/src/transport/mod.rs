@@ -16,7 +16,8 @@
 //!   [`Endpoint::ready_fd`] (a file descriptor for poll(2) or an async reactor).
 //!
 //! [`AnyTransport`] is the transport chosen at run time (`"soft".parse()`, `"verbs".parse()`),
-//! behind the same traits.
+//! behind the same traits. [`local`] is local mode's: both ends in one process, joined by
+//! memory.
 //!
 //! Every posted work request produces exactly one [`Completion`] (like `sq_sig_all = 1`),
 //! successful or not. When the connection breaks, outstanding work requests complete with
