@@ -74,6 +74,38 @@ def test_python_kernels_on_many_worker_threads_one_after_another():
         naaice.local.remove_kernel(42)
 
 
+def test_local_mode_in_a_forked_child():
+    """A child of fork() does not inherit the in-process NAA's threads: its local handles
+    start a new NAA (with the kernels registered before the fork) instead of waiting for
+    the parent's, and the parent's goes on."""
+    import os
+
+    @naaice.local.kernel(43)
+    def add5(params, call):
+        params[0][:] += 5
+
+    try:
+        x = np.zeros(16, dtype=np.uint8)
+        with naaice.Naa(43, [x], [x], local=True) as naa:
+            assert naa.run().ok
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                y = np.zeros(16, dtype=np.uint8)
+                with naaice.Naa(43, [y], [y], local=True, connect_timeout=5.0) as naa:
+                    code = 0 if naa.run().ok and (y == 5).all() else 2
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        with naaice.Naa(43, [x], [x], local=True) as naa:
+            assert naa.run().ok
+        assert (x == 10).all()
+    finally:
+        naaice.local.remove_kernel(43)
+
+
 def test_kernel_keeping_an_array_fails_the_rpc(server):
     """A kernel that keeps a region array after returning gets KERNEL_FAILED, and the kept
     array cannot be used to take new views."""

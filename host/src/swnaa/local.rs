@@ -55,6 +55,9 @@ const MAX_CONNECTIONS: usize = 256;
 
 /// The process's in-process NAAs.
 struct State {
+    /// The process the NAAs below run in (a child of `fork` inherits this state, not their
+    /// threads).
+    pid: u32,
     /// The kernels the next in-process NAA starts with.
     kernels: KernelRegistry,
     /// The NAA new local handles connect to, over the in-process transport; `None` before
@@ -69,12 +72,19 @@ struct State {
 static STATE: Mutex<Option<State>> = Mutex::new(None);
 
 fn state() -> MutexGuard<'static, Option<State>> {
-    STATE.lock().unwrap_or_else(|p| p.into_inner())
+    let mut guard = STATE.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(st) = guard.as_mut()
+        && st.pid != std::process::id()
+    {
+        st.forget_inherited();
+    }
+    guard
 }
 
 fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
     let mut guard = state();
     let st = guard.get_or_insert_with(|| State {
+        pid: std::process::id(),
         kernels: KernelRegistry::builtin(),
         current: None,
         current_soft: None,
@@ -107,6 +117,22 @@ pub fn remove_kernel(code: FunctionCode) -> Option<Arc<dyn Kernel>> {
 }
 
 impl State {
+    /// In a child of `fork`: the parent's NAAs have no threads here, so local handles get
+    /// new ones (with the same kernels). Their handles are forgotten, not dropped: dropping
+    /// one would wait for threads that do not exist in this process.
+    fn forget_inherited(&mut self) {
+        let inherited = self
+            .current
+            .take()
+            .into_iter()
+            .chain(self.current_soft.take());
+        for naa in inherited.chain(self.retired.drain(..)) {
+            std::mem::forget(naa);
+        }
+        self.pid = std::process::id();
+        tracing::debug!("local mode: a new process (fork): new in-process NAAs on first use");
+    }
+
     /// The running NAAs serve on; new handles get new ones.
     fn retire(&mut self) {
         self.retired.extend(self.current.take());

@@ -19,16 +19,26 @@ const BACKLOG: usize = 128;
 /// The next in-process address number.
 static NEXT: AtomicU64 = AtomicU64::new(1);
 
-/// The listening addresses of this process and where their requests go.
-static LISTENING: Mutex<Vec<(SocketAddr, SyncSender<LocalIncoming>)>> = Mutex::new(Vec::new());
+/// A listening address, where its requests go, and the process it listens in.
+type Entry = (SocketAddr, SyncSender<LocalIncoming>, u32);
 
-fn listening() -> std::sync::MutexGuard<'static, Vec<(SocketAddr, SyncSender<LocalIncoming>)>> {
-    LISTENING.lock().unwrap_or_else(PoisonError::into_inner)
+/// The listening addresses of this process and where their requests go.
+static LISTENING: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+
+/// The listeners, without those a child of `fork` inherited (their threads are the
+/// parent's: nobody would take their requests here).
+fn listening() -> std::sync::MutexGuard<'static, Vec<Entry>> {
+    let mut all = LISTENING.lock().unwrap_or_else(PoisonError::into_inner);
+    let pid = std::process::id();
+    if all.iter().any(|e| e.2 != pid) {
+        all.retain(|e| e.2 == pid);
+    }
+    all
 }
 
 /// True if `addr` is listened on in this process.
 pub(super) fn is_listening(addr: SocketAddr) -> bool {
-    listening().iter().any(|(a, _)| *a == addr)
+    listening().iter().any(|(a, ..)| *a == addr)
 }
 
 /// A fresh in-process address.
@@ -68,8 +78,8 @@ impl Transport for LocalTransport {
         };
         let queue = listening()
             .iter()
-            .find(|(a, _)| *a == remote)
-            .map(|(_, tx)| tx.clone())
+            .find(|(a, ..)| *a == remote)
+            .map(|(_, tx, _)| tx.clone())
             .ok_or_else(refused)?;
         let pair = Arc::new(Pair::new(fresh(), remote)?);
         let client = LocalEndpoint::new(Arc::clone(&pair), CLIENT);
@@ -97,7 +107,7 @@ impl Transport for LocalTransport {
     fn listen(&self, addr: SocketAddr) -> Result<LocalListener> {
         let mut all = listening();
         let addr = if in_block(addr) && addr != address(0) {
-            if all.iter().any(|(a, _)| *a == addr) {
+            if all.iter().any(|(a, ..)| *a == addr) {
                 return Err(TransportError::Io {
                     call: "listen",
                     source: io::Error::from(io::ErrorKind::AddrInUse),
@@ -108,7 +118,7 @@ impl Transport for LocalTransport {
             fresh()
         };
         let (tx, rx) = sync_channel(BACKLOG);
-        all.push((addr, tx));
+        all.push((addr, tx, std::process::id()));
         Ok(LocalListener { addr, requests: rx })
     }
 }
@@ -138,7 +148,7 @@ impl Listener for LocalListener {
 
 impl Drop for LocalListener {
     fn drop(&mut self) {
-        listening().retain(|(a, _)| *a != self.addr);
+        listening().retain(|(a, ..)| *a != self.addr);
         // Requests not taken are refused as they drop.
         while self.requests.try_recv().is_ok() {}
     }
