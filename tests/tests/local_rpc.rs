@@ -55,13 +55,34 @@ fn in_place_parameters_are_the_callers_memory() {
     assert_eq!(output.buffer().to_vec(), vec![1; 1000]);
 }
 
-/// Memory the caller owns (a C or Python array) is used in place too; the handle's end
-/// waits for the NAA's end before its owner may free it.
+/// Memory the program owns (a C or NumPy array, `Buffer::from_raw_parts`) is not shared with
+/// the in-process NAA: the kernel works on the NAA's copy (in and out), so that a cancel or a
+/// timeout hands the memory back at once; the answer is the same.
 #[test]
-fn foreign_memory_in_place() {
+fn the_programs_own_memory_is_copied_not_shared() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use naaice::core::{FunctionCode, ReturnCode};
+    use naaice::swnaa::{KernelContext, KernelRegistry};
+
+    let seen = Arc::new(AtomicUsize::new(0));
+    let mut kernels = KernelRegistry::builtin();
+    let s = Arc::clone(&seen);
+    kernels.register(
+        FunctionCode::new(30).unwrap(),
+        move |ctx: &mut KernelContext<'_, '_>| {
+            if let Some(p) = ctx.param(0) {
+                s.store(p.as_ptr() as usize, Ordering::Relaxed);
+                p.iter_mut().for_each(|b| *b = b.wrapping_add(2));
+            }
+            ReturnCode::SUCCESS
+        },
+    );
     let site = Site::local();
-    let naa = site.start_naa(SoftNaaConfig::default());
+    let naa = site.start_naa_with(SoftNaaConfig::default(), kernels);
     let mut storage = pattern(512, 3);
+    let addr = storage.as_ptr() as usize;
     // SAFETY: `storage` outlives the handle and is not touched while the handle lives.
     let buffer = unsafe {
         Buffer::from_raw_parts(std::ptr::NonNull::new(storage.as_mut_ptr()).unwrap(), 512)
@@ -69,7 +90,7 @@ fn foreign_memory_in_place() {
     let p = Param::new(buffer);
     let mut handle = Naa::create_with(
         &site.transport,
-        2,
+        30,
         vec![p.clone()],
         vec![p.clone()],
         &site.options(&naa),
@@ -77,6 +98,12 @@ fn foreign_memory_in_place() {
     .unwrap();
     handle.invoke().unwrap();
     handle.wait().unwrap();
+    assert_ne!(seen.load(Ordering::Relaxed), 0);
+    assert_ne!(
+        seen.load(Ordering::Relaxed),
+        addr,
+        "the kernel ran on the program's memory"
+    );
     drop(handle);
     drop(p);
     assert_eq!(storage, plus(&pattern(512, 3), 2));

@@ -324,12 +324,12 @@ fn tutorial_hello_under_sanitizers() {
     assert!(f.stdout.contains("0 wrong"), "{}", f.stdout);
 }
 
-/// Local mode in process from C, under the sanitizers: the kernel runs on the caller's
-/// memory for an in-place parameter (it sees the caller's pointer), on the NAA's own for
-/// input-only and output-only ones, KERNEL_TIMEOUT leaves the in-place data unchanged, an
+/// Local mode in process from C, under the sanitizers: the kernel runs on the NAA's memory,
+/// not on the program's arrays (it sees other pointers), KERNEL_TIMEOUT leaves the in-place
+/// data unchanged, an
 /// unknown function code gets SOCKET_UNAVAIL, and two local handles run under `naa_waitall`.
 #[test]
-fn local_mode_in_process_uses_in_place_memory_under_sanitizers() {
+fn local_mode_in_process_under_sanitizers() {
     let bin = build_sanitized(
         &out_dir("c"),
         "local_in_place",

@@ -86,7 +86,7 @@ pub(crate) fn wait(py: Python<'_>, naa: &mut Naa) -> PyResult<Status> {
     match outcome {
         Ok(r) => r.map(Status::from).map_err(errors::to_py),
         Err(interrupted) => {
-            naa.cancel();
+            py.detach(|| naa.cancel());
             Err(interrupted)
         }
     }
@@ -146,7 +146,7 @@ pub(crate) fn wait_any(py: Python<'_>, naas: &mut [&mut Naa]) -> PyResult<Option
             }
         }
     });
-    outcome.inspect_err(|_| cancel_all(naas))
+    outcome.inspect_err(|_| py.detach(|| cancel_all(naas)))
 }
 
 /// `wait_all` ([`naaice::client::naa_set::wait_all`]): one entry per handle once no RPC is in
@@ -183,7 +183,7 @@ pub(crate) fn wait_all(
             }
         }
     });
-    outcome.inspect_err(|_| cancel_all(naas))
+    outcome.inspect_err(|_| py.detach(|| cancel_all(naas)))
 }
 
 /// True for a failure to reach the NAA that a later attempt may not have: refused, timed out,

@@ -1,4 +1,5 @@
-"""Shared fixtures: a software NAA in this process with Python kernels."""
+"""Shared fixtures: a software NAA in this process with Python kernels, and the same kernels
+in local mode: tests that take `where` run against both (`naaice.Naa(..., **where)`)."""
 
 import time
 
@@ -73,3 +74,24 @@ def server():
     with naaice.swnaa.Server(kernels=KERNELS, max_bytes_per_connection=64 << 20,
                              max_connections=64) as s:
         yield s
+
+
+@pytest.fixture(scope="session")
+def local_kernels():
+    """The kernels of `server` as local mode's, for the session."""
+    import naaice.local
+    for code, kernel in KERNELS.items():
+        naaice.local.register_kernel(code, kernel)
+    yield
+    for code in KERNELS:
+        naaice.local.remove_kernel(code)
+
+
+@pytest.fixture(params=["swnaa", "local"])
+def where(request, server):
+    """Where a handle connects: the software NAA `server` (over the software transport), or
+    local mode's in-process NAA with the same kernels (no sockets)."""
+    if request.param == "local":
+        request.getfixturevalue("local_kernels")
+        return {"local": True}
+    return {"address": server.address}

@@ -8,10 +8,10 @@ import naaice
 from conftest import SLEEP
 
 
-def test_await_call(server):
+def test_await_call(where):
     async def main():
         p = np.zeros(1 << 20, dtype=np.uint8)
-        with naaice.Naa(1, [p], [p], address=server.address) as naa:
+        with naaice.Naa(1, [p], [p], **where) as naa:
             for i in range(20):
                 st = await naa.call()
                 assert st.ok and p[0] == i + 1
@@ -20,13 +20,13 @@ def test_await_call(server):
     assert (asyncio.run(main()) == 20).all()
 
 
-def test_many_concurrent_awaits_and_a_responsive_loop(server):
+def test_many_concurrent_awaits_and_a_responsive_loop(where):
     """Four RPCs whose kernels sleep 0.3 s run concurrently while another task keeps
     ticking on the same loop: the awaits do not block it."""
 
     async def main():
         ps = [np.full(64, i, dtype=np.uint8) for i in range(4)]
-        naas = [naaice.Naa(SLEEP, [p], [p], address=server.address) for p in ps]
+        naas = [naaice.Naa(SLEEP, [p], [p], **where) for p in ps]
         ticks = 0
         stop = False
 
@@ -50,10 +50,10 @@ def test_many_concurrent_awaits_and_a_responsive_loop(server):
     assert ticks > 3  # the loop ran other tasks while the RPCs were in flight
 
 
-def test_cancelled_task_cancels_the_rpc(server):
+def test_cancelled_task_cancels_the_rpc(where):
     async def main():
         p = np.zeros(8, dtype=np.uint8)
-        with naaice.Naa(SLEEP, [p], [p], address=server.address) as naa:
+        with naaice.Naa(SLEEP, [p], [p], **where) as naa:
             task = asyncio.create_task(naa.call(user_bytes=b"\x14\x00\x00"))  # 2 s
             await asyncio.sleep(0.2)
             task.cancel()
@@ -71,10 +71,10 @@ def test_cancelled_task_cancels_the_rpc(server):
     assert st.ok and p[0] >= 1
 
 
-def test_rpc_error_reaches_the_task(server):
+def test_rpc_error_reaches_the_task(where):
     async def main():
         p = np.zeros(8, dtype=np.uint8)
-        with naaice.Naa(SLEEP, [p], [p], address=server.address) as naa:
+        with naaice.Naa(SLEEP, [p], [p], **where) as naa:
             try:
                 await naa.call(user_bytes=b"\x14\x00\x00", timeout=0.2)
             except naaice.NaaTimeoutError:
@@ -84,10 +84,10 @@ def test_rpc_error_reaches_the_task(server):
     assert asyncio.run(main())
 
 
-def test_handle_is_busy_while_awaited(server):
+def test_handle_is_busy_while_awaited(where):
     async def main():
         p = np.zeros(8, dtype=np.uint8)
-        with naaice.Naa(SLEEP, [p], [p], address=server.address) as naa:
+        with naaice.Naa(SLEEP, [p], [p], **where) as naa:
             task = asyncio.create_task(naa.call(user_bytes=b"\x02\x00\x00"))
             await asyncio.sleep(0.05)
             try:

@@ -7,9 +7,9 @@ import naaice
 from conftest import SLEEP
 
 
-def test_cancel_then_reuse(server):
+def test_cancel_then_reuse(where):
     p = np.zeros(16, dtype=np.uint8)
-    with naaice.Naa(SLEEP, [p], [p], address=server.address) as naa:
+    with naaice.Naa(SLEEP, [p], [p], **where) as naa:
         assert not naa.cancel()  # nothing in flight
         naa.invoke(user_bytes=b"\x0a\x00\x00")  # the kernel sleeps 1 s
         assert naa.cancel()

@@ -44,17 +44,17 @@ def test_the_table_covers_every_type_code():
 
 
 @pytest.mark.parametrize("dt, accepted", TABLE, ids=[ident(dt) for dt, _ in TABLE])
-def test_dtype(server, dt, accepted):
+def test_dtype(where, dt, accepted):
     a = np.zeros(6, dtype=dt)
     if not accepted:
         with pytest.raises(naaice.BufferError, match="input 0 .*(not plain data|does not "
                                                       "export a buffer)"):
-            naaice.Naa(1, [a], [a], address=server.address)
+            naaice.Naa(1, [a], [a], **where)
         return
     raw = a.view(np.uint8).reshape(-1)  # the same memory as bytes
     raw[:] = np.arange(raw.size, dtype=np.uint8)
     before = raw.copy()
-    with naaice.Naa(1, [a], [a], address=server.address) as naa:  # kernel 1 adds 1 per byte
+    with naaice.Naa(1, [a], [a], **where) as naa:  # kernel 1 adds 1 per byte
         assert naa.addresses == [a.ctypes.data] * 2  # in place: the array itself
         assert naa.run().ok
     assert (raw == before + 1).all()
@@ -65,10 +65,10 @@ def test_dtype(server, dt, accepted):
         repr(a)
 
 
-def test_object_refusal_names_the_format(server):
+def test_object_refusal_names_the_format(where):
     with pytest.raises(naaice.BufferError, match=r"holds Python object references"):
         naaice.Naa(1, [np.array([object(), object()], dtype=object)], [],
-                   address=server.address)
+                   **where)
     s = np.zeros(2, dtype=[("a", "i4"), ("o", "O")])
     with pytest.raises(naaice.BufferError, match=r'output 0 .*"T\{i:a:O:o:\}"'):
-        naaice.Naa(1, [bytearray(8)], [s], address=server.address)
+        naaice.Naa(1, [bytearray(8)], [s], **where)

@@ -26,39 +26,39 @@ def test_hierarchy():
     assert issubclass(naaice.BufferError, builtins.BufferError)
 
 
-def test_read_only_buffers(server):
+def test_read_only_buffers(where):
     ro = np.zeros(16, dtype=np.uint8)
     ro.flags.writeable = False
     for obj, name in ((b"abcd", "bytes"), (ro, "ndarray"), (memoryview(b"x"), "memoryview")):
         with pytest.raises(naaice.BufferError, match=f"input 0 \\({name}\\) is read-only"):
-            naaice.Naa(1, [obj], [], address=server.address)
+            naaice.Naa(1, [obj], [], **where)
 
 
-def test_non_contiguous_buffers(server):
+def test_non_contiguous_buffers(where):
     a = np.zeros(64, dtype=np.uint8)
     with pytest.raises(naaice.BufferError, match="output 0 .* is not contiguous"):
-        naaice.Naa(1, [a[:32]], [a[::2]], address=server.address)
+        naaice.Naa(1, [a[:32]], [a[::2]], **where)
     b = np.zeros((8, 8))
     with pytest.raises(naaice.BufferError, match="not contiguous"):
-        naaice.Naa(1, [b[:, :3]], [], address=server.address)
+        naaice.Naa(1, [b[:, :3]], [], **where)
 
 
-def test_not_a_buffer_empty_and_overlap(server):
+def test_not_a_buffer_empty_and_overlap(where):
     with pytest.raises(naaice.BufferError, match="does not export a buffer"):
-        naaice.Naa(1, ["text"], [], address=server.address)
+        naaice.Naa(1, ["text"], [], **where)
     with pytest.raises(naaice.InvalidArgumentError, match="empty"):
-        naaice.Naa(1, [bytearray()], [], address=server.address)
+        naaice.Naa(1, [bytearray()], [], **where)
     a = np.zeros(64, dtype=np.uint8)
     with pytest.raises(naaice.InvalidArgumentError, match="overlaps"):
-        naaice.Naa(1, [a[:40], a[20:]], [], address=server.address)
+        naaice.Naa(1, [a[:40], a[20:]], [], **where)
 
 
-def test_held_buffers_cannot_be_resized(server):
+def test_held_buffers_cannot_be_resized(where):
     """While the handle holds them, Python refuses to resize the parameter objects (their
     memory must stay where it was registered); after finalize it may."""
     b = bytearray(64)
     a = np.zeros(64, dtype=np.uint8)
-    naa = naaice.Naa(1, [b, a], [b, a], address=server.address)
+    naa = naaice.Naa(1, [b, a], [b, a], **where)
     with pytest.raises(builtins.BufferError):
         b.extend(b"more")
     with pytest.raises(ValueError):
@@ -69,12 +69,12 @@ def test_held_buffers_cannot_be_resized(server):
     assert len(b) == 68 and a.size == 128
 
 
-def test_bad_arguments(server):
+def test_bad_arguments(where):
     p = bytearray(8)
     for code in (0, 128, 1000):
         with pytest.raises(naaice.InvalidArgumentError, match="function code"):
-            naaice.Naa(code, [p], [p], address=server.address)
-    with naaice.Naa(1, [p], [p], address=server.address) as naa:
+            naaice.Naa(code, [p], [p], **where)
+    with naaice.Naa(1, [p], [p], **where) as naa:
         with pytest.raises(naaice.InvalidArgumentError, match="user_bytes"):
             naa.invoke(user_bytes=b"toolong")
         with pytest.raises(naaice.InvalidArgumentError, match="user_bytes"):
@@ -88,7 +88,7 @@ def test_bad_arguments(server):
     with pytest.raises(naaice.InvalidArgumentError, match="address"):
         naaice.Naa(1, [p], [p], address="no-port")
     with pytest.raises(naaice.InvalidArgumentError, match="single_send"):
-        naaice.Naa(1, [p], [p], address=server.address, single_send=[3])
+        naaice.Naa(1, [p], [p], **where, single_send=[3])
 
 
 def test_unreachable_naa_is_transport_unavailable(monkeypatch):
@@ -118,18 +118,18 @@ def test_mrsp_refusal_carries_the_code(server):
     assert e.value.code == 1
 
 
-def test_rpc_deadline_is_a_timeout(server):
+def test_rpc_deadline_is_a_timeout(where):
     p = np.zeros(8, dtype=np.uint8)
-    with naaice.Naa(SLEEP, [p], [p], address=server.address) as naa:
+    with naaice.Naa(SLEEP, [p], [p], **where) as naa:
         with pytest.raises(naaice.NaaTimeoutError):
             naa.run(user_bytes=b"\x14\x00\x00", timeout=0.2)  # kernel sleeps 2 s
         naa.cancel()
         assert naa.run(user_bytes=0).ok  # the handle recovers (reconnects)
 
 
-def test_kernel_exception_is_kernel_failed(server, capfd):
+def test_kernel_exception_is_kernel_failed(where, capfd):
     p = bytearray(8)
-    with naaice.Naa(FAIL, [p], [p], address=server.address) as naa:
+    with naaice.Naa(FAIL, [p], [p], **where) as naa:
         st = naa.run()
     assert st.return_code == 3 == naaice.KERNEL_FAILED
     assert st.return_text.startswith("KERNEL_FAILED"), st.return_text
@@ -142,9 +142,9 @@ def test_return_code_names():
             naaice.KERNEL_FAILED) == (0, 1, 2, 3)
 
 
-def test_busy_and_closed(server):
+def test_busy_and_closed(where):
     p = np.zeros(8, dtype=np.uint8)
-    naa = naaice.Naa(SLEEP, [p], [p], address=server.address)
+    naa = naaice.Naa(SLEEP, [p], [p], **where)
     naa.invoke(user_bytes=b"\x02\x00\x00")
     with pytest.raises(naaice.BusyError):
         naa.invoke()

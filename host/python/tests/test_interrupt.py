@@ -56,9 +56,9 @@ def interrupted(call):
         timer.cancel()
 
 
-def test_wait_and_run(server):
+def test_wait_and_run(where):
     p = np.zeros(16, dtype=np.uint8)
-    with naaice.Naa(SLEEP, [p], [p], address=server.address) as naa:
+    with naaice.Naa(SLEEP, [p], [p], **where) as naa:
         naa.invoke(user_bytes=LONG)
         took = interrupted(naa.wait)
         assert took < BOUND, took
@@ -71,9 +71,9 @@ def test_wait_and_run(server):
         assert naa.run(user_bytes=0).ok and (p == 2).all()
 
 
-def test_wait_any_and_wait_all(server):
+def test_wait_any_and_wait_all(where):
     ps = [np.zeros(8, dtype=np.uint8) for _ in range(2)]
-    naas = [naaice.Naa(SLEEP, [p], [p], address=server.address) for p in ps]
+    naas = [naaice.Naa(SLEEP, [p], [p], **where) for p in ps]
     try:
         for wait in (naaice.wait_any, naaice.wait_all):
             for naa in naas:
@@ -89,7 +89,7 @@ def test_wait_any_and_wait_all(server):
             naa.finalize()
 
 
-def test_connect_retries(server):
+def test_connect_retries(where):
     """Nothing listens: creation retries for up to a minute, Ctrl-C ends it at once."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -99,7 +99,7 @@ def test_connect_retries(server):
                                           connect_timeout=60))
     assert took < BOUND, took
     p.extend(b"x")  # the buffer was released
-    with naaice.Naa(1, [p], [p], address=server.address) as naa:
+    with naaice.Naa(1, [p], [p], **where) as naa:
         assert naa.run().ok and p[0] == 1
 
 

@@ -17,9 +17,9 @@ def server():
     s.stop()
 
 
-def test_a_handles_stats(server):
+def test_a_handles_stats(where):
     data = np.zeros(64, dtype=np.uint8)
-    with naaice.Naa(1, [data], [data], address=server.address) as naa:
+    with naaice.Naa(1, [data], [data], **where) as naa:
         fresh = naa.stats
         assert isinstance(fresh, naaice.Stats)
         assert fresh.rpcs == 0 and fresh.connections == 1 and fresh.handles == 1
@@ -41,11 +41,11 @@ def test_a_handles_stats(server):
             s.rpcs = 0  # frozen
 
 
-def test_the_process_sums_up_the_handles_that_ended(server):
+def test_the_process_sums_up_the_handles_that_ended(where):
     before = naaice.process_stats()
     data = np.zeros(16, dtype=np.uint8)
     for _ in range(2):
-        with naaice.Naa(1, [data], [data], address=server.address) as naa:
+        with naaice.Naa(1, [data], [data], **where) as naa:
             for _ in range(3):
                 assert naa.run().ok
     after = naaice.process_stats()

@@ -7,9 +7,9 @@ import naaice
 from conftest import SLEEP
 
 
-def test_wait_any_reports_each_once_in_finishing_order(server):
+def test_wait_any_reports_each_once_in_finishing_order(where):
     ps = [np.zeros(8, dtype=np.uint8) for _ in range(3)]
-    naas = [naaice.Naa(SLEEP, [p], [p], address=server.address) for p in ps]
+    naas = [naaice.Naa(SLEEP, [p], [p], **where) for p in ps]
     for n, tenths in zip(naas, (6, 0, 3)):
         n.invoke(user_bytes=bytes([tenths, 0, 0]))
     order = []
@@ -24,9 +24,9 @@ def test_wait_any_reports_each_once_in_finishing_order(server):
     assert all(p[0] == 1 for p in ps)
 
 
-def test_wait_all_mixes_outcomes(server):
+def test_wait_all_mixes_outcomes(where):
     ps = [np.zeros(8, dtype=np.uint8) for _ in range(3)]
-    naas = [naaice.Naa(SLEEP, [p], [p], address=server.address) for p in ps]
+    naas = [naaice.Naa(SLEEP, [p], [p], **where) for p in ps]
     naas[0].invoke(user_bytes=b"\x01\x00\x00")
     naas[2].invoke(user_bytes=b"\x14\x00\x00", timeout=0.2)  # fails: deadline
     out = naaice.wait_all(naas)
@@ -36,11 +36,11 @@ def test_wait_all_mixes_outcomes(server):
         n.finalize()
 
 
-def test_wait_any_raises_with_index(server):
+def test_wait_any_raises_with_index(where):
     p = np.zeros(8, dtype=np.uint8)
     q = np.zeros(8, dtype=np.uint8)
-    with naaice.Naa(SLEEP, [p], [p], address=server.address) as a, \
-            naaice.Naa(SLEEP, [q], [q], address=server.address) as b:
+    with naaice.Naa(SLEEP, [p], [p], **where) as a, \
+            naaice.Naa(SLEEP, [q], [q], **where) as b:
         b.invoke(user_bytes=b"\x14\x00\x00", timeout=0.2)
         with pytest.raises(naaice.NaaTimeoutError) as e:
             naaice.wait_any([a, b])

@@ -5,9 +5,10 @@
 //! **in-process NAA**: a software NAA ([`crate::swnaa`]) started on first use in this process
 //! and reached through the in-process transport ([`crate::transport::local`]): no sockets, no
 //! other process, and what need not move is not copied. The NAA uses an in-place parameter
-//! (one both sent and received in every RPC) as its own region, so the kernel works on the
-//! caller's memory; other parameters are copied once (in before the kernel, or out after
-//! it).
+//! (one both sent and received in every RPC) whose memory the library owns (a [`Buffer`] or
+//! [`Param`](crate::Param) from a `Vec`) as its own region, so the kernel works on the
+//! caller's memory; other parameters, and memory the program owns (a C or NumPy array,
+//! [`Buffer::from_raw_parts`]), are copied (in before the kernel, out after it).
 //! A handle behaves as against a software NAA in every other respect (the same server code:
 //! MRSP limits and error codes, kernels and their return codes, deadlines and
 //! KERNEL_TIMEOUT, cancel), so a program runs unchanged against local, software and FPGA
@@ -15,11 +16,12 @@
 //! COPA's lookaside mode (an accelerator invoked locally through the same interface as a
 //! remote one).
 //!
-//! An in-place parameter costs one copy per RPC all the same: the NAA keeps what the caller
-//! sent, so that a kernel that overruns its deadline leaves the caller's data as it was (a
-//! remote NAA answers KERNEL_TIMEOUT without outputs). One thing differs from a remote NAA:
-//! a handle whose memory belongs to its caller (a C or Python array) waits, as it is
-//! finalized, for a kernel still running on that memory.
+//! A shared in-place parameter costs one copy per RPC all the same: the NAA keeps what the
+//! caller sent, so that a kernel that overruns its deadline, or is still running when its RPC
+//! is cancelled, leaves the caller's data as it was (a remote NAA answers KERNEL_TIMEOUT
+//! without outputs). One thing differs from a remote NAA: after a cancel, locking such a
+//! buffer waits until the cancelled kernel returns. The program's own memory is not shared
+//! for that reason: the program may use it again as soon as a cancel or timeout returns.
 //!
 //! `local:FN_CODE:PARAM_COUNT:soft` (or [`NaaOptions::local_over_soft`](crate::NaaOptions))
 //! reaches a second in-process NAA over the software transport on the loopback interface
@@ -42,6 +44,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use naaice_core::FunctionCode;
 
 use crate::error::Result;
+#[cfg(doc)]
+use crate::memory::Buffer;
 use crate::swnaa::{Kernel, KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle};
 use crate::transport::Transport;
 use crate::transport::local::LocalTransport;

@@ -6,7 +6,7 @@ use std::os::fd::BorrowedFd;
 use std::sync::{Arc, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use super::side::{Arrival, CLIENT, Pair, SERVER, Side};
+use super::side::{Arrival, Pair, SERVER, Side};
 use crate::memory::Buffer;
 use crate::transport::regions::Local;
 use crate::transport::waiting::{OpenConnection, Woken};
@@ -355,17 +355,16 @@ impl Endpoint for LocalEndpoint {
         if self.me != SERVER {
             return None;
         }
-        let buffer = self
-            .peer()
+        // Only memory the buffer owns: the program's own memory (a C or NumPy array) must be
+        // the program's again as soon as a cancel or a timeout returns, and a kernel still
+        // running could not give it back; it gets the NAA's memory, copied in and out.
+        self.peer()
             .regions
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .exactly(peer_addr, len)
-            .cloned()?;
-        if buffer.is_foreign() {
-            self.pair.lend_foreign();
-        }
-        Some(buffer)
+            .filter(|b| !b.is_foreign())
+            .cloned()
     }
 
     fn liveness(&self) -> Option<Liveness> {
@@ -392,9 +391,6 @@ impl Drop for LocalEndpoint {
             self.pair.settle(super::side::Setup::Rejected(
                 "the NAA closed the request".into(),
             ));
-            self.pair.server_closed();
-        } else if self.me == CLIENT {
-            self.pair.await_lent_memory();
         }
     }
 }

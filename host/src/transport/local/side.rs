@@ -336,13 +336,6 @@ pub(super) struct Pair {
     pub(super) addrs: [SocketAddr; 2],
     setup: Mutex<Setup>,
     settled: Condvar,
-    /// The server end uses foreign memory of the client's as its own: the client's end,
-    /// when it goes, waits for the server's end to go first (the memory's owner may free it
-    /// once the client's end is gone).
-    lent_foreign: AtomicBool,
-    /// The server's end exists.
-    server_open: Mutex<bool>,
-    server_gone: Condvar,
 }
 
 impl Pair {
@@ -353,9 +346,6 @@ impl Pair {
             addrs: [client, server],
             setup: Mutex::new(Setup::Requested),
             settled: Condvar::new(),
-            lent_foreign: AtomicBool::new(false),
-            server_open: Mutex::new(true),
-            server_gone: Condvar::new(),
         })
     }
 
@@ -398,32 +388,6 @@ impl Pair {
     pub(super) fn break_up(&self) {
         for side in &self.sides {
             side.close();
-        }
-    }
-
-    /// Records that the server end uses foreign memory of the client's.
-    pub(super) fn lend_foreign(&self) {
-        self.lent_foreign.store(true, Ordering::Release);
-    }
-
-    /// The server's end is gone.
-    pub(super) fn server_closed(&self) {
-        *lock(&self.server_open) = false;
-        self.server_gone.notify_all();
-    }
-
-    /// Waits (the client's end going) until the server's end is gone, if it uses memory of
-    /// the client's that the client's owner may free next.
-    pub(super) fn await_lent_memory(&self) {
-        if !self.lent_foreign.load(Ordering::Acquire) {
-            return;
-        }
-        let mut open = lock(&self.server_open);
-        while *open {
-            open = self
-                .server_gone
-                .wait(open)
-                .unwrap_or_else(PoisonError::into_inner);
         }
     }
 }
