@@ -311,3 +311,65 @@ fn a_software_transport_handle_reaches_the_loopback_naa() {
     h.wait().unwrap();
     assert_eq!(p.buffer().to_vec(), plus(&pattern(100, 2), 2));
 }
+
+/// Two buffers over overlapping memory (the program's own, registered twice): a WRITE from
+/// one into the other copies through a temporary, as memmove does, never through two views
+/// of the same bytes at once.
+#[test]
+fn a_write_between_overlapping_foreign_buffers_moves_like_memmove() {
+    use std::time::{Duration, Instant};
+
+    use naaice::transport::local::LocalTransport;
+    use naaice::transport::{
+        Completion, Endpoint, Incoming, Listener, MemoryRegion, SendOp, SendWr, Sge, Transport,
+        WcStatus,
+    };
+
+    let soon = || Instant::now() + Duration::from_secs(5);
+    let mut listener = LocalTransport.listen(LocalTransport::any()).unwrap();
+    let addr = listener.local_addr();
+    let server = std::thread::spawn(move || {
+        listener
+            .next_request(soon())
+            .unwrap()
+            .unwrap()
+            .accept()
+            .unwrap()
+    });
+    let mut c = LocalTransport.connect(addr, None, soon()).unwrap();
+    let mut s = server.join().unwrap();
+    let mut storage: Vec<u8> = (0..96).collect();
+    let base = storage.as_mut_ptr();
+    // SAFETY: `storage` outlives both buffers, and only the transport touches it while they
+    // live (the two views overlap in bytes 32..64, which is what this test is about).
+    let (low, high) = unsafe {
+        (
+            Buffer::from_raw_parts(std::ptr::NonNull::new(base).unwrap(), 64),
+            Buffer::from_raw_parts(std::ptr::NonNull::new(base.add(32)).unwrap(), 64),
+        )
+    };
+    let src = c.register(&low).unwrap();
+    let dst = s.register(&high).unwrap();
+    c.post_send(&[SendWr {
+        wr_id: 1,
+        op: SendOp::write(dst.addr(), dst.rkey(), None),
+        local: Some(Sge {
+            addr: src.addr(),
+            len: 64,
+            lkey: src.lkey(),
+        }),
+        solicited: false,
+    }])
+    .unwrap();
+    let mut out = [Completion::BLANK];
+    let deadline = soon();
+    while c.poll(&mut out).unwrap() == 0 {
+        assert!(Instant::now() < deadline, "no completion");
+        std::thread::yield_now();
+    }
+    assert_eq!(out[0].status, WcStatus::Success);
+    drop((src, dst, c, s, low, high));
+    let mut expected: Vec<u8> = (0..96).collect();
+    expected.copy_within(0..64, 32);
+    assert_eq!(storage, expected);
+}

@@ -15,8 +15,9 @@ use crate::transport::{
     TransportError, Waker, WcOpcode, WcStatus,
 };
 
-/// Most work requests in one post.
-const MAX_SEND_WR: usize = 1024;
+/// Most work requests in one post (a connection posts at most its 32 regions' writes and a
+/// SEND at once).
+const MAX_SEND_WR: usize = 64;
 /// Bytes copied per access to a buffer's gate (an application thread locking the buffer
 /// waits at most for one such chunk).
 const CHUNK: usize = 1 << 20;
@@ -105,12 +106,9 @@ impl LocalEndpoint {
             .local(sge)
     }
 
-    /// Carries out one work request; the status of its completion.
-    fn execute(&self, wr: &SendWr) -> WcStatus {
-        // Resolved again: a region may have gone since the list was checked.
-        let Ok(local) = wr.local.map(|sge| self.local(&sge)).transpose() else {
-            return WcStatus::LocalProtection;
-        };
+    /// Carries out one work request whose SGE resolved to `local`; the status of its
+    /// completion.
+    fn execute(&self, wr: &SendWr, local: Option<Local>) -> WcStatus {
         let result = match wr.op {
             SendOp::Send => {
                 let data = match &local {
@@ -235,16 +233,19 @@ impl Endpoint for LocalEndpoint {
         if wrs.len() > MAX_SEND_WR {
             return Err(TransportError::InvalidRequest("send queue full"));
         }
-        // All or nothing: every local SGE is checked before the first request runs.
-        for sge in wrs.iter().filter_map(|wr| wr.local.as_ref()) {
-            self.local(sge)?;
+        // All or nothing: every local SGE is resolved before the first request runs.
+        let mut locals: heapless::Vec<Option<Local>, MAX_SEND_WR> = heapless::Vec::new();
+        for wr in wrs {
+            let local = wr.local.map(|sge| self.local(&sge)).transpose()?;
+            // Cannot fail: `wrs` has at most MAX_SEND_WR entries.
+            let _ = locals.push(local);
         }
         let mut failed = false;
-        for wr in wrs {
+        for (wr, local) in wrs.iter().zip(locals) {
             let status = if failed {
                 WcStatus::WrFlush
             } else {
-                self.execute(wr)
+                self.execute(wr, local)
             };
             let opcode = match wr.op {
                 SendOp::Send => WcOpcode::Send,

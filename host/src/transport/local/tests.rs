@@ -265,3 +265,46 @@ fn a_region_shared_with_the_server_moves_nothing() {
     assert_eq!(next(&mut c).status, WcStatus::Success);
     assert_eq!(data.to_vec(), vec![3; 4096]);
 }
+
+#[test]
+fn a_write_between_two_ranges_of_one_buffer_moves_like_memmove() {
+    // One buffer registered on both ends (as a shared region is): a WRITE from its first 32
+    // bytes to bytes 16..48 overlaps itself and must copy as memmove does.
+    let (mut c, mut s) = pair();
+    let data: Vec<u8> = (0..64).collect();
+    let buffer = Buffer::from_slice(&data);
+    let src = c.register(&buffer).unwrap();
+    let dst = s.register(&buffer).unwrap();
+    c.post_send(&[SendWr {
+        wr_id: 1,
+        op: SendOp::write(dst.addr() + 16, dst.rkey(), None),
+        local: Some(Sge {
+            addr: src.addr(),
+            len: 32,
+            lkey: src.lkey(),
+        }),
+        solicited: false,
+    }])
+    .unwrap();
+    assert_eq!(next(&mut c).status, WcStatus::Success);
+    let mut expected = data.clone();
+    expected.copy_within(0..32, 16);
+    assert_eq!(buffer.to_vec(), expected);
+}
+
+#[test]
+fn more_work_requests_than_a_post_takes_are_refused_whole() {
+    let (mut c, _s) = pair();
+    let wr = SendWr {
+        wr_id: 1,
+        op: SendOp::Send,
+        local: None,
+        solicited: false,
+    };
+    assert!(matches!(
+        c.post_send(&vec![wr; 65]),
+        Err(TransportError::InvalidRequest("send queue full"))
+    ));
+    let mut out = [Completion::BLANK];
+    assert_eq!(c.poll(&mut out).unwrap(), 0);
+}
