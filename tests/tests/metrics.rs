@@ -3,7 +3,6 @@
 //! (`prometheus-parse`), and what the endpoint answers to other requests.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use naaice::swnaa::{METRIC_NAMES, METRICS_PATH, SoftNaaConfig, SoftNaaHandle};
@@ -11,64 +10,10 @@ use naaice::transport::soft::{SoftEndpoint, SoftTransport};
 use naaice::{Naa, NaaOptions, Param};
 use naaice_core::ReturnCode;
 use naaice_tests::{APP_ERROR, start_naa};
-use prometheus_parse::{Scrape, Value};
+use prometheus_parse::Scrape;
+use scrape::{get, scrape, value};
 
-/// GETs `path` from the endpoint: (status, content type, body).
-fn get(addr: SocketAddr, path: &str) -> (u16, String, String) {
-    let agent = ureq::Agent::new_with_config(
-        ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(10)))
-            .build(),
-    );
-    let mut response = agent
-        .get(format!("http://{addr}{path}"))
-        .call()
-        .expect("the metrics endpoint answers");
-    let status = response.status().as_u16();
-    let content_type = response
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
-    let body = response.body_mut().read_to_string().expect("a text body");
-    (status, content_type, body)
-}
-
-/// The exposition, parsed.
-fn scrape(naa: &SoftNaaHandle) -> Scrape {
-    let addr = naa.metrics_addr().expect("metrics on");
-    let (status, content_type, body) = get(addr, METRICS_PATH);
-    assert_eq!(status, 200, "{body}");
-    assert!(
-        content_type.starts_with("text/plain; version=0.0.4"),
-        "{content_type}"
-    );
-    Scrape::parse(body.lines().map(|l| Ok(l.to_owned()))).expect("the exposition parses")
-}
-
-/// The value of the sample `name` whose labels include `labels`.
-fn value(s: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
-    let found: Vec<f64> = s
-        .samples
-        .iter()
-        .filter(|x| x.metric == name)
-        .filter(|x| labels.iter().all(|(k, v)| x.labels.get(k) == Some(*v)))
-        .map(|x| match &x.value {
-            Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => *v,
-            Value::Histogram(b) => b.last().map_or(0.0, |b| b.count),
-            Value::Summary(_) => f64::NAN,
-        })
-        .collect();
-    assert_eq!(
-        found.len(),
-        1,
-        "one sample {name} {labels:?}: {:#?}",
-        s.samples
-    );
-    found[0]
-}
+mod scrape;
 
 /// A handle with one in-place parameter of `len` bytes.
 fn handle(naa: &SoftNaaHandle, fncode: u8, len: usize) -> naaice::Result<Naa<SoftEndpoint>> {

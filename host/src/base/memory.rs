@@ -125,7 +125,11 @@ impl Buffer {
 
     /// A buffer that takes over `data`.
     pub fn from_vec(data: Vec<u8>) -> Self {
-        let boxed = data.into_boxed_slice();
+        Self::from_boxed(data.into_boxed_slice())
+    }
+
+    /// A buffer that takes over `boxed`.
+    pub(crate) fn from_boxed(boxed: Box<[u8]>) -> Self {
         let len = boxed.len();
         let ptr = Box::into_raw(boxed).cast::<u8>();
         Self {
@@ -160,6 +164,24 @@ impl Buffer {
                 owned: false,
             }),
         }
+    }
+
+    /// The memory back, when this is the last handle of a buffer the library allocated
+    /// (not [`Buffer::from_raw_parts`]); otherwise the buffer, unchanged. The bytes are as
+    /// the buffer left them.
+    pub(crate) fn into_owned(self) -> Result<Box<[u8]>, Self> {
+        if !self.inner.owned {
+            return Err(self);
+        }
+        let mut inner = Arc::try_unwrap(self.inner).map_err(|inner| Self { inner })?;
+        // From here on `Inner`'s drop leaves the memory alone: the box below owns it.
+        inner.owned = false;
+        let slice = std::ptr::slice_from_raw_parts_mut(inner.ptr, inner.len);
+        // SAFETY: `ptr`/`len` of owned memory came from `Box::into_raw` of a `Box<[u8]>` in
+        // `Buffer::from_vec`; this was the last handle (`try_unwrap` succeeded, so no clone,
+        // guard or NIC access can reach the memory any more), and `owned` is cleared so the
+        // memory is not freed again when `inner` drops.
+        Ok(unsafe { Box::from_raw(slice) })
     }
 
     /// A buffer holding a copy of `data`.
@@ -412,6 +434,30 @@ impl Drop for BufferGuard<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_last_handle_of_owned_memory_gives_it_back() {
+        let b = Buffer::from_vec(vec![7; 4096]);
+        let addr = b.addr();
+        let clone = b.clone();
+        let b = b.into_owned().expect_err("a clone is alive");
+        drop(clone);
+        let memory = b.into_owned().expect("the last handle");
+        assert_eq!(memory.as_ptr() as u64, addr, "the same memory, not a copy");
+        assert!(memory.iter().all(|&x| x == 7));
+        // Back into a buffer and out again: still the same memory, freed once.
+        let again = Buffer::from_boxed(memory);
+        assert_eq!(again.addr(), addr);
+        assert_eq!(again.into_owned().expect("last handle").len(), 4096);
+        let mut backing = [1u8; 16];
+        let ptr = std::ptr::NonNull::new(backing.as_mut_ptr()).expect("non-null");
+        // SAFETY: `backing` outlives the buffer and is accessed only through it meanwhile.
+        let foreign = unsafe { Buffer::from_raw_parts(ptr, backing.len()) };
+        assert!(
+            foreign.into_owned().is_err(),
+            "the caller's memory stays theirs"
+        );
+    }
 
     #[test]
     fn try_zeroed_gives_zeroed_memory_or_none() {

@@ -89,6 +89,17 @@ impl<E: Endpoint, M: Role> Driver<E, M> {
         self.regions[i] = Some(mem);
     }
 
+    /// The memory of the regions that is the NAA's own (not the in-process client's), for
+    /// the next connections once this one is gone.
+    pub(crate) fn own_region_memory(&self) -> Vec<Buffer> {
+        self.regions
+            .iter()
+            .flatten()
+            .filter(|m| !matches!(m, RegionMemory::Shared(_)))
+            .map(|m| m.buffer().clone())
+            .collect()
+    }
+
     /// The buffer of region `id`.
     pub(crate) fn region_buffer(&self, id: RegionId) -> Option<&Buffer> {
         self.regions

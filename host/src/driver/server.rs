@@ -73,10 +73,17 @@ pub(crate) enum ServedEvent {
 }
 
 impl<E: Endpoint> Driver<E, Server> {
-    /// Answers an allocation request: zeroed memory of `size` bytes for `region`,
-    /// registered for remote write unless `internal`. Failure to allocate or register is
-    /// reported to the machine (which answers the MRSP with an error).
-    pub(crate) fn allocate(&mut self, region: RegionId, size: u32, internal: bool) {
+    /// Answers an allocation request: zeroed memory of `size` bytes for `region` (from
+    /// `memory`, unless the in-process client's own memory serves), registered for remote
+    /// write unless `internal`. Failure to allocate or register is reported to the machine
+    /// (which answers the MRSP with an error).
+    pub(crate) fn allocate(
+        &mut self,
+        region: RegionId,
+        size: u32,
+        internal: bool,
+        memory: impl FnOnce(usize) -> Option<Buffer>,
+    ) {
         let now = clock::now();
         let start = std::time::Instant::now();
         let shared = if internal {
@@ -89,7 +96,7 @@ impl<E: Endpoint> Driver<E, Server> {
         } else {
             RegionMemory::Registered
         };
-        let Some(buffer) = shared.or_else(|| Buffer::try_zeroed(size as usize)) else {
+        let Some(buffer) = shared.or_else(|| memory(size as usize)) else {
             tracing::warn!(size = %crate::units::size(u64::from(size)), "allocation failed");
             let _ = self.machine.assignment_failed(now, region);
             return;

@@ -19,9 +19,11 @@
 //! | `connections_rejected_total` | counter | `reason`: `limit`, `allow`, `memory_budget` (its MRSP refused), `evicted_idle` (disconnected to free its slot) |
 //! | `mrsp_total` | counter | `result`: `ok`, `failed` (refused, or the connection ended first) |
 //! | `memory_budget_used_bytes`, `memory_budget_free_bytes` | gauge | |
+//! | `region_cache_bytes` | gauge | ended connections' region memory kept for the next ones ([`SoftNaaConfig::region_cache`]) |
 //! | `workers_busy`, `workers` | gauge | worker threads in an MRSP or an RPC; all worker threads |
 //!
 //! [`SoftNaaConfig::metrics`]: super::SoftNaaConfig::metrics
+//! [`SoftNaaConfig::region_cache`]: super::SoftNaaConfig::region_cache
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -54,6 +56,7 @@ pub const METRIC_NAMES: &[&str] = &[
     "naaice_naa_mrsp",
     "naaice_naa_memory_budget_used_bytes",
     "naaice_naa_memory_budget_free_bytes",
+    "naaice_naa_region_cache_bytes",
     "naaice_naa_workers_busy",
     "naaice_naa_workers",
 ];
@@ -616,6 +619,11 @@ impl Collector for NaaMetrics {
                 "naaice_naa_memory_budget_free_bytes",
                 "Region memory left in the budget",
                 self.budget.limit().saturating_sub(used),
+            ),
+            (
+                "naaice_naa_region_cache_bytes",
+                "Region memory of ended connections kept for the next ones",
+                self.budget.cached(),
             ),
             (
                 "naaice_naa_workers_busy",

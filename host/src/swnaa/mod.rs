@@ -76,6 +76,7 @@ pub mod local;
 mod metrics;
 mod metrics_endpoint;
 pub mod plugin;
+mod region_cache;
 mod slots;
 mod switch;
 mod worker;
@@ -134,6 +135,13 @@ pub struct SoftNaaConfig {
     /// not fit is refused with 0x01 (not enough memory) before anything is allocated.
     /// Default: half of the physical memory ([`default_memory_budget`]).
     pub memory_budget: u64,
+    /// Most bytes of ended connections' region memory kept for the next connections
+    /// (0: none). A request for a region of exactly a kept block's size gets that block,
+    /// zeroed, instead of fresh memory, whose page faults and registration dominate the
+    /// set-up of a connection with large regions. Only regions of at least 64 KiB are kept,
+    /// and kept memory yields to reservations: together they stay within
+    /// [`SoftNaaConfig::memory_budget`]. Default [`DEFAULT_REGION_CACHE`].
+    pub region_cache: u64,
     /// The address prefixes clients may connect from (empty, the default: any). A client
     /// from elsewhere is rejected at connect with [`ACCESS_DENIED_REASON`] and a log line.
     pub allow: Vec<AddressPrefix>,
@@ -160,12 +168,16 @@ impl Default for SoftNaaConfig {
             max_regions: naaice_core::config::MAX_REGIONS as u8,
             max_bytes_per_connection: 4 << 30,
             memory_budget: default_memory_budget(),
+            region_cache: DEFAULT_REGION_CACHE,
             allow: Vec::new(),
             metrics: None,
             wait: WaitPolicy::default(),
         }
     }
 }
+
+/// Default of [`SoftNaaConfig::region_cache`]: 256 MiB.
+pub const DEFAULT_REGION_CACHE: u64 = 256 << 20;
 
 /// Start of the reason sent to a client rejected because all connection slots are taken;
 /// the limit and how to raise it follow (`NAA overloaded: connection limit reached (8; raise
@@ -298,7 +310,7 @@ where
                 "max_connections must be at least 1".into(),
             ));
         }
-        let budget = MemoryBudget::new(config.memory_budget);
+        let budget = MemoryBudget::new(config.memory_budget, config.region_cache);
         let kernels = KernelSwitch::new(kernels);
         let metrics = match config.metrics {
             Some(at) => {
@@ -371,6 +383,7 @@ where
             addr = %self.local_addr(),
             max = self.config.max_connections,
             memory_budget = %crate::units::size(self.config.memory_budget),
+            region_cache = %crate::units::size(self.config.region_cache),
             allow = %if self.config.allow.is_empty() { "any".to_owned() } else { allow::describe(&self.config.allow) },
             "software NAA listening"
         );

@@ -51,7 +51,7 @@ pub(crate) struct WorkerContext {
 /// client disconnects, the connection fails, it is evicted, or `shutdown` is set.
 pub(crate) fn serve<I: Incoming>(incoming: I, ctx: &WorkerContext, shutdown: &AtomicBool) {
     let peer = incoming.peer_addr();
-    // Declared before the driver: given back only after the region memory is freed.
+    // Declared before the driver: given back only after the region memory is freed or kept.
     let mut memory: Option<Reservation> = None;
     let server = Server::new(ctx.config, clock::now());
     let Some(mut driver) = driver::accept(incoming, server, ctx.wait) else {
@@ -76,6 +76,13 @@ pub(crate) fn serve<I: Incoming>(incoming: I, ctx: &WorkerContext, shutdown: &At
         cpu_per_rpc_us = %per_rpc,
         "connection closed"
     );
+    // The region memory, once nothing else holds it (the endpoint's registrations go with
+    // the driver), is kept for the next connections.
+    let regions = driver.own_region_memory();
+    drop(driver);
+    if let Some(reservation) = memory.take() {
+        reservation.release_keeping(regions);
+    }
 }
 
 /// The wall time and this thread's CPU time since a connection was accepted: what a
@@ -267,7 +274,7 @@ fn allocate<E: Endpoint>(
         }
     }
     if memory.is_some() {
-        driver.allocate(region, size, internal);
+        driver.allocate(region, size, internal, |len| ctx.budget.region_memory(len));
     } else {
         driver.refuse_allocation(region);
     }
