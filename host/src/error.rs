@@ -62,6 +62,14 @@ pub enum Error {
     Cancelled,
 }
 
+impl From<crate::discovery::environment::VariableError> for Error {
+    /// A wrong environment variable, as the handle's creation reports it
+    /// ([`SpecError::Variable`](crate::discovery::spec::SpecError::Variable)).
+    fn from(e: crate::discovery::environment::VariableError) -> Self {
+        Self::Spec(e.into())
+    }
+}
+
 impl std::fmt::Debug for Error {
     /// The message ([`Error`]'s `Display`).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -311,7 +311,7 @@ impl Args {
     /// and the default are `soft`).
     fn transport_with(
         &self,
-        from_env: impl FnOnce() -> Result<AnyTransport, naaice::discovery::spec::SpecError>,
+        from_env: impl FnOnce() -> Result<AnyTransport, naaice::discovery::environment::VariableError>,
     ) -> Result<AnyTransport, String> {
         if let Some(t) = &self.transport_arg {
             return Ok(t.clone());

@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use naaice::discovery::environment::{self, Rank, VARIABLES};
+use naaice::discovery::environment::{self, Rank, VARIABLES, VariableError};
 use naaice::discovery::select::Pool;
 use naaice::discovery::spec::{self, NaaEntry, SpecError};
 use naaice::transport::{AnyTransport, TransportChoice, TransportKind};
@@ -176,20 +176,15 @@ pub(crate) fn gather(spec_arg: Option<&str>) -> Gathered {
             _ => None,
         })
         .collect();
-    // The variable a library error names, else `name`.
-    let record = |errors: &mut Vec<(&'static str, String)>, name: &'static str, e: SpecError| {
-        let name = match &e {
-            SpecError::Variable { name, .. } => name,
-            _ => name,
-        };
-        errors.push((name, e.to_string()));
+    let record = |errors: &mut Vec<(&'static str, String)>, e: VariableError| {
+        errors.push((e.name, e.to_string()));
     };
 
     let choice = environment::transport_choice(value(environment::TRANSPORT_VAR).as_deref())
-        .map_err(|e| record(&mut errors, environment::TRANSPORT_VAR, e))
+        .map_err(|e| record(&mut errors, e))
         .ok();
     let wait = environment::wait_policy(value(environment::WAIT_VAR).as_deref())
-        .map_err(|e| record(&mut errors, environment::WAIT_VAR, e))
+        .map_err(|e| record(&mut errors, e))
         .ok();
     // As the library does: no transport when a variable it reads is wrong.
     let transport = match (choice, wait) {
@@ -199,7 +194,7 @@ pub(crate) fn gather(spec_arg: Option<&str>) -> Gathered {
     let mut timeout = |name: &'static str, default: Duration| {
         environment::seconds(name, value(name).as_deref())
             .map(|t| t.unwrap_or(default))
-            .map_err(|e| record(&mut errors, name, e))
+            .map_err(|e| record(&mut errors, e))
             .ok()
     };
     let rpc_timeout = timeout(
@@ -211,11 +206,11 @@ pub(crate) fn gather(spec_arg: Option<&str>) -> Gathered {
         naaice::client::connection::CONNECT_TIMEOUT,
     );
     let local = spec::local_ip_from_env()
-        .map_err(|e| record(&mut errors, "NAA_LOCAL_IP", e))
+        .map_err(|e| errors.push(("NAA_LOCAL_IP", e.to_string())))
         .ok()
         .flatten();
     let rank = Rank::from_lookup(value)
-        .map_err(|e| record(&mut errors, "NAAICE_RANK", e))
+        .map_err(|e| record(&mut errors, e))
         .ok();
     if let Some(e) = log_filter_error(value(environment::LOG_VAR).as_deref()) {
         errors.push((environment::LOG_VAR, e));

@@ -79,7 +79,7 @@ pub(crate) fn connect_options(
         );
     }
     let transport = naaice::discovery::environment::transport_from_env()
-        .map_err(|e| errors::to_py(naaice::Error::Spec(e)))?;
+        .map_err(|e| errors::to_py(naaice::Error::from(e)))?;
     Ok((options, transport))
 }
 

@@ -31,9 +31,22 @@
 
 use std::time::Duration;
 
-use crate::discovery::spec::SpecError;
 use crate::transport::waiting::WaitPolicy;
 use crate::transport::{AnyTransport, TransportChoice};
+
+/// A variable of the process's environment whose value is wrong: which one, its value and
+/// what is wrong with it (`NAAICE_WAIT="fast": "fast" is not a wait policy (…)`). Within the
+/// errors of a handle's creation it is [`SpecError::Variable`](crate::discovery::spec::SpecError::Variable).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{name}={value:?}: {reason}")]
+pub struct VariableError {
+    /// The variable.
+    pub name: &'static str,
+    /// Its value.
+    pub value: String,
+    /// What is wrong.
+    pub reason: String,
+}
 
 /// Selects the transport: `auto` (the default), `soft` or `verbs`.
 pub const TRANSPORT_VAR: &str = "NAAICE_TRANSPORT";
@@ -256,13 +269,13 @@ pub fn warn_unknown_variables() {
 
 /// Parses a `NAAICE_LOG` value with [`log_filter`](super::log_filter::log_filter): `None` when unset or empty,
 /// the normalised filter, or an error naming the variable and the accepted forms.
-pub fn log_filter(value: Option<&str>) -> Result<Option<String>, SpecError> {
+pub fn log_filter(value: Option<&str>) -> Result<Option<String>, VariableError> {
     let Some(v) = value.filter(|v| !v.trim().is_empty()) else {
         return Ok(None);
     };
     super::log_filter::log_filter(v)
         .map(Some)
-        .map_err(|e| SpecError::Variable {
+        .map_err(|e| VariableError {
             name: LOG_VAR,
             value: v.to_owned(),
             reason: format!(
@@ -334,8 +347,8 @@ impl Rank {
     };
 
     /// The rank from the environment, read once per process (see [`Rank::from_lookup`]).
-    pub fn from_env() -> Result<Self, SpecError> {
-        static RANK: std::sync::OnceLock<Result<Rank, SpecError>> = std::sync::OnceLock::new();
+    pub fn from_env() -> Result<Self, VariableError> {
+        static RANK: std::sync::OnceLock<Result<Rank, VariableError>> = std::sync::OnceLock::new();
         RANK.get_or_init(|| Self::from_lookup(|name| std::env::var(name).ok()))
             .clone()
     }
@@ -344,12 +357,12 @@ impl Rank {
     /// `NAAICE_`, Slurm, Open MPI, PMI, PMIx) whose rank variable is set decides rank, size and
     /// local rank; without any, the process is [`Rank::SINGLE`]. A set but malformed
     /// variable, or a rank not below the size, is an error.
-    pub fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Result<Self, SpecError> {
-        let number = |name: &'static str| -> Result<Option<u32>, SpecError> {
+    pub fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Result<Self, VariableError> {
+        let number = |name: &'static str| -> Result<Option<u32>, VariableError> {
             match var(name) {
                 None => Ok(None),
                 Some(v) if v.trim().is_empty() => Ok(None),
-                Some(v) => v.trim().parse().map(Some).map_err(|_| SpecError::Variable {
+                Some(v) => v.trim().parse().map(Some).map_err(|_| VariableError {
                     name,
                     value: v.clone(),
                     reason: "not a non-negative integer".into(),
@@ -364,7 +377,7 @@ impl Rank {
             if let (Some(size_var), Some(size)) = (size_var, size)
                 && rank >= size
             {
-                return Err(SpecError::Variable {
+                return Err(VariableError {
                     name: rank_var,
                     value: rank.to_string(),
                     reason: format!("rank is not below {size_var}={size}"),
@@ -384,7 +397,7 @@ impl Rank {
 
 /// Parses a variable holding a duration (`30s`, `500ms`; a bare number is seconds): `None`
 /// when unset or empty.
-pub fn seconds(name: &'static str, value: Option<&str>) -> Result<Option<Duration>, SpecError> {
+pub fn seconds(name: &'static str, value: Option<&str>) -> Result<Option<Duration>, VariableError> {
     let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else {
         return Ok(None);
     };
@@ -396,7 +409,7 @@ pub fn seconds(name: &'static str, value: Option<&str>) -> Result<Option<Duratio
                 Ok(Some(d))
             }
         })
-        .map_err(|reason| SpecError::Variable {
+        .map_err(|reason| VariableError {
             name,
             value: v.to_owned(),
             reason,
@@ -404,11 +417,11 @@ pub fn seconds(name: &'static str, value: Option<&str>) -> Result<Option<Duratio
 }
 
 /// Parses the `NAAICE_WAIT` value: `None` when unset or empty.
-pub fn wait_policy(value: Option<&str>) -> Result<Option<WaitPolicy>, SpecError> {
+pub fn wait_policy(value: Option<&str>) -> Result<Option<WaitPolicy>, VariableError> {
     let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else {
         return Ok(None);
     };
-    v.parse().map(Some).map_err(|e| SpecError::Variable {
+    v.parse().map(Some).map_err(|e| VariableError {
         name: WAIT_VAR,
         value: v.to_owned(),
         reason: format!("{e}"),
@@ -416,9 +429,9 @@ pub fn wait_policy(value: Option<&str>) -> Result<Option<WaitPolicy>, SpecError>
 }
 
 /// Parses the `NAAICE_TRANSPORT` value (`auto` when unset or empty).
-pub fn transport_choice(value: Option<&str>) -> Result<TransportChoice, SpecError> {
+pub fn transport_choice(value: Option<&str>) -> Result<TransportChoice, VariableError> {
     let v = value.unwrap_or("").trim();
-    v.parse().map_err(|e| SpecError::Variable {
+    v.parse().map_err(|e| VariableError {
         name: TRANSPORT_VAR,
         value: v.to_owned(),
         reason: format!("{e}"),
@@ -428,14 +441,14 @@ pub fn transport_choice(value: Option<&str>) -> Result<TransportChoice, SpecErro
 /// The transport of clients and software NAAs, the same for Rust, C and the binaries:
 /// `NAAICE_TRANSPORT` (`auto` when unset). How connections wait (`NAAICE_WAIT`) is theirs:
 /// [`NaaOptions::from_env`](crate::NaaOptions::from_env), [`wait_policy_from_env`].
-pub fn transport_from_env() -> Result<AnyTransport, SpecError> {
+pub fn transport_from_env() -> Result<AnyTransport, VariableError> {
     transport_from_lookup(|name| std::env::var(name).ok())
 }
 
 /// [`transport_from_env`] with variables looked up by `var`.
 pub fn transport_from_lookup(
     var: impl Fn(&str) -> Option<String>,
-) -> Result<AnyTransport, SpecError> {
+) -> Result<AnyTransport, VariableError> {
     Ok(AnyTransport::from_choice(transport_choice(
         var(TRANSPORT_VAR).as_deref(),
     )?))
@@ -444,7 +457,7 @@ pub fn transport_from_lookup(
 /// How connections wait, from `NAAICE_WAIT` (the default, adaptive, when unset): for C and
 /// Python software NAAs ([`SoftNaaConfig::wait`](crate::swnaa::SoftNaaConfig)) and AP1
 /// connections ([`Connection::set_wait`](crate::Connection::set_wait)).
-pub fn wait_policy_from_env() -> Result<WaitPolicy, SpecError> {
+pub fn wait_policy_from_env() -> Result<WaitPolicy, VariableError> {
     Ok(wait_policy(std::env::var(WAIT_VAR).ok().as_deref())?.unwrap_or_default())
 }
 

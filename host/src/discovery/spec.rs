@@ -15,6 +15,7 @@
 
 use std::net::{SocketAddr, ToSocketAddrs};
 
+use crate::discovery::environment::VariableError;
 use crate::transport::{DEFAULT_PORT, TransportChoice, TransportKind};
 
 /// The address field of a local entry (`local:FN_CODE:PARAM_COUNT`).
@@ -66,15 +67,8 @@ pub enum SpecError {
         got: usize,
     },
     /// An environment variable is malformed.
-    #[error("{name}={value:?}: {reason}")]
-    Variable {
-        /// The variable.
-        name: &'static str,
-        /// Its value.
-        value: String,
-        /// What is wrong.
-        reason: String,
-    },
+    #[error(transparent)]
+    Variable(#[from] VariableError),
     /// No matching entry accepted a connection before the connect deadline, or none that
     /// failed can recover (e.g. no address resolves).
     #[error(
