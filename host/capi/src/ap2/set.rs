@@ -180,24 +180,72 @@ unsafe fn on_set<R>(
     Ok(SetCall { result, states })
 }
 
+/// One set export: resolves and locks `handles[0..count]`, runs `run` on the live handles
+/// (their positions, the handles, whether another thread held one) and, once it has an
+/// outcome, reports it with `report` (given each position's state); the call's return value.
+/// A test call passes its `flag` (and the `index` it sets to `NAA_UNDEFINED` while RPCs still
+/// run, or null): `*flag` tells whether `run` had an outcome; a wait call passes `None`.
+///
+/// # Safety
+/// As [`resolve`]; `test`'s pointers non-null (the index may be null), aligned and writable.
+unsafe fn set_export<R>(
+    name: &'static str,
+    count: c_int,
+    handles: *const naa_handle,
+    locking: Locking,
+    test: Option<(*mut bool, *mut c_int)>,
+    run: impl FnOnce(&[usize], Vec<&mut Naa>, bool) -> Poll<R>,
+    report: impl FnOnce(&[naaice_communication_state], R) -> c_int,
+) -> c_int {
+    // SAFETY: forwarded caller guarantee.
+    let call = match unsafe { on_set(name, count, handles, locking, run) } {
+        Ok(call) => call,
+        Err(rc) => return rc,
+    };
+    let ready = call.result.is_ready();
+    if let Some((flag, index)) = test {
+        // SAFETY: guaranteed by the caller.
+        unsafe {
+            flag.write(ready);
+            if !ready && !index.is_null() {
+                index.write(NAA_UNDEFINED);
+            }
+        }
+    }
+    match call.result {
+        Poll::Ready(outcome) => report(&call.states, outcome),
+        Poll::Pending => SUCCESS,
+    }
+}
+
 /// A zeroed status (state INIT, no code, no bytes): MPI's empty status.
 fn empty() -> naa_status {
     naa_status::in_state(naaice_communication_state::INIT)
 }
 
-/// Writes one finished RPC to `index` / `status`; the return value of the call.
+/// The RPC a `*any` call found finished, if any: its position in the array and its result.
+type AnyOutcome = Option<(usize, naaice::Result<Status>)>;
+
+/// The finished RPC of the participants at `positions`, by its position in the array.
+fn any(positions: &[usize], finished: Option<Finished>) -> AnyOutcome {
+    finished.map(|Finished { index, result }| (positions[index], result))
+}
+
+/// Writes the finished RPC (or none: `NAA_UNDEFINED` and a zeroed status) to `index` /
+/// `status`; the return value of the call.
 ///
 /// # Safety
 /// `index` and `status` must be non-null, aligned and writable.
 unsafe fn report_one(
     name: &'static str,
-    position: Option<usize>,
-    result: Option<naaice::Result<Status>>,
+    finished: AnyOutcome,
     index: *mut c_int,
     status: *mut naa_status,
 ) -> c_int {
-    let idx = position.map_or(NAA_UNDEFINED, |p| p as c_int);
-    let (rc, st) = match result {
+    let idx = finished
+        .as_ref()
+        .map_or(NAA_UNDEFINED, |(p, _)| *p as c_int);
+    let (rc, st) = match finished.map(|(_, r)| r) {
         None => (SUCCESS, empty()),
         Some(Ok(s)) => (SUCCESS, (&s).into()),
         Some(Err(e)) => (
@@ -297,29 +345,18 @@ pub unsafe extern "C" fn naa_waitany(
         if let Err(rc) = check_ptr(NAME, "index", index).and(check_ptr(NAME, "status", status)) {
             return rc;
         }
-        // SAFETY: forwarded caller guarantee.
-        let call = unsafe {
-            on_set(
+        // SAFETY: forwarded caller guarantee; `index` and `status` checked above.
+        unsafe {
+            set_export(
                 NAME,
                 count,
                 handles,
                 Locking::Block,
-                |positions, naas, _| {
-                    naa_set::wait_any(naas)
-                        .map(|Finished { index, result }| (positions[index], result))
-                },
+                None,
+                |positions, naas, _| Poll::Ready(any(positions, naa_set::wait_any(naas))),
+                |_, finished| report_one(NAME, finished, index, status),
             )
-        };
-        let (position, result) = match call {
-            Ok(SetCall {
-                result: Some((p, r)),
-                ..
-            }) => (Some(p), Some(r)),
-            Ok(SetCall { result: None, .. }) => (None, None),
-            Err(rc) => return rc,
-        };
-        // SAFETY: checked non-null and aligned above; writable by the caller's guarantee.
-        unsafe { report_one(NAME, position, result, index, status) }
+        }
     })
 }
 
@@ -352,45 +389,21 @@ pub unsafe extern "C" fn naa_testany(
         {
             return rc;
         }
-        // SAFETY: forwarded caller guarantee.
-        let call = unsafe {
-            on_set(
+        // SAFETY: forwarded caller guarantee; `index`, `flag` and `status` checked above.
+        unsafe {
+            set_export(
                 NAME,
                 count,
                 handles,
                 Locking::Try,
-                |positions, naas, held| {
-                    match naa_set::test_any(naas) {
-                        // Not known: a handle another thread uses may still run.
-                        Poll::Ready(None) if held => Poll::Pending,
-                        done => done.map(|f| {
-                            f.map(|Finished { index, result }| (positions[index], result))
-                        }),
-                    }
+                Some((flag, index)),
+                |positions: &[usize], naas, held| match naa_set::test_any(naas) {
+                    // Not known: a handle another thread uses may still run.
+                    Poll::Ready(None) if held => Poll::Pending,
+                    done => done.map(|f| any(positions, f)),
                 },
+                |_, finished| report_one(NAME, finished, index, status),
             )
-        };
-        match call.map(|c| c.result) {
-            Err(rc) => rc,
-            Ok(Poll::Pending) => {
-                // SAFETY: checked non-null and aligned above; writable by the caller.
-                unsafe {
-                    flag.write(false);
-                    index.write(NAA_UNDEFINED);
-                }
-                SUCCESS
-            }
-            Ok(Poll::Ready(finished)) => {
-                let (position, result) = match finished {
-                    Some((p, r)) => (Some(p), Some(r)),
-                    None => (None, None),
-                };
-                // SAFETY: as above.
-                unsafe {
-                    flag.write(true);
-                    report_one(NAME, position, result, index, status)
-                }
-            }
         }
     })
 }
@@ -424,23 +437,20 @@ pub unsafe extern "C" fn naa_waitall(
         {
             return rc;
         }
-        // SAFETY: forwarded caller guarantee.
-        let call = unsafe {
-            on_set(
+        let n = count.max(0) as usize;
+        // SAFETY: forwarded caller guarantee; `statuses` checked above when count > 0.
+        unsafe {
+            set_export(
                 NAME,
                 count,
                 handles,
                 Locking::Block,
-                |positions, naas, _| {
-                    by_position(count as usize, positions, naa_set::wait_all(naas))
+                None,
+                |positions: &[usize], naas, _| {
+                    Poll::Ready(by_position(n, positions, naa_set::wait_all(naas)))
                 },
+                |states, all| report_all(NAME, states, all, statuses),
             )
-        };
-        match call {
-            // SAFETY: checked non-null and aligned above (count > 0), `count` elements
-            // writable by the caller's guarantee.
-            Ok(c) => unsafe { report_all(NAME, &c.states, c.result, statuses) },
-            Err(rc) => rc,
         }
     })
 }
@@ -473,42 +483,24 @@ pub unsafe extern "C" fn naa_testall(
         {
             return rc;
         }
-        // SAFETY: forwarded caller guarantee.
-        let call = unsafe {
-            on_set(
+        let n = count.max(0) as usize;
+        // SAFETY: forwarded caller guarantee; `flag` and `statuses` checked above.
+        unsafe {
+            set_export(
                 NAME,
                 count,
                 handles,
                 Locking::Try,
-                |positions, naas, held| {
+                Some((flag, std::ptr::null_mut())),
+                |positions: &[usize], naas, held| {
                     if held {
                         // Not known: a handle another thread uses may still run.
                         return Poll::Pending;
                     }
-                    naa_set::test_all(naas).map(|o| by_position(count as usize, positions, o))
+                    naa_set::test_all(naas).map(|o| by_position(n, positions, o))
                 },
+                |states, all| report_all(NAME, states, all, statuses),
             )
-        };
-        match call {
-            Err(rc) => rc,
-            Ok(SetCall {
-                result: Poll::Pending,
-                ..
-            }) => {
-                // SAFETY: checked non-null and aligned above; writable by the caller.
-                unsafe { flag.write(false) };
-                SUCCESS
-            }
-            Ok(SetCall {
-                result: Poll::Ready(all),
-                states,
-            }) => {
-                // SAFETY: as above; `statuses` checked when count > 0.
-                unsafe {
-                    flag.write(true);
-                    report_all(NAME, &states, all, statuses)
-                }
-            }
         }
     })
 }
