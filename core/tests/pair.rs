@@ -16,7 +16,9 @@
 use core::time::Duration;
 
 use hex_literal::hex;
-use naaice_core::machine::{Error, KernelSet, Machine, Placement, RecvBuffer, RpcArgs, WorkError};
+use naaice_core::machine::{
+    Error, KernelSet, Machine, Placement, RecvBuffer, RpcArgs, WorkError, WrId,
+};
 use naaice_core::testkit::AnyAction as Action;
 use naaice_core::testkit::pair::{
     Act, AllocMode, CLIENT_RKEY, CLIENT_VA, KernelMode, Pair, SERVER_RKEY, SERVER_VA, Side,
@@ -66,6 +68,16 @@ const ALLOC_B: [Act; 4] = [
         internal: true,
     },
 ];
+/// The server's Advertisement once vector B's memory is assigned: the first RPC's receive and
+/// a spare (spec §3.9), then the SEND.
+const ADVERTISE_B: [Act; 3] = [RECV, RECV, Act::Send(52)];
+/// The client's whole MRSP: its receive for the Advertisement, the AAR, the first RPC's reply
+/// receive (posted ahead) and the end of the MRSP.
+const CLIENT_MRSP: [Act; 4] = [RECV_MSG, Act::Send(100), RECV, Act::MrspComplete];
+/// The client's error when the NAA goes away while it waits for a reply.
+const PEER_GONE_MID_RPC: Error = Error::PeerDisconnected {
+    phase: Phase::DataReceiving,
+};
 
 const fn fc(code: u8) -> FunctionCode {
     match FunctionCode::new(code) {
@@ -74,7 +86,7 @@ const fn fc(code: u8) -> FunctionCode {
     }
 }
 
-fn write(region: u8, len: u32, imm: Option<u32>) -> Act {
+const fn write(region: u8, len: u32, imm: Option<u32>) -> Act {
     Act::Write { region, len, imm }
 }
 
@@ -82,8 +94,25 @@ fn done(status: ReturnCode, bytes: u32, rpc: u32) -> Act {
     Act::RpcComplete { status, bytes, rpc }
 }
 
+/// RPC `rpc` completed successfully with `bytes` bytes of output.
+fn succeeded(bytes: u32, rpc: u32) -> Act {
+    done(ReturnCode::SUCCESS, bytes, rpc)
+}
+
 fn kernel(fncode: u8, user: [u8; 3], rpc: u32) -> Act {
     Act::Kernel { fncode, user, rpc }
+}
+
+fn timed_out(phase: Phase) -> Act {
+    Act::Failed(Error::Timeout { phase })
+}
+
+fn malformed(e: wire::Error) -> Error {
+    Error::Malformed(e)
+}
+
+fn wrong_phase<T>(phase: Phase) -> Result<T, Error> {
+    Err(Error::WrongPhase { phase })
 }
 
 fn secs(s: u64) -> Instant {
@@ -92,6 +121,18 @@ fn secs(s: u64) -> Instant {
 
 fn server_config() -> ServerConfig {
     ServerConfig::new(KernelSet::empty().with(fc(1)).with(fc(2)).with(fc(3)))
+}
+
+/// [`server_config`] changed by `change`.
+fn config(change: impl FnOnce(&mut ServerConfig)) -> ServerConfig {
+    let mut scfg = server_config();
+    change(&mut scfg);
+    scfg
+}
+
+/// The NAA places regions at their requested addresses inside `base..base + len`.
+fn window(base: u64, len: u64) -> Placement {
+    Placement::Requested { base, len }
 }
 
 /// Vector B's regions (requested addresses from 0x1000_0000) with function code `code`.
@@ -108,6 +149,34 @@ fn vector_b(code: u8) -> Pair {
     vector_b_with(code, server_config())
 }
 
+/// [`vector_b`] with function code 1, after the MRSP.
+fn vector_b_after_mrsp() -> Pair {
+    let mut p = vector_b(1);
+    p.mrsp();
+    p
+}
+
+/// [`vector_b_after_mrsp`] where the test finishes the kernels ([`KernelMode::Manual`]).
+fn vector_b_manual_kernels() -> Pair {
+    let mut p = vector_b(1);
+    p.kernel_mode = KernelMode::Manual;
+    p.mrsp();
+    p
+}
+
+/// A client with parameter regions `params` and internal regions `internal` calling function
+/// code `code`, after the MRSP.
+fn pair_after_mrsp(params: &[(u32, u8)], internal: &[u32], code: u8) -> Pair {
+    let mut p = Pair::new(
+        params,
+        internal,
+        ClientConfig::new(fc(code)),
+        server_config(),
+    );
+    p.mrsp();
+    p
+}
+
 /// `bytes` with `add` added to every byte.
 fn plus(bytes: &[u8], add: u8) -> Vec<u8> {
     bytes.iter().map(|b| b.wrapping_add(add)).collect()
@@ -116,6 +185,138 @@ fn plus(bytes: &[u8], add: u8) -> Vec<u8> {
 /// The imm the client puts on its final write with function code 1 and no user bytes.
 fn imm1() -> u32 {
     encode_request(fc(1), [0; 3])
+}
+
+/// Copies of the client's three parameter buffers.
+fn client_buffers(p: &Pair) -> Vec<Vec<u8>> {
+    (0..3).map(|i| p.cnic.mem(i).to_vec()).collect()
+}
+
+fn compact(actions: &[Action]) -> Vec<Act> {
+    actions.iter().map(|&a| Act::from(a)).collect()
+}
+
+/// What the client of vector B does for RPC `rpc` with request immediate `imm` until the
+/// reply: the single-send input p0 (in the first RPC only), p1 WITH IMM, and the receive for
+/// the next RPC's reply.
+fn b_call(rpc: u32, imm: u32) -> Vec<Act> {
+    let p0 = (rpc == 1).then_some(write(0, 64, None));
+    p0.into_iter()
+        .chain([write(1, 1000, Some(imm)), RECV])
+        .collect()
+}
+
+/// [`b_call`] answered with success and p2's 256 bytes.
+fn b_rpc_ok(rpc: u32, imm: u32) -> Vec<Act> {
+    let mut actions = b_call(rpc, imm);
+    actions.push(succeeded(256, rpc));
+    actions
+}
+
+/// Vector B's write-back: p1 (in place), p2 WITH IMM `imm` (the return code), and the receive
+/// that replaces the call's.
+fn b_write_back(imm: u32) -> [Act; 3] {
+    [write(1, 1000, None), write(2, 256, Some(imm)), RECV]
+}
+
+/// What the NAA of vector B does for RPC `rpc`: the kernel, then the write-back with success.
+fn b_served(fncode: u8, user: [u8; 3], rpc: u32) -> Vec<Act> {
+    let mut actions = vec![kernel(fncode, user, rpc)];
+    actions.extend(b_write_back(0));
+    actions
+}
+
+/// The outputs of vector B after kernels that added `added` in all: p1 (in place) is its
+/// input `p1` + `added`, p2 is all `added`.
+#[track_caller]
+fn assert_b_outputs(p: &Pair, p1: &[u8], added: u8) {
+    assert_eq!(p.cnic.mem(1), plus(p1, added), "p1 after adding {added}");
+    assert_eq!(p.cnic.mem(2), [added; 256], "p2 after adding {added}");
+}
+
+/// The client starts the MRSP and both run until nothing moves.
+fn begin_mrsp(p: &mut Pair) {
+    p.client.start_mrsp(p.now).unwrap();
+    p.run();
+}
+
+/// Starts the MRSP with the first message `side` sends held on the wire; `edit` changes it in
+/// flight before it is delivered and both run.
+fn begin_mrsp_with_edit(p: &mut Pair, side: Side, edit: impl FnOnce(&mut Vec<u8>)) {
+    p.nic_mut(side).hold_wire = true;
+    begin_mrsp(p);
+    edit(p.nic_mut(side).send_in_flight());
+    p.nic_mut(side).hold_wire = false;
+    p.run();
+}
+
+/// The client starts an RPC with [`Pair::args`] and both run until nothing moves.
+fn begin_rpc(p: &mut Pair) {
+    p.client.start_rpc(p.now, p.args()).unwrap();
+    p.run();
+}
+
+/// [`Pair::rpc`] with the full actions of the client and the server.
+fn rpc_actions(p: &mut Pair) -> (Vec<Action>, Vec<Action>) {
+    begin_rpc(p);
+    (p.take_actions(Side::Client), p.take_actions(Side::Server))
+}
+
+/// Runs one RPC ([`Pair::rpc`]) and asserts the actions of the client and the server.
+#[track_caller]
+fn assert_rpc(p: &mut Pair, client: &[Act], server: &[Act]) {
+    let (c, s) = p.rpc();
+    assert_eq!(c, client, "the client's actions");
+    assert_eq!(s, server, "the server's actions");
+}
+
+#[track_caller]
+fn assert_phases(p: &Pair, client: Phase, server: Phase) {
+    assert_eq!((p.client.phase(), p.server.phase()), (client, server));
+}
+
+#[track_caller]
+fn assert_no_deadlines(p: &Pair) {
+    assert_eq!(
+        (p.client.poll_timeout(), p.server.poll_timeout()),
+        (None, None)
+    );
+}
+
+/// Releases the completions held back for `side`, runs, and returns `side`'s actions.
+fn release(p: &mut Pair, side: Side) -> Vec<Act> {
+    p.release(side);
+    p.run();
+    p.take(side)
+}
+
+/// `side`'s deadline is `deadline`: until just before it nothing happens on the `quiet`
+/// sides; then the clock reaches it.
+#[track_caller]
+fn advance_to_deadline(p: &mut Pair, side: Side, deadline: Instant, quiet: &[Side]) {
+    let pending = match side {
+        Side::Client => p.client.poll_timeout(),
+        Side::Server => p.server.poll_timeout(),
+    };
+    assert_eq!(pending, Some(deadline), "{side:?}'s deadline");
+    p.advance_to(deadline - Duration::from_micros(1));
+    for &q in quiet {
+        assert_eq!(p.take(q), [], "{q:?} before the deadline");
+    }
+    p.advance_to(deadline);
+}
+
+/// The client's host tears the connection down: the NAA sees it and finishes, with no deadline
+/// left.
+#[track_caller]
+fn client_hangs_up(p: &mut Pair) {
+    p.hang_up(Side::Client);
+    p.run();
+    assert_eq!(p.take(Side::Server), [Act::Disconnect]);
+    assert_eq!(
+        (p.server.phase(), p.server.poll_timeout()),
+        (Phase::Finished, None)
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -128,19 +329,11 @@ fn happy_path_vector_b_mrsp_and_three_rpcs() {
     // The server posts its MRSP receive before it accepts (spec §1.3).
     assert_eq!(p.take(Side::Server), [RECV_MSG]);
     assert_eq!(p.take(Side::Client), []);
-    assert_eq!(
-        (p.client.phase(), p.server.phase()),
-        (Phase::Connected, Phase::MrspReceiving)
-    );
+    assert_phases(&p, Phase::Connected, Phase::MrspReceiving);
 
-    p.client.start_mrsp(p.now).unwrap();
-    p.run();
-    assert_eq!(
-        p.take(Side::Client),
-        [RECV_MSG, Act::Send(100), RECV, Act::MrspComplete]
-    );
-    let mut expected = ALLOC_B.to_vec();
-    expected.extend([RECV, RECV, Act::Send(52), Act::MrspComplete]);
+    begin_mrsp(&mut p);
+    assert_eq!(p.take(Side::Client), CLIENT_MRSP);
+    let expected = [&ALLOC_B[..], &ADVERTISE_B, &[Act::MrspComplete]].concat();
     assert_eq!(p.take(Side::Server), expected);
     // Byte-exact §10.2 messages (the simulated buffers use the vector's addresses and rkeys).
     assert_eq!(p.cnic.sent, [B_AAR.to_vec()]);
@@ -153,14 +346,8 @@ fn happy_path_vector_b_mrsp_and_three_rpcs() {
         })
         .collect();
     assert_eq!(p.client.remote_regions(), advert.as_slice());
-    assert_eq!(
-        (p.client.phase(), p.server.phase()),
-        (Phase::MrspDone, Phase::MrspDone)
-    );
-    assert_eq!(
-        (p.client.poll_timeout(), p.server.poll_timeout()),
-        (None, None)
-    );
+    assert_phases(&p, Phase::MrspDone, Phase::MrspDone);
+    assert_no_deadlines(&p);
     // The server: the first RPC's receive and a spare (spec §3.9); the client: the first
     // RPC's reply receive, posted ahead.
     assert_eq!((p.cnic.recvs.len(), p.snic.recvs.len()), (1, 2));
@@ -173,29 +360,9 @@ fn happy_path_vector_b_mrsp_and_three_rpcs() {
     let p1 = p.cnic.mem(1).to_vec();
 
     // RPC 1: both inputs, the last WITH IMM; outputs p1 (in place) and p2 come back.
-    p.client.start_rpc(p.now, p.args()).unwrap();
-    p.run();
-    let client = p.take_actions(Side::Client);
-    let server = p.take_actions(Side::Server);
-    let compact = |a: &[Action]| a.iter().map(|&a| Act::from(a)).collect::<Vec<_>>();
-    assert_eq!(
-        compact(&client),
-        [
-            write(0, 64, None),
-            write(1, 1000, Some(imm)),
-            RECV,
-            done(ReturnCode::SUCCESS, 256, 1)
-        ]
-    );
-    assert_eq!(
-        compact(&server),
-        [
-            kernel(1, user, 1),
-            write(1, 1000, None),
-            write(2, 256, Some(0)),
-            RECV
-        ]
-    );
+    let (client, server) = rpc_actions(&mut p);
+    assert_eq!(compact(&client), b_rpc_ok(1, imm));
+    assert_eq!(compact(&server), b_served(1, user, 1));
     let targets = |a: &[Action]| {
         a.iter()
             .filter_map(|a| match a {
@@ -221,76 +388,33 @@ fn happy_path_vector_b_mrsp_and_three_rpcs() {
     // Kernel 1 added 1 to every non-internal NAA region, inputs included (§5.3).
     assert_eq!(p.snic.mem(0), plus(&p0, 1));
     assert_eq!(p.cnic.mem(0), p0, "the client's input is not written back");
-    assert_eq!(p.cnic.mem(1), plus(&p1, 1));
-    assert_eq!(p.cnic.mem(2), [1; 256]);
-    assert_eq!(
-        (p.client.phase(), p.server.phase()),
-        (Phase::Finished, Phase::DataReceiving)
-    );
+    assert_b_outputs(&p, &p1, 1);
+    assert_phases(&p, Phase::Finished, Phase::DataReceiving);
     // Between RPCs: the client's receive posted ahead for RPC 2; the server's for RPC 2 and
     // its spare.
     assert_eq!((p.cnic.recvs.len(), p.snic.recvs.len()), (1, 2));
 
     // RPC 2: the single-send region is no longer written, so the NAA keeps its old contents.
     p.cnic.mem_mut(0).fill(0xEE);
-    let (client, server) = p.rpc();
-    assert_eq!(
-        client,
-        [
-            write(1, 1000, Some(imm)),
-            RECV,
-            done(ReturnCode::SUCCESS, 256, 2)
-        ]
-    );
-    assert_eq!(
-        server,
-        [
-            kernel(1, user, 2),
-            write(1, 1000, None),
-            write(2, 256, Some(0)),
-            RECV
-        ]
-    );
+    assert_rpc(&mut p, &b_rpc_ok(2, imm), &b_served(1, user, 2));
     assert_eq!(p.snic.mem(0), plus(&p0, 2));
-    assert_eq!(p.cnic.mem(1), plus(&p1, 2));
-    assert_eq!(p.cnic.mem(2), [2; 256]);
+    assert_b_outputs(&p, &p1, 2);
 
     // RPC 3 with new user bytes.
     let user = [0xA0, 0xB0, 0xC0];
     p.user = user;
     let imm = encode_request(fc(1), user);
     assert_eq!(imm, 0xC0B0_A081);
-    let (client, server) = p.rpc();
-    assert_eq!(
-        client,
-        [
-            write(1, 1000, Some(imm)),
-            RECV,
-            done(ReturnCode::SUCCESS, 256, 3)
-        ]
-    );
-    assert_eq!(
-        server,
-        [
-            kernel(1, user, 3),
-            write(1, 1000, None),
-            write(2, 256, Some(0)),
-            RECV
-        ]
-    );
+    assert_rpc(&mut p, &b_rpc_ok(3, imm), &b_served(1, user, 3));
     assert_eq!(p.snic.mem(0), plus(&p0, 3));
     assert_eq!(p.cnic.mem(0), [0xEE; 64]);
-    assert_eq!(p.cnic.mem(1), plus(&p1, 3));
-    assert_eq!(p.cnic.mem(2), [3; 256]);
+    assert_b_outputs(&p, &p1, 3);
     assert!(
         p.snic.mem(3).iter().all(|&b| b == 0),
         "internal region untouched"
     );
 
-    assert_eq!(
-        (p.client.phase(), p.server.phase()),
-        (Phase::Finished, Phase::DataReceiving)
-    );
+    assert_phases(&p, Phase::Finished, Phase::DataReceiving);
     assert_eq!((p.client.rpc_count(), p.server.rpc_count()), (3, 3));
     // At least one receive was posted at every step since the Advertisement (§3.9): at
     // every final write-back the spare, for the client's next RPC; the receive that
@@ -301,16 +425,12 @@ fn happy_path_vector_b_mrsp_and_three_rpcs() {
         p.server_min_recvs
     );
     assert_eq!(p.recvs_at_reply, [1, 1, 1]);
-    assert_eq!(
-        (p.client.poll_timeout(), p.server.poll_timeout()),
-        (None, None)
-    );
+    assert_no_deadlines(&p);
 }
 
 #[test]
 fn bytes_to_send_partial_and_zero_length_writes() {
-    let mut p = vector_b(1);
-    p.mrsp();
+    let mut p = vector_b_after_mrsp();
     let p0 = p.cnic.mem(0).to_vec();
     let p1 = p.cnic.mem(1).to_vec();
     let p1_id = RegionId::new(1);
@@ -320,280 +440,173 @@ fn bytes_to_send_partial_and_zero_length_writes() {
             naaice_core::region::RegionError::BytesToSendTooLarge { .. }
         ))
     ));
+    // p1 after `n` kernels with only its first 10 bytes sent: the rest was never written.
+    let first_10_plus = |n: u8| [plus(&p1[..10], n), vec![n; 990]].concat();
+
     p.client.set_bytes_to_send(p1_id, Some(10)).unwrap();
-    let (client, server) = p.rpc();
-    assert_eq!(
-        client,
-        [
-            write(0, 64, None),
-            write(1, 10, Some(imm1())),
-            RECV,
-            done(ReturnCode::SUCCESS, 256, 1)
-        ]
-    );
+    let client = [write(0, 64, None), write(1, 10, Some(imm1())), RECV];
     // The NAA writes the full region back (§3.6): 10 bytes of input, the rest as it was, + 1.
-    assert_eq!(
-        server,
-        [
-            kernel(1, [0; 3], 1),
-            write(1, 1000, None),
-            write(2, 256, Some(0)),
-            RECV
-        ]
+    assert_rpc(
+        &mut p,
+        &[&client[..], &[succeeded(256, 1)]].concat(),
+        &b_served(1, [0; 3], 1),
     );
-    let mut expected = plus(&p1[..10], 1);
-    expected.extend([1; 990]);
-    assert_eq!(p.cnic.mem(1), expected);
+    assert_eq!(p.cnic.mem(1), first_10_plus(1));
     assert_eq!(p.snic.mem(0), plus(&p0, 1));
 
     p.client.set_bytes_to_send(p1_id, Some(0)).unwrap();
     let (client, _) = p.rpc();
-    assert_eq!(
-        client,
-        [
-            write(1, 0, Some(imm1())),
-            RECV,
-            done(ReturnCode::SUCCESS, 256, 2)
-        ]
-    );
-    let mut expected = plus(&p1[..10], 2);
-    expected.extend([2; 990]);
-    assert_eq!(p.cnic.mem(1), expected);
+    assert_eq!(client, [write(1, 0, Some(imm1())), RECV, succeeded(256, 2)]);
+    assert_eq!(p.cnic.mem(1), first_10_plus(2));
 
     p.client.set_bytes_to_send(p1_id, None).unwrap();
     p.cnic.mem_mut(1).copy_from_slice(&p1);
     let (client, _) = p.rpc();
-    assert_eq!(
-        client,
-        [
-            write(1, 1000, Some(imm1())),
-            RECV,
-            done(ReturnCode::SUCCESS, 256, 3)
-        ]
-    );
+    assert_eq!(client, b_rpc_ok(3, imm1()));
     assert_eq!(p.cnic.mem(1), plus(&p1, 1));
 }
 
 #[test]
 fn kernel_2_and_requested_placement_at_the_window_edges() {
     // The window holds exactly i0 (0x1000_0000, 8 KiB), p0, p1 and p2 (ends at 0x1000_4100).
-    let mut scfg = server_config();
-    scfg.placement = Placement::Requested {
-        base: 0x1000_0000,
-        len: 0x4100,
-    };
-    scfg.max_total_bytes = B_TOTAL;
+    let scfg = config(|c| {
+        c.placement = window(0x1000_0000, 0x4100);
+        c.max_total_bytes = B_TOTAL;
+    });
     let mut p = vector_b_with(2, scfg);
     p.mrsp();
     let addrs: Vec<_> = p.client.remote_regions().iter().map(|r| r.addr).collect();
     assert_eq!(addrs, [0x1000_2000, 0x1000_3000, 0x1000_4000]);
     let p1 = p.cnic.mem(1).to_vec();
-    let (client, server) = p.rpc();
     let imm = encode_request(fc(2), [0; 3]);
-    assert_eq!(
-        client,
-        [
-            write(0, 64, None),
-            write(1, 1000, Some(imm)),
-            RECV,
-            done(ReturnCode::SUCCESS, 256, 1)
-        ]
-    );
-    assert_eq!(
-        server,
-        [
-            kernel(2, [0; 3], 1),
-            write(1, 1000, None),
-            write(2, 256, Some(0)),
-            RECV
-        ]
-    );
-    assert_eq!(p.cnic.mem(1), plus(&p1, 2));
-    assert_eq!(p.cnic.mem(2), [2; 256]);
+    assert_rpc(&mut p, &b_rpc_ok(1, imm), &b_served(2, [0; 3], 1));
+    assert_b_outputs(&p, &p1, 2);
 }
 
 // ---------------------------------------------------------------------------------------------
 // 2. MRSP error paths
 
-/// Runs the MRSP against a refusing server. The error SEND must complete before the server
-/// fails and disconnects (D-17); `server_before` is what the server does before its SEND.
-/// The server reports the code as its error.
-fn assert_refused(p: &mut Pair, code: MrspErrorCode, server_before: &[Act]) {
-    assert_refused_because(p, code, server_before, Error::MrspRejected(code));
-}
-
-/// [`assert_refused`] where the server reports `cause` (the client gets only the code).
-fn assert_refused_because(p: &mut Pair, code: MrspErrorCode, server_before: &[Act], cause: Error) {
+/// Runs the MRSP against a server that refuses it in `case`. The error SEND must complete
+/// before the server fails and disconnects (D-17); `server_before` is what the server does
+/// before its SEND. The client gets only the `code`; the server reports `cause`.
+#[track_caller]
+fn assert_refused(
+    case: &str,
+    p: &mut Pair,
+    code: MrspErrorCode,
+    server_before: &[Act],
+    cause: Error,
+) {
     p.connect();
-    assert_eq!(p.take(Side::Server), [RECV_MSG]);
+    assert_eq!(p.take(Side::Server), [RECV_MSG], "{case}");
     p.snic.hold_completions = true;
-    p.client.start_mrsp(p.now).unwrap();
-    p.run();
+    begin_mrsp(p);
     let client = p.take(Side::Client);
     assert!(
         matches!(client.as_slice(), [RECV_MSG, Act::Send(_), Act::Failed(Error::MrspRejected(c))] if *c == code),
-        "{client:?}"
+        "{case}: {client:?}"
     );
     let mut expected = server_before.to_vec();
     expected.push(Act::Send(4));
-    assert_eq!(p.take(Side::Server), expected);
-    assert_eq!(p.snic.sent, [vec![0x00, code as u8, 0, 0]]);
+    assert_eq!(p.take(Side::Server), expected, "{case}");
+    assert_eq!(p.snic.sent, [vec![0x00, code as u8, 0, 0]], "{case}");
     assert_eq!(
         p.server.phase(),
         Phase::MrspSending,
-        "waits for its SEND to complete"
+        "{case}: waits for its SEND to complete"
     );
-    p.release(Side::Server);
-    p.run();
-    assert_eq!(p.take(Side::Server), [Act::Failed(cause), Act::Disconnect]);
+    let failed = [Act::Failed(cause), Act::Disconnect];
+    assert_eq!(release(p, Side::Server), failed, "{case}");
+    let phases = (p.client.phase(), p.server.phase());
+    assert_eq!(phases, (Phase::Error, Phase::Error), "{case}");
     assert_eq!(
-        (p.client.phase(), p.server.phase()),
-        (Phase::Error, Phase::Error)
+        p.take(Side::Client),
+        [],
+        "{case}: the client already failed"
     );
-    assert_eq!(p.take(Side::Client), [], "the client already failed");
+}
+
+/// Server configurations the NAA refuses vector B's request under, with the code it sends
+/// (and reports).
+#[test]
+fn mrsp_refused_by_the_configuration() {
+    type Change = fn(&mut ServerConfig);
+    let memory = MrspErrorCode::NotEnoughMemory;
+    let address = MrspErrorCode::InvalidAddress;
+    let cases: [(&str, Change, MrspErrorCode); 4] = [
+        (
+            "total one byte over max_total_bytes",
+            |c| c.max_total_bytes = B_TOTAL - 1,
+            memory,
+        ),
+        (
+            "window above every region",
+            |c| c.placement = window(0x2000_0000, 0x10_0000),
+            address,
+        ),
+        // The first region (i0 at 0x1000_0000) starts one page before the window.
+        (
+            "window starting after i0",
+            |c| c.placement = window(0x1000_1000, 0x10_0000),
+            address,
+        ),
+        (
+            "window ending inside p2",
+            |c| c.placement = window(0x1000_0000, 0x40FF),
+            memory,
+        ),
+    ];
+    for (case, change, code) in cases {
+        let mut p = vector_b_with(1, config(change));
+        assert_refused(case, &mut p, code, &[], Error::MrspRejected(code));
+    }
 }
 
 #[test]
 fn mrsp_too_many_regions() {
-    let mut scfg = server_config();
-    scfg.max_regions = 3;
-    let mut p = vector_b_with(1, scfg);
+    let mut p = vector_b_with(1, config(|c| c.max_regions = 3));
     let cause = Error::TooManyRegions { count: 4, max: 3 };
-    assert_refused_because(&mut p, MrspErrorCode::TooManyRegions, &[], cause);
-}
-
-#[test]
-fn mrsp_record_count_beyond_the_wire_limit() {
-    let mut p = vector_b(1);
-    p.cnic.hold_wire = true;
-    p.connect();
-    p.client.start_mrsp(p.now).unwrap();
-    p.run();
-    p.cnic.send_in_flight()[1] = 40;
-    p.cnic.hold_wire = false;
-    p.run();
-    assert_eq!(
-        p.take(Side::Server),
-        [
-            RECV_MSG,
-            Act::Send(4),
-            Act::Failed(Error::Malformed(wire::Error::TooManyRecords(40))),
-            Act::Disconnect
-        ]
-    );
-    assert_eq!(
-        p.take(Side::Client),
-        [
-            RECV_MSG,
-            Act::Send(100),
-            Act::Failed(Error::MrspRejected(MrspErrorCode::TooManyRegions))
-        ]
+    assert_refused(
+        "max_regions 3",
+        &mut p,
+        MrspErrorCode::TooManyRegions,
+        &[],
+        cause,
     );
 }
 
 #[test]
-fn mrsp_not_enough_memory_for_the_total() {
-    let mut scfg = server_config();
-    scfg.max_total_bytes = B_TOTAL - 1;
-    let mut p = vector_b_with(1, scfg);
-    assert_refused(&mut p, MrspErrorCode::NotEnoughMemory, &[]);
-    // Exactly the limit is fine.
-    let mut scfg = server_config();
-    scfg.max_total_bytes = B_TOTAL;
-    vector_b_with(1, scfg).mrsp();
-}
-
-#[test]
-fn mrsp_requested_placement_outside_the_window() {
-    let mut scfg = server_config();
-    scfg.placement = Placement::Requested {
-        base: 0x2000_0000,
-        len: 0x10_0000,
-    };
-    let mut p = vector_b_with(1, scfg);
-    assert_refused(&mut p, MrspErrorCode::InvalidAddress, &[]);
-    // The first region (i0 at 0x1000_0000) starts one page before the window.
-    let mut scfg = server_config();
-    scfg.placement = Placement::Requested {
-        base: 0x1000_1000,
-        len: 0x10_0000,
-    };
-    let mut p = vector_b_with(1, scfg);
-    assert_refused(&mut p, MrspErrorCode::InvalidAddress, &[]);
-}
-
-#[test]
-fn mrsp_requested_placement_running_past_the_end() {
-    let mut scfg = server_config();
-    scfg.placement = Placement::Requested {
-        base: 0x1000_0000,
-        len: 0x40FF,
-    };
-    let mut p = vector_b_with(1, scfg);
-    assert_refused(&mut p, MrspErrorCode::NotEnoughMemory, &[]);
-}
-
-#[test]
-fn mrsp_requested_placement_overlap() {
-    let mut scfg = server_config();
-    scfg.placement = Placement::Requested {
-        base: 0x1000_0000,
-        len: 0x10_0000,
-    };
-    let mut p = vector_b_with(1, scfg);
-    p.cnic.hold_wire = true;
-    p.connect();
-    p.take(Side::Server);
-    p.client.start_mrsp(p.now).unwrap();
-    p.run();
-    // Move p1 (record 1) into p0's page, 32 bytes after p0's start: they overlap.
-    let msg = p.cnic.send_in_flight();
-    let rec = 4 + 24;
-    let word = (u64::from(msg[rec]) << 56) | 0x1000_2020;
-    msg[rec..rec + 8].copy_from_slice(&word.to_be_bytes());
-    p.cnic.hold_wire = false;
-    p.run();
-    let code = MrspErrorCode::InvalidAddress;
-    assert_eq!(
-        p.take(Side::Server),
-        [
-            Act::Send(4),
-            Act::Failed(Error::MrspRejected(code)),
-            Act::Disconnect
-        ]
-    );
-    assert_eq!(
-        p.take(Side::Client),
-        [
-            RECV_MSG,
-            Act::Send(100),
-            Act::Failed(Error::MrspRejected(code))
-        ]
-    );
+fn mrsp_total_exactly_at_the_limit_is_accepted() {
+    vector_b_with(1, config(|c| c.max_total_bytes = B_TOTAL)).mrsp();
 }
 
 #[test]
 fn mrsp_assignment_failed() {
     let mut p = vector_b(1);
     p.alloc_mode = AllocMode::FailAt(1);
-    assert_refused(&mut p, MrspErrorCode::NotEnoughMemory, &ALLOC_B[..2]);
+    let code = MrspErrorCode::NotEnoughMemory;
+    let cause = Error::MrspRejected(code);
+    assert_refused("region 1 not assigned", &mut p, code, &ALLOC_B[..2], cause);
+}
+
+/// Vector B with the NAA's host assigning memory by hand, after the MRSP's allocations were
+/// asked for and region 0 was assigned.
+fn vector_b_region_0_assigned() -> Pair {
+    let mut p = vector_b(1);
+    p.alloc_mode = AllocMode::Manual;
+    p.connect();
+    begin_mrsp(&mut p);
+    p.take(Side::Server);
+    p.assign_next().unwrap();
+    p
 }
 
 #[test]
 fn assignment_failed_only_for_regions_awaiting_memory() {
-    let mut p = vector_b(1);
-    p.alloc_mode = AllocMode::Manual;
-    p.connect();
-    p.client.start_mrsp(p.now).unwrap();
-    p.run();
-    p.take(Side::Server);
-    p.assign_next().unwrap();
-    let wrong_phase = Err(Error::WrongPhase {
-        phase: Phase::MrspReceiving,
-    });
+    let mut p = vector_b_region_0_assigned();
     assert_eq!(
         p.server.assignment_failed(p.now, RegionId::new(0)),
-        wrong_phase,
+        wrong_phase(Phase::MrspReceiving),
         "region 0 already has its memory"
     );
     assert!(matches!(
@@ -606,20 +619,41 @@ fn assignment_failed_only_for_regions_awaiting_memory() {
     assert_eq!(p.server.phase(), Phase::MrspDone);
 }
 
-/// Runs the MRSP with the client's AAR edited in flight by `edit`; returns the server's
+/// Runs the MRSP of `p` (in `case`) with the client's AAR edited in flight by `edit`; returns the server's
 /// actions after its MRSP receive.
-fn corrupt_request(edit: impl FnOnce(&mut Vec<u8>)) -> (Pair, Vec<Act>) {
-    let mut p = vector_b(1);
-    p.cnic.hold_wire = true;
+fn corrupt_request(case: &str, mut p: Pair, edit: impl FnOnce(&mut Vec<u8>)) -> (Pair, Vec<Act>) {
     p.connect();
-    assert_eq!(p.take(Side::Server), [RECV_MSG]);
-    p.client.start_mrsp(p.now).unwrap();
-    p.run();
-    edit(p.cnic.send_in_flight());
-    p.cnic.hold_wire = false;
-    p.run();
+    assert_eq!(p.take(Side::Server), [RECV_MSG], "{case}");
+    begin_mrsp_with_edit(&mut p, Side::Client, edit);
     let server = p.take(Side::Server);
     (p, server)
+}
+
+/// After [`corrupt_request`] in `case`: the client got an MRSP Error message with `code`
+/// (spec §11) before the NAA hung up; the NAA reported the precise `cause`.
+#[track_caller]
+fn assert_request_refused(
+    case: &str,
+    p: &mut Pair,
+    server: &[Act],
+    code: MrspErrorCode,
+    cause: Error,
+) {
+    let failed = [Act::Send(4), Act::Failed(cause), Act::Disconnect];
+    assert_eq!(server, failed, "{case}");
+    assert_eq!(
+        p.snic.sent.last(),
+        Some(&vec![0x00, code as u8, 0, 0]),
+        "{case}"
+    );
+    assert_eq!(p.server.phase(), Phase::Error, "{case}");
+    let rejected = [
+        RECV_MSG,
+        Act::Send(100),
+        Act::Failed(Error::MrspRejected(code)),
+    ];
+    assert_eq!(p.take(Side::Client), rejected, "{case}");
+    assert_eq!(p.client.phase(), Phase::Error, "{case}");
 }
 
 /// Whatever is wrong with the request, the client gets an MRSP Error message with a code
@@ -628,49 +662,46 @@ fn corrupt_request(edit: impl FnOnce(&mut Vec<u8>)) -> (Pair, Vec<Act>) {
 fn mrsp_malformed_request() {
     type Edit = fn(&mut Vec<u8>);
     let invalid = MrspErrorCode::InvalidAddress;
-    let cases: [(Edit, MrspErrorCode, Error); 9] = [
+    let bad_flags = |flags| malformed(wire::Error::InvalidFlags { index: 0, flags });
+    let cases: [(&str, Edit, MrspErrorCode, Error); 11] = [
+        ("flags 0x03", |m| m[4] = 0x03, invalid, bad_flags(0x03)),
+        ("flags 0xFF", |m| m[4] = 0xFF, invalid, bad_flags(0xFF)),
         (
-            |m| m[4] = 0x03,
-            invalid,
-            Error::Malformed(wire::Error::InvalidFlags {
-                index: 0,
-                flags: 0x03,
-            }),
-        ),
-        (
-            |m| m[4] = 0xFF,
-            invalid,
-            Error::Malformed(wire::Error::InvalidFlags {
-                index: 0,
-                flags: 0xFF,
-            }),
-        ),
-        (
+            "truncated to 50 bytes",
             |m| m.truncate(50),
             invalid,
-            Error::Malformed(wire::Error::Truncated {
+            malformed(wire::Error::Truncated {
                 needed: 100,
                 len: 50,
             }),
         ),
         (
+            "reserved type",
             |m| m[0] = 0x03,
             invalid,
-            Error::Malformed(wire::Error::ReservedType),
+            malformed(wire::Error::ReservedType),
         ),
         (
+            "unknown type",
             |m| m[0] = 0x07,
             invalid,
-            Error::Malformed(wire::Error::UnknownType(0x07)),
+            malformed(wire::Error::UnknownType(0x07)),
         ),
         (
+            "an Advertisement",
             |m| m[0] = 0x02,
             invalid,
             Error::UnexpectedMessage(wire::MsgType::Advertise),
         ),
-        (|m| m[1] = 0, invalid, Error::NoParameterRegions),
+        (
+            "no records",
+            |m| m[1] = 0,
+            invalid,
+            Error::NoParameterRegions,
+        ),
         (
             // The first record becomes the internal one: only internal regions remain.
+            "only an internal region",
             |m| {
                 m[1] = 1;
                 m.truncate(4 + 24);
@@ -682,112 +713,103 @@ fn mrsp_malformed_request() {
             Error::NoParameterRegions,
         ),
         (
+            "region of size 0",
             |m| m[4 + 20..4 + 24].fill(0),
             invalid,
             Error::RegionSize { region: 0, size: 0 },
         ),
+        (
+            "40 records: beyond the wire limit",
+            |m| m[1] = 40,
+            MrspErrorCode::TooManyRegions,
+            malformed(wire::Error::TooManyRecords(40)),
+        ),
+        // Regions over 1 GiB are refused with 0x01 (not enough memory), whatever the NAA's
+        // per-connection limit.
+        (
+            "region over 1 GiB",
+            |m| m[4 + 20..4 + 24].copy_from_slice(&((1u32 << 30) + 1).to_be_bytes()),
+            MrspErrorCode::NotEnoughMemory,
+            Error::RegionSize {
+                region: 0,
+                size: (1 << 30) + 1,
+            },
+        ),
     ];
-    for (edit, code, cause) in cases {
-        let (mut p, server) = corrupt_request(edit);
-        assert_eq!(
-            server,
-            [Act::Send(4), Act::Failed(cause), Act::Disconnect],
-            "{cause:?}"
-        );
-        assert_eq!(p.snic.sent.last(), Some(&vec![0x00, code as u8, 0, 0]));
-        assert_eq!(p.server.phase(), Phase::Error);
-        assert_eq!(
-            p.take(Side::Client),
-            [
-                RECV_MSG,
-                Act::Send(100),
-                Act::Failed(Error::MrspRejected(code))
-            ],
-            "{cause:?}"
-        );
-        assert_eq!(p.client.phase(), Phase::Error);
+    for (case, edit, code, cause) in cases {
+        let (mut p, server) = corrupt_request(case, vector_b(1), edit);
+        assert_request_refused(case, &mut p, &server, code, cause);
     }
 }
 
-/// Regions over 1 GiB are refused with 0x01 (not enough memory), whatever the NAA's
-/// per-connection limit.
 #[test]
-fn mrsp_region_over_one_gib() {
-    let (p, server) = corrupt_request(|m| {
-        m[4 + 20..4 + 24].copy_from_slice(&((1u32 << 30) + 1).to_be_bytes());
+fn mrsp_requested_placement_overlap() {
+    let scfg = config(|c| c.placement = window(0x1000_0000, 0x10_0000));
+    // Move p1 (record 1) into p0's page, 32 bytes after p0's start: they overlap.
+    let (mut p, server) = corrupt_request("overlap", vector_b_with(1, scfg), |msg| {
+        let rec = 4 + 24;
+        let word = (u64::from(msg[rec]) << 56) | 0x1000_2020;
+        msg[rec..rec + 8].copy_from_slice(&word.to_be_bytes());
     });
-    assert_eq!(p.snic.sent.last(), Some(&vec![0x00, 0x01, 0, 0]));
-    assert_eq!(
-        server,
-        [
-            Act::Send(4),
-            Act::Failed(Error::RegionSize {
-                region: 0,
-                size: (1 << 30) + 1
-            }),
-            Act::Disconnect
-        ]
-    );
+    let code = MrspErrorCode::InvalidAddress;
+    assert_request_refused("overlap", &mut p, &server, code, Error::MrspRejected(code));
 }
 
-/// Runs the MRSP with the server's Advertisement edited in flight; returns the client's
-/// actions. The server completed its MRSP; the test's client host then hangs up.
-fn corrupt_advert(edit: impl FnOnce(&mut Vec<u8>)) -> Vec<Act> {
-    let mut p = vector_b(1);
-    p.snic.hold_wire = true;
-    p.connect();
-    p.client.start_mrsp(p.now).unwrap();
-    p.run();
-    edit(p.snic.send_in_flight());
-    p.snic.hold_wire = false;
-    p.run();
-    let client = p.take(Side::Client);
-    assert_eq!(p.client.phase(), Phase::Error);
-    assert_eq!(p.server.phase(), Phase::MrspDone);
-    p.take(Side::Server);
-    p.hang_up(Side::Client);
-    p.run();
-    assert_eq!(p.take(Side::Server), [Act::Disconnect]);
-    assert_eq!(p.server.phase(), Phase::Finished);
-    client
-}
-
+/// The client refuses a bad Advertisement; the server completed its MRSP and finishes when
+/// the test's client host hangs up.
 #[test]
 fn mrsp_bad_advertisement() {
-    let count = corrupt_advert(|m| {
+    type Edit = fn(&mut Vec<u8>);
+    let count = |m: &mut Vec<u8>| {
         m[1] = 2;
         m.truncate(4 + 2 * 16);
-    });
-    let size =
-        corrupt_advert(|m| m[4 + 16 + 12..4 + 16 + 16].copy_from_slice(&999u32.to_be_bytes()));
-    let addr =
-        corrupt_advert(|m| m[4 + 32..4 + 40].copy_from_slice(&(u64::MAX - 100).to_be_bytes()));
-    let truncated = corrupt_advert(|m| m.truncate(40));
-    let prefix = [RECV_MSG, Act::Send(100)];
-    let failed = |e| [prefix[0], prefix[1], Act::Failed(e)];
-    assert_eq!(
-        count,
-        failed(Error::AdvertCountMismatch {
-            expected: 3,
-            got: 2
-        })
-    );
-    assert_eq!(
-        size,
-        failed(Error::AdvertTooSmall {
-            region: 1,
-            advertised: 999,
-            needed: 1000
-        })
-    );
-    assert_eq!(addr, failed(Error::AdvertAddressOverflow { region: 2 }));
-    assert_eq!(
-        truncated,
-        failed(Error::Malformed(wire::Error::Truncated {
-            needed: 52,
-            len: 40
-        }))
-    );
+    };
+    let cases: [(&str, Edit, Error); 4] = [
+        (
+            "2 records",
+            count,
+            Error::AdvertCountMismatch {
+                expected: 3,
+                got: 2,
+            },
+        ),
+        (
+            "region 1 too small",
+            |m| m[4 + 16 + 12..4 + 16 + 16].copy_from_slice(&999u32.to_be_bytes()),
+            Error::AdvertTooSmall {
+                region: 1,
+                advertised: 999,
+                needed: 1000,
+            },
+        ),
+        (
+            "region 2 at the end of the address space",
+            |m| m[4 + 32..4 + 40].copy_from_slice(&(u64::MAX - 100).to_be_bytes()),
+            Error::AdvertAddressOverflow { region: 2 },
+        ),
+        (
+            "truncated to 40 bytes",
+            |m| m.truncate(40),
+            malformed(wire::Error::Truncated {
+                needed: 52,
+                len: 40,
+            }),
+        ),
+    ];
+    for (case, edit, error) in cases {
+        let mut p = vector_b(1);
+        p.connect();
+        begin_mrsp_with_edit(&mut p, Side::Server, edit);
+        let failed = [RECV_MSG, Act::Send(100), Act::Failed(error)];
+        assert_eq!(p.take(Side::Client), failed, "{case}");
+        let phases = (p.client.phase(), p.server.phase());
+        assert_eq!(phases, (Phase::Error, Phase::MrspDone), "{case}");
+        p.take(Side::Server);
+        p.hang_up(Side::Client);
+        p.run();
+        assert_eq!(p.take(Side::Server), [Act::Disconnect], "{case}");
+        assert_eq!(p.server.phase(), Phase::Finished, "{case}");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -798,68 +820,41 @@ fn unknown_function_code_is_answered_with_socket_unavail() {
     let mut p = vector_b(5);
     p.mrsp();
     let imm = encode_request(fc(5), [0; 3]);
-    let before: Vec<_> = (0..3).map(|i| p.cnic.mem(i).to_vec()).collect();
+    let before = client_buffers(&p);
     let unavail = ReturnCode::SOCKET_UNAVAIL.to_imm();
     assert_eq!(unavail, 0x100);
-    let (client, server) = p.rpc();
-    assert_eq!(
-        client,
+    let refused = |rpc| {
         [
-            write(0, 64, None),
-            write(1, 1000, Some(imm)),
-            RECV,
-            done(ReturnCode::SOCKET_UNAVAIL, 0, 1)
+            b_call(rpc, imm),
+            vec![done(ReturnCode::SOCKET_UNAVAIL, 0, rpc)],
         ]
-    );
+        .concat()
+    };
     // No kernel; one zero-length write WITH IMM to the last output region (D-02).
-    assert_eq!(server, [write(2, 0, Some(unavail)), RECV]);
-    assert_eq!(
-        (p.client.phase(), p.server.phase()),
-        (Phase::Finished, Phase::DataReceiving)
-    );
+    let answer = [write(2, 0, Some(unavail)), RECV];
+    assert_rpc(&mut p, &refused(1), &answer);
+    assert_phases(&p, Phase::Finished, Phase::DataReceiving);
     // The connection stays usable.
-    let (client, server) = p.rpc();
-    assert_eq!(
-        client,
-        [
-            write(1, 1000, Some(imm)),
-            RECV,
-            done(ReturnCode::SOCKET_UNAVAIL, 0, 2)
-        ]
-    );
-    assert_eq!(server, [write(2, 0, Some(unavail)), RECV]);
-    let after: Vec<_> = (0..3).map(|i| p.cnic.mem(i).to_vec()).collect();
-    assert_eq!(before, after, "no client buffer was written");
-    assert_eq!(
-        (p.client.phase(), p.server.phase()),
-        (Phase::Finished, Phase::DataReceiving)
-    );
+    assert_rpc(&mut p, &refused(2), &answer);
+    assert_eq!(before, client_buffers(&p), "no client buffer was written");
+    assert_phases(&p, Phase::Finished, Phase::DataReceiving);
     assert_eq!(p.server.rpc_count(), 2);
 }
 
 #[test]
 fn kernel_timeout_late_finish_and_a_waiting_rpc() {
-    let mut p = vector_b(1);
-    p.kernel_mode = KernelMode::Manual;
-    p.mrsp();
+    let mut p = vector_b_manual_kernels();
     let p1 = p.cnic.mem(1).to_vec();
     let p2 = p.cnic.mem(2).to_vec();
     p.advance_to(secs(1));
-    let (client, server) = p.rpc();
-    assert_eq!(
-        client,
-        [write(0, 64, None), write(1, 1000, Some(imm1())), RECV]
-    );
-    assert_eq!(server, [kernel(1, [0; 3], 1)]);
+    assert_rpc(&mut p, &b_call(1, imm1()), &[kernel(1, [0; 3], 1)]);
     assert_eq!(p.server.phase(), Phase::Calculating);
-    assert_eq!(p.server.poll_timeout(), Some(secs(11)));
-
-    p.advance_to(secs(11) - Duration::from_micros(1));
-    assert_eq!(
-        (p.take(Side::Client), p.take(Side::Server)),
-        (vec![], vec![])
+    advance_to_deadline(
+        &mut p,
+        Side::Server,
+        secs(11),
+        &[Side::Client, Side::Server],
     );
-    p.advance_to(secs(11));
     let timeout = ReturnCode::KERNEL_TIMEOUT;
     assert_eq!(
         p.take(Side::Server),
@@ -871,16 +866,11 @@ fn kernel_timeout_late_finish_and_a_waiting_rpc() {
         (p1.as_slice(), p2.as_slice()),
         "outputs untouched"
     );
-    assert_eq!(
-        (p.client.phase(), p.server.phase()),
-        (Phase::Finished, Phase::DataReceiving)
-    );
+    assert_phases(&p, Phase::Finished, Phase::DataReceiving);
     assert!(p.server.kernel_running());
 
     // RPC 2 arrives while the stale kernel still runs: it waits.
-    let (client, server) = p.rpc();
-    assert_eq!(client, [write(1, 1000, Some(imm1())), RECV]);
-    assert_eq!(server, []);
+    assert_rpc(&mut p, &b_call(2, imm1()), &[]);
     assert_eq!(p.server.phase(), Phase::DataReceiving);
 
     // The late kernel_finished is accepted and writes nothing back; RPC 2 starts.
@@ -892,19 +882,12 @@ fn kernel_timeout_late_finish_and_a_waiting_rpc() {
     assert_eq!(p.server.poll_timeout(), Some(secs(22)));
     p.finish_kernel(ReturnCode::SUCCESS).unwrap();
     p.run();
-    assert_eq!(
-        p.take(Side::Server),
-        [write(1, 1000, None), write(2, 256, Some(0)), RECV]
-    );
-    assert_eq!(p.take(Side::Client), [done(ReturnCode::SUCCESS, 256, 2)]);
+    assert_eq!(p.take(Side::Server), b_write_back(0));
+    assert_eq!(p.take(Side::Client), [succeeded(256, 2)]);
     // RPC 2's input landed before the stale kernel returned, so both kernels added 1.
-    assert_eq!(p.cnic.mem(1), plus(&p1, 2));
-    assert_eq!(p.cnic.mem(2), [2; 256]);
+    assert_b_outputs(&p, &p1, 2);
     assert!(!p.server.kernel_running());
-    assert_eq!(
-        (p.client.phase(), p.server.phase()),
-        (Phase::Finished, Phase::DataReceiving)
-    );
+    assert_phases(&p, Phase::Finished, Phase::DataReceiving);
 }
 
 #[test]
@@ -916,19 +899,13 @@ fn application_return_codes_come_with_the_outputs() {
         p.mrsp();
         let p1 = p.cnic.mem(1).to_vec();
         let (client, server) = p.rpc();
-        assert_eq!(client[3], done(rc, 256, 1));
-        assert_eq!(
-            server,
-            [
-                kernel(1, [0; 3], 1),
-                write(1, 1000, None),
-                write(2, 256, Some(u32::from(code) << 8)),
-                RECV
-            ]
-        );
-        assert_eq!(p.cnic.mem(1), plus(&p1, 1));
-        assert_eq!(p.cnic.mem(2), [1; 256]);
-        assert_eq!(p.client.phase(), Phase::Finished);
+        assert_eq!(client[3], done(rc, 256, 1), "{rc:?}");
+        let mut served = vec![kernel(1, [0; 3], 1)];
+        served.extend(b_write_back(u32::from(code) << 8));
+        assert_eq!(server, served, "{rc:?}");
+        assert_eq!(p.cnic.mem(1), plus(&p1, 1), "{rc:?}");
+        assert_eq!(p.cnic.mem(2), [1; 256], "{rc:?}");
+        assert_eq!(p.client.phase(), Phase::Finished, "{rc:?}");
     }
 }
 
@@ -937,98 +914,45 @@ fn application_return_codes_come_with_the_outputs() {
 
 #[test]
 fn all_inputs_single_send_second_rpc_sends_one_empty_write() {
-    let mut p = Pair::new(
-        &[(64, 0x06), (128, 0x08)],
-        &[],
-        ClientConfig::new(fc(1)),
-        server_config(),
-    );
-    p.mrsp();
+    let mut p = pair_after_mrsp(&[(64, 0x06), (128, 0x08)], &[], 1);
     let p0 = p.cnic.mem(0).to_vec();
-    let (client, server) = p.rpc();
-    assert_eq!(
-        client,
-        [
-            write(0, 64, Some(imm1())),
-            RECV,
-            done(ReturnCode::SUCCESS, 128, 1)
-        ]
-    );
-    assert_eq!(server, [kernel(1, [0; 3], 1), write(1, 128, Some(0)), RECV]);
+    let served = |rpc| [kernel(1, [0; 3], rpc), write(1, 128, Some(0)), RECV];
+    let client = [write(0, 64, Some(imm1())), RECV, succeeded(128, 1)];
+    assert_rpc(&mut p, &client, &served(1));
     for rpc in 2..4 {
-        let (client, server) = p.rpc();
-        assert_eq!(
-            client,
-            [
-                write(0, 0, Some(imm1())),
-                RECV,
-                done(ReturnCode::SUCCESS, 128, rpc)
-            ]
-        );
-        assert_eq!(
-            server,
-            [kernel(1, [0; 3], rpc), write(1, 128, Some(0)), RECV]
-        );
+        let client = [write(0, 0, Some(imm1())), RECV, succeeded(128, rpc)];
+        assert_rpc(&mut p, &client, &served(rpc));
         assert_eq!(p.snic.mem(0), plus(&p0, rpc as u8), "kept, not overwritten");
-        assert_eq!(p.cnic.mem(1), vec![rpc as u8; 128]);
+        assert_eq!(p.cnic.mem(1), vec![rpc as u8; 128], "RPC {rpc}");
     }
 }
 
 #[test]
 fn no_output_region_reply_is_one_empty_write() {
-    let mut p = Pair::new(
-        &[(64, 0x04)],
-        &[32],
-        ClientConfig::new(fc(1)),
-        server_config(),
-    );
-    p.mrsp();
+    let mut p = pair_after_mrsp(&[(64, 0x04)], &[32], 1);
     let p0 = p.cnic.mem(0).to_vec();
-    let (client, server) = p.rpc();
-    assert_eq!(
-        client,
-        [
-            write(0, 64, Some(imm1())),
-            RECV,
-            done(ReturnCode::SUCCESS, 0, 1)
-        ]
+    let client = [write(0, 64, Some(imm1())), RECV, succeeded(0, 1)];
+    assert_rpc(
+        &mut p,
+        &client,
+        &[kernel(1, [0; 3], 1), write(0, 0, Some(0)), RECV],
     );
-    assert_eq!(server, [kernel(1, [0; 3], 1), write(0, 0, Some(0)), RECV]);
     assert_eq!(p.cnic.mem(0), p0);
     assert_eq!(p.snic.mem(0), plus(&p0, 1));
-    assert_eq!(
-        (p.client.phase(), p.server.phase()),
-        (Phase::Finished, Phase::DataReceiving)
-    );
+    assert_phases(&p, Phase::Finished, Phase::DataReceiving);
     let (client, _) = p.rpc();
-    assert_eq!(client[2], done(ReturnCode::SUCCESS, 0, 2));
+    assert_eq!(client[2], succeeded(0, 2));
 }
 
 #[test]
 fn client_without_inputs() {
-    let mut p = Pair::new(
-        &[(256, 0x08), (16, 0x00)],
-        &[],
-        ClientConfig::new(fc(2)),
-        server_config(),
-    );
-    p.mrsp();
+    let mut p = pair_after_mrsp(&[(256, 0x08), (16, 0x00)], &[], 2);
     let imm = encode_request(fc(2), [0; 3]);
     for rpc in 1..3 {
-        let (client, server) = p.rpc();
-        assert_eq!(
-            client,
-            [
-                write(0, 0, Some(imm)),
-                RECV,
-                done(ReturnCode::SUCCESS, 256, rpc)
-            ]
-        );
-        assert_eq!(
-            server,
-            [kernel(2, [0; 3], rpc), write(0, 256, Some(0)), RECV]
-        );
-        assert_eq!(p.cnic.mem(0), vec![2 * rpc as u8; 256]);
+        let client = [write(0, 0, Some(imm)), RECV, succeeded(256, rpc)];
+        let server = [kernel(2, [0; 3], rpc), write(0, 256, Some(0)), RECV];
+        assert_rpc(&mut p, &client, &server);
+        assert_eq!(p.cnic.mem(0), vec![2 * rpc as u8; 256], "RPC {rpc}");
     }
 }
 
@@ -1037,43 +961,25 @@ fn client_without_inputs() {
 
 #[test]
 fn reply_before_own_write_completions_d20() {
-    let mut p = vector_b(1);
-    p.mrsp();
+    let mut p = vector_b_after_mrsp();
     let p1 = p.cnic.mem(1).to_vec();
     p.cnic.hold_completions = true;
-    let (client, server) = p.rpc();
-    assert_eq!(
-        client,
-        [write(0, 64, None), write(1, 1000, Some(imm1())), RECV]
-    );
-    assert_eq!(
-        server,
-        [
-            kernel(1, [0; 3], 1),
-            write(1, 1000, None),
-            write(2, 256, Some(0)),
-            RECV
-        ]
-    );
+    assert_rpc(&mut p, &b_call(1, imm1()), &b_served(1, [0; 3], 1));
     assert_eq!(
         p.client.phase(),
         Phase::DataSending,
         "the reply is in, the writes are not"
     );
-    p.release(Side::Client);
-    p.run();
-    assert_eq!(p.take(Side::Client), [done(ReturnCode::SUCCESS, 256, 1)]);
+    assert_eq!(release(&mut p, Side::Client), [succeeded(256, 1)]);
     assert_eq!(p.client.phase(), Phase::Finished);
     assert_eq!(p.cnic.mem(1), plus(&p1, 1));
 
     // And again, with only the in-place input left to write.
     p.cnic.hold_completions = true;
     let (client, _) = p.rpc();
-    assert_eq!(client, [write(1, 1000, Some(imm1())), RECV]);
+    assert_eq!(client, b_call(2, imm1()));
     assert_eq!(p.client.phase(), Phase::DataSending);
-    p.release(Side::Client);
-    p.run();
-    assert_eq!(p.take(Side::Client), [done(ReturnCode::SUCCESS, 256, 2)]);
+    assert_eq!(release(&mut p, Side::Client), [succeeded(256, 2)]);
     assert_eq!(p.cnic.mem(1), plus(&p1, 2));
 }
 
@@ -1082,53 +988,29 @@ fn advertisement_before_own_send_completion() {
     let mut p = vector_b(1);
     p.connect();
     p.cnic.hold_completions = true;
-    p.client.start_mrsp(p.now).unwrap();
-    p.run();
+    begin_mrsp(&mut p);
     assert_eq!(p.take(Side::Client), [RECV_MSG, Act::Send(100)]);
     assert_eq!(p.client.phase(), Phase::MrspSending);
-    p.release(Side::Client);
-    p.run();
-    assert_eq!(p.take(Side::Client), [RECV, Act::MrspComplete]);
+    assert_eq!(release(&mut p, Side::Client), [RECV, Act::MrspComplete]);
     assert_eq!(p.client.phase(), Phase::MrspDone);
     let (client, _) = p.rpc();
-    assert_eq!(client[3], done(ReturnCode::SUCCESS, 256, 1));
+    assert_eq!(client[3], succeeded(256, 1));
 }
 
 #[test]
 fn next_request_before_the_servers_write_completions() {
-    let mut p = vector_b(1);
-    p.mrsp();
+    let mut p = vector_b_after_mrsp();
     p.snic.hold_completions = true;
     let (client, server) = p.rpc();
-    assert_eq!(client[3], done(ReturnCode::SUCCESS, 256, 1));
-    assert_eq!(
-        server,
-        [
-            kernel(1, [0; 3], 1),
-            write(1, 1000, None),
-            write(2, 256, Some(0)),
-            RECV
-        ]
-    );
+    assert_eq!(client[3], succeeded(256, 1));
+    assert_eq!(server, b_served(1, [0; 3], 1));
     assert_eq!(p.server.phase(), Phase::DataSending);
     // The client goes on at once; the NAA has a receive for it (§3.9) and queues the call.
-    let (client, server) = p.rpc();
-    assert_eq!(client, [write(1, 1000, Some(imm1())), RECV]);
-    assert_eq!(server, []);
+    assert_rpc(&mut p, &b_call(2, imm1()), &[]);
     assert_eq!(p.snic.recvs.len(), 1);
     assert_eq!(p.server.phase(), Phase::DataSending);
-    p.release(Side::Server);
-    p.run();
-    assert_eq!(
-        p.take(Side::Server),
-        [
-            kernel(1, [0; 3], 2),
-            write(1, 1000, None),
-            write(2, 256, Some(0)),
-            RECV
-        ]
-    );
-    assert_eq!(p.take(Side::Client), [done(ReturnCode::SUCCESS, 256, 2)]);
+    assert_eq!(release(&mut p, Side::Server), b_served(1, [0; 3], 2));
+    assert_eq!(p.take(Side::Client), [succeeded(256, 2)]);
     assert_eq!(p.cnic.mem(2), [2; 256]);
     assert!(matches!(p.server_min_recvs, Some(n) if n >= 1));
 }
@@ -1139,34 +1021,14 @@ fn first_request_before_the_advertisement_send_completion() {
     p.connect();
     p.take(Side::Server);
     p.snic.hold_completions = true;
-    p.client.start_mrsp(p.now).unwrap();
-    p.run();
-    assert_eq!(
-        p.take(Side::Client),
-        [RECV_MSG, Act::Send(100), RECV, Act::MrspComplete]
-    );
+    begin_mrsp(&mut p);
+    assert_eq!(p.take(Side::Client), CLIENT_MRSP);
     assert_eq!(p.server.phase(), Phase::MrspSending);
-    let (client, server) = p.rpc();
-    assert_eq!(
-        client,
-        [write(0, 64, None), write(1, 1000, Some(imm1())), RECV]
-    );
-    let mut expected = ALLOC_B.to_vec();
-    expected.extend([RECV, RECV, Act::Send(52)]);
-    assert_eq!(server, expected);
-    p.release(Side::Server);
-    p.run();
-    assert_eq!(
-        p.take(Side::Server),
-        [
-            Act::MrspComplete,
-            kernel(1, [0; 3], 1),
-            write(1, 1000, None),
-            write(2, 256, Some(0)),
-            RECV
-        ]
-    );
-    assert_eq!(p.take(Side::Client), [done(ReturnCode::SUCCESS, 256, 1)]);
+    let server = [&ALLOC_B[..], &ADVERTISE_B].concat();
+    assert_rpc(&mut p, &b_call(1, imm1()), &server);
+    let server = [&[Act::MrspComplete][..], &b_served(1, [0; 3], 1)].concat();
+    assert_eq!(release(&mut p, Side::Server), server);
+    assert_eq!(p.take(Side::Client), [succeeded(256, 1)]);
 }
 
 #[test]
@@ -1176,22 +1038,22 @@ fn established_after_the_request_is_tolerated() {
     p.run();
     p.client.handle_input(p.now, Input::AddressResolved);
     p.client.handle_input(p.now, Input::Established);
-    p.client.start_mrsp(p.now).unwrap();
-    p.run();
-    assert_eq!(
-        p.take(Side::Client),
-        [RECV_MSG, Act::Send(100), RECV, Act::MrspComplete]
-    );
+    begin_mrsp(&mut p);
+    assert_eq!(p.take(Side::Client), CLIENT_MRSP);
     assert_eq!(p.server.phase(), Phase::MrspDone);
     p.server.handle_input(p.now, Input::Established);
     p.run();
-    let mut expected = vec![RECV_MSG];
-    expected.extend(ALLOC_B);
-    expected.extend([RECV, RECV, Act::Send(52), Act::MrspComplete]);
-    assert_eq!(p.take(Side::Server), expected);
+    let server = [
+        &[RECV_MSG][..],
+        &ALLOC_B,
+        &ADVERTISE_B,
+        &[Act::MrspComplete],
+    ]
+    .concat();
+    assert_eq!(p.take(Side::Server), server);
     assert_eq!(p.server.phase(), Phase::MrspDone);
     let (client, _) = p.rpc();
-    assert_eq!(client[3], done(ReturnCode::SUCCESS, 256, 1));
+    assert_eq!(client[3], succeeded(256, 1));
     // A second ESTABLISHED is a protocol violation.
     p.server.handle_input(p.now, Input::Established);
     p.run();
@@ -1209,26 +1071,18 @@ fn established_after_the_request_is_tolerated() {
 
 #[test]
 fn client_mrsp_timeout() {
-    let mut scfg = server_config();
-    scfg.completion_timeout = Duration::from_secs(30);
-    let mut p = vector_b_with(1, scfg);
+    let mut p = vector_b_with(
+        1,
+        config(|c| c.completion_timeout = Duration::from_secs(30)),
+    );
     p.connect();
     p.snic.hold_wire = true; // The Advertisement never arrives.
     p.advance_to(secs(1));
-    p.client.start_mrsp(p.now).unwrap();
-    p.run();
+    begin_mrsp(&mut p);
     assert_eq!(p.take(Side::Client), [RECV_MSG, Act::Send(100)]);
     assert_eq!(p.client.phase(), Phase::MrspReceiving);
-    assert_eq!(p.client.poll_timeout(), Some(secs(11)));
-    p.advance_to(secs(11) - Duration::from_micros(1));
-    assert_eq!(p.take(Side::Client), []);
-    p.advance_to(secs(11));
-    assert_eq!(
-        p.take(Side::Client),
-        [Act::Failed(Error::Timeout {
-            phase: Phase::MrspReceiving
-        })]
-    );
+    advance_to_deadline(&mut p, Side::Client, secs(11), &[Side::Client]);
+    assert_eq!(p.take(Side::Client), [timed_out(Phase::MrspReceiving)]);
     assert_eq!(
         (p.client.phase(), p.client.poll_timeout()),
         (Phase::Error, None)
@@ -1237,15 +1091,8 @@ fn client_mrsp_timeout() {
     assert_eq!(p.server.poll_timeout(), Some(secs(31)));
     p.take(Side::Server);
     p.advance_to(secs(31));
-    assert_eq!(
-        p.take(Side::Server),
-        [
-            Act::Failed(Error::Timeout {
-                phase: Phase::MrspSending
-            }),
-            Act::Disconnect
-        ]
-    );
+    let failed = [timed_out(Phase::MrspSending), Act::Disconnect];
+    assert_eq!(p.take(Side::Server), failed);
 }
 
 #[test]
@@ -1256,48 +1103,24 @@ fn client_rpc_timeout() {
     p.kernel_mode = KernelMode::Manual;
     p.mrsp();
     p.advance_to(secs(2));
-    let (client, server) = p.rpc();
-    assert_eq!(
-        client,
-        [write(0, 64, None), write(1, 1000, Some(imm1())), RECV]
-    );
-    assert_eq!(server, [kernel(1, [0; 3], 1)]);
-    assert_eq!(p.client.poll_timeout(), Some(secs(7)));
-    p.advance_to(secs(7) - Duration::from_micros(1));
-    assert_eq!(p.take(Side::Client), []);
-    p.advance_to(secs(7));
-    assert_eq!(
-        p.take(Side::Client),
-        [Act::Failed(Error::Timeout {
-            phase: Phase::DataReceiving
-        })]
-    );
+    assert_rpc(&mut p, &b_call(1, imm1()), &[kernel(1, [0; 3], 1)]);
+    advance_to_deadline(&mut p, Side::Client, secs(7), &[Side::Client]);
+    assert_eq!(p.take(Side::Client), [timed_out(Phase::DataReceiving)]);
     assert_eq!(p.client.phase(), Phase::Error);
     assert_eq!(p.take(Side::Server), []);
 
     // A per-call deadline overrides the configured one.
-    let mut p = vector_b(1);
-    p.kernel_mode = KernelMode::Manual;
-    p.mrsp();
-    p.client
-        .start_rpc(
-            p.now,
-            RpcArgs {
-                timeout: Duration::from_millis(1500),
-                ..p.args()
-            },
-        )
-        .unwrap();
+    let mut p = vector_b_manual_kernels();
+    let args = RpcArgs {
+        timeout: Duration::from_millis(1500),
+        ..p.args()
+    };
+    p.client.start_rpc(p.now, args).unwrap();
     p.run();
     assert_eq!(p.client.poll_timeout(), Some(Instant::from_millis(1500)));
     p.take(Side::Client);
     p.advance_to(Instant::from_millis(1500));
-    assert_eq!(
-        p.take(Side::Client),
-        [Act::Failed(Error::Timeout {
-            phase: Phase::DataReceiving
-        })]
-    );
+    assert_eq!(p.take(Side::Client), [timed_out(Phase::DataReceiving)]);
 }
 
 #[test]
@@ -1305,103 +1128,58 @@ fn server_mrsp_timeout() {
     let mut p = vector_b(1);
     p.connect();
     p.take(Side::Server);
-    assert_eq!(p.server.poll_timeout(), Some(secs(10)));
-    p.advance_to(secs(10) - Duration::from_micros(1));
-    assert_eq!(p.take(Side::Server), []);
-    p.advance_to(secs(10));
-    assert_eq!(
-        p.take(Side::Server),
-        [
-            Act::Failed(Error::Timeout {
-                phase: Phase::MrspReceiving
-            }),
-            Act::Disconnect
-        ]
-    );
+    advance_to_deadline(&mut p, Side::Server, secs(10), &[Side::Server]);
+    let failed = [timed_out(Phase::MrspReceiving), Act::Disconnect];
+    assert_eq!(p.take(Side::Server), failed);
     assert_eq!(p.server.phase(), Phase::Error);
     // The client was idle: it just sees the disconnect.
     assert_eq!(p.take(Side::Client), []);
     assert_eq!(p.client.phase(), Phase::Disconnected);
-    assert_eq!(
-        p.client.start_mrsp(p.now),
-        Err(Error::WrongPhase {
-            phase: Phase::Disconnected
-        })
-    );
+    assert_eq!(p.client.start_mrsp(p.now), wrong_phase(Phase::Disconnected));
 }
 
 #[test]
 fn server_idle_timeout() {
-    let mut scfg = server_config();
-    scfg.idle_timeout = Some(Duration::from_secs(30));
-    let mut p = vector_b_with(1, scfg);
+    let mut p = vector_b_with(
+        1,
+        config(|c| c.idle_timeout = Some(Duration::from_secs(30))),
+    );
     p.mrsp();
     assert_eq!(p.server.poll_timeout(), Some(secs(30)));
     p.advance_to(secs(20));
     let (client, _) = p.rpc();
-    assert_eq!(client[3], done(ReturnCode::SUCCESS, 256, 1));
-    assert_eq!(p.server.poll_timeout(), Some(secs(50)));
-    p.advance_to(secs(50) - Duration::from_micros(1));
-    assert_eq!(p.take(Side::Server), []);
-    p.advance_to(secs(50));
-    assert_eq!(
-        p.take(Side::Server),
-        [
-            Act::Failed(Error::Timeout {
-                phase: Phase::DataReceiving
-            }),
-            Act::Disconnect
-        ]
-    );
+    assert_eq!(client[3], succeeded(256, 1));
+    advance_to_deadline(&mut p, Side::Server, secs(50), &[Side::Server]);
+    let failed = [timed_out(Phase::DataReceiving), Act::Disconnect];
+    assert_eq!(p.take(Side::Server), failed);
     assert_eq!(p.take(Side::Client), []);
-    assert_eq!(
-        (p.client.phase(), p.server.phase()),
-        (Phase::Disconnected, Phase::Error)
-    );
+    assert_phases(&p, Phase::Disconnected, Phase::Error);
 }
 
 #[test]
 fn server_completion_timeout() {
-    let mut p = vector_b(1);
-    p.mrsp();
+    let mut p = vector_b_after_mrsp();
     p.advance_to(secs(3));
     p.snic.hold_completions = true; // The NAA never sees its write-back complete.
     let (client, server) = p.rpc();
-    assert_eq!(client[3], done(ReturnCode::SUCCESS, 256, 1));
+    assert_eq!(client[3], succeeded(256, 1));
     assert_eq!(server.len(), 4);
     assert_eq!(p.server.poll_timeout(), Some(secs(13)));
     p.advance_to(secs(13));
-    assert_eq!(
-        p.take(Side::Server),
-        [
-            Act::Failed(Error::Timeout {
-                phase: Phase::DataSending
-            }),
-            Act::Disconnect
-        ]
-    );
-    assert_eq!(
-        (p.client.phase(), p.server.phase()),
-        (Phase::Disconnected, Phase::Error)
-    );
+    let failed = [timed_out(Phase::DataSending), Act::Disconnect];
+    assert_eq!(p.take(Side::Server), failed);
+    assert_phases(&p, Phase::Disconnected, Phase::Error);
 }
 
 #[test]
 fn server_disconnects_mid_rpc() {
-    let mut p = vector_b(1);
-    p.kernel_mode = KernelMode::Manual;
-    p.mrsp();
+    let mut p = vector_b_manual_kernels();
     let (_, server) = p.rpc();
     assert_eq!(server, [kernel(1, [0; 3], 1)]);
     assert_eq!(p.client.phase(), Phase::DataReceiving);
     p.hang_up(Side::Server);
     p.run();
-    assert_eq!(
-        p.take(Side::Client),
-        [Act::Failed(Error::PeerDisconnected {
-            phase: Phase::DataReceiving
-        })]
-    );
+    assert_eq!(p.take(Side::Client), [Act::Failed(PEER_GONE_MID_RPC)]);
     assert_eq!(
         (p.client.phase(), p.client.poll_timeout()),
         (Phase::Error, None)
@@ -1411,18 +1189,10 @@ fn server_disconnects_mid_rpc() {
 #[test]
 fn client_disconnects_mid_rpc() {
     // While the kernel runs: the late kernel_finished must not write anything back.
-    let mut p = vector_b(1);
-    p.kernel_mode = KernelMode::Manual;
-    p.mrsp();
+    let mut p = vector_b_manual_kernels();
     p.rpc();
     assert_eq!(p.server.phase(), Phase::Calculating);
-    p.hang_up(Side::Client);
-    p.run();
-    assert_eq!(p.take(Side::Server), [Act::Disconnect]);
-    assert_eq!(
-        (p.server.phase(), p.server.poll_timeout()),
-        (Phase::Finished, None)
-    );
+    client_hangs_up(&mut p);
     assert_eq!(p.finish_kernel(ReturnCode::SUCCESS), Ok(()));
     p.run();
     assert_eq!(p.take(Side::Server), []);
@@ -1430,16 +1200,12 @@ fn client_disconnects_mid_rpc() {
     assert!(!p.server.kernel_running());
 
     // While the write-back is in flight.
-    let mut p = vector_b(1);
-    p.mrsp();
+    let mut p = vector_b_after_mrsp();
     p.snic.hold_wire = true;
     let (_, server) = p.rpc();
     assert_eq!(server.len(), 4);
     assert_eq!(p.server.phase(), Phase::DataSending);
-    p.hang_up(Side::Client);
-    p.run();
-    assert_eq!(p.take(Side::Server), [Act::Disconnect]);
-    assert_eq!(p.server.phase(), Phase::Finished);
+    client_hangs_up(&mut p);
     // Its flushed writes are ignored.
     p.snic.hold_wire = false;
     p.run();
@@ -1453,32 +1219,15 @@ fn client_disconnects_during_the_mrsp_d31() {
     let mut p = vector_b(1);
     p.connect();
     p.take(Side::Server);
-    p.hang_up(Side::Client);
-    p.run();
-    assert_eq!(p.take(Side::Server), [Act::Disconnect]);
-    assert_eq!(
-        (p.server.phase(), p.server.poll_timeout()),
-        (Phase::Finished, None)
-    );
+    client_hangs_up(&mut p);
 
     // While the NAA allocates: late answers are refused and change nothing.
-    let mut p = vector_b(1);
-    p.alloc_mode = AllocMode::Manual;
-    p.connect();
-    p.client.start_mrsp(p.now).unwrap();
-    p.run();
-    p.take(Side::Server);
-    p.assign_next().unwrap();
-    p.hang_up(Side::Client);
-    p.run();
-    assert_eq!(p.take(Side::Server), [Act::Disconnect]);
-    let finished = Err(Error::WrongPhase {
-        phase: Phase::Finished,
-    });
-    assert_eq!(p.assign_next(), finished);
+    let mut p = vector_b_region_0_assigned();
+    client_hangs_up(&mut p);
+    assert_eq!(p.assign_next(), wrong_phase(Phase::Finished));
     assert_eq!(
         p.server.assignment_failed(p.now, RegionId::new(2)),
-        finished
+        wrong_phase(Phase::Finished)
     );
     p.run();
     assert_eq!(p.take(Side::Server), []);
@@ -1488,151 +1237,91 @@ fn client_disconnects_during_the_mrsp_d31() {
     let mut p = vector_b(1);
     p.snic.hold_wire = true;
     p.connect();
-    p.client.start_mrsp(p.now).unwrap();
-    p.run();
+    begin_mrsp(&mut p);
     p.take(Side::Server);
     assert_eq!(p.server.phase(), Phase::MrspSending);
-    p.hang_up(Side::Client);
     p.snic.hold_wire = false;
-    p.run();
-    assert_eq!(p.take(Side::Server), [Act::Disconnect]);
-    assert_eq!(p.server.phase(), Phase::Finished);
+    client_hangs_up(&mut p);
+}
+
+/// Vector B after an MRSP in which `side`'s message had the rkey at `at` replaced by `rkey`
+/// in flight.
+fn vector_b_with_rkey_replaced(side: Side, at: usize, rkey: u32) -> Pair {
+    let mut p = vector_b(1);
+    p.connect();
+    begin_mrsp_with_edit(&mut p, side, |m| {
+        m[at..at + 4].copy_from_slice(&rkey.to_be_bytes());
+    });
+    p.take(Side::Client);
+    p.take(Side::Server);
+    p
+}
+
+/// The remote access error of the write `write`, which must be one.
+fn remote_access_error(write: Action) -> Act {
+    let Action::Write(w) = write else {
+        panic!("not a write: {write:?}")
+    };
+    Act::Failed(Error::WorkFailed {
+        wr_id: w.wr_id,
+        error: WorkError::RemoteAccess,
+    })
 }
 
 #[test]
 fn remote_access_error_on_the_client_write() {
-    let mut p = vector_b(1);
-    p.snic.hold_wire = true;
-    p.connect();
-    p.client.start_mrsp(p.now).unwrap();
-    p.run();
-    // Corrupt the rkey of Advertisement record 1 in flight.
-    p.snic.send_in_flight()[4 + 16 + 8..4 + 16 + 12].copy_from_slice(&0xDEAD_BEEFu32.to_be_bytes());
-    p.snic.hold_wire = false;
-    p.run();
-    p.take(Side::Client);
-    p.take(Side::Server);
-    p.client.start_rpc(p.now, p.args()).unwrap();
-    p.run();
-    let client = p.take_actions(Side::Client);
+    // The rkey of Advertisement record 1.
+    let mut p = vector_b_with_rkey_replaced(Side::Server, 4 + 16 + 8, 0xDEAD_BEEF);
+    let (client, server) = rpc_actions(&mut p);
     let Action::Write(w) = client[1] else {
         panic!("{client:?}")
     };
     assert_eq!(w.rkey, 0xDEAD_BEEF);
-    let failed = Error::WorkFailed {
-        wr_id: w.wr_id,
-        error: WorkError::RemoteAccess,
-    };
-    let compact: Vec<_> = client.into_iter().map(Act::from).collect();
-    assert_eq!(
-        compact,
-        [
-            write(0, 64, None),
-            write(1, 1000, Some(imm1())),
-            RECV,
-            Act::Failed(failed)
-        ]
-    );
+    let failed = remote_access_error(client[1]);
+    let expected = [&b_call(1, imm1())[..], &[failed]].concat();
+    assert_eq!(compact(&client), expected);
     assert_eq!(p.client.phase(), Phase::Error);
-    assert_eq!(
-        p.take(Side::Server),
-        [],
-        "nothing reached the NAA's receive queue"
-    );
+    assert_eq!(server, [], "nothing reached the NAA's receive queue");
     // The client's host tears down; the NAA follows.
-    p.hang_up(Side::Client);
-    p.run();
-    assert_eq!(p.take(Side::Server), [Act::Disconnect]);
-    assert_eq!(p.server.phase(), Phase::Finished);
+    client_hangs_up(&mut p);
 }
 
 #[test]
 fn remote_access_error_on_the_server_write_back() {
-    let mut p = vector_b(1);
-    p.cnic.hold_wire = true;
-    p.connect();
-    p.client.start_mrsp(p.now).unwrap();
-    p.run();
-    // Corrupt the rkey the client publishes for p2 (record 2) in flight.
-    p.cnic.send_in_flight()[4 + 48 + 16..4 + 48 + 20]
-        .copy_from_slice(&0xBAD0_0000u32.to_be_bytes());
-    p.cnic.hold_wire = false;
-    p.run();
-    p.take(Side::Client);
-    p.take(Side::Server);
+    // The rkey the client publishes for p2 (record 2).
+    let mut p = vector_b_with_rkey_replaced(Side::Client, 4 + 48 + 16, 0xBAD0_0000);
     let p1 = p.cnic.mem(1).to_vec();
-    p.client.start_rpc(p.now, p.args()).unwrap();
-    p.run();
-    let server = p.take_actions(Side::Server);
-    let Action::Write(w) = server[2] else {
-        panic!("{server:?}")
-    };
-    let failed = Error::WorkFailed {
-        wr_id: w.wr_id,
-        error: WorkError::RemoteAccess,
-    };
-    let compact: Vec<_> = server.into_iter().map(Act::from).collect();
-    assert_eq!(
-        compact,
-        [
-            kernel(1, [0; 3], 1),
-            write(1, 1000, None),
-            write(2, 256, Some(0)),
-            RECV,
-            Act::Failed(failed),
-            Act::Disconnect
-        ]
-    );
-    assert_eq!(
-        p.take(Side::Client),
-        [
-            write(0, 64, None),
-            write(1, 1000, Some(imm1())),
-            RECV,
-            Act::Failed(Error::PeerDisconnected {
-                phase: Phase::DataReceiving
-            })
-        ]
-    );
+    let (client, server) = rpc_actions(&mut p);
+    let failed = remote_access_error(server[2]);
+    let expected = [b_served(1, [0; 3], 1), vec![failed, Act::Disconnect]].concat();
+    assert_eq!(compact(&server), expected);
+    let expected = [&b_call(1, imm1())[..], &[Act::Failed(PEER_GONE_MID_RPC)]].concat();
+    assert_eq!(compact(&client), expected);
     // The first output had landed; the failed one did not.
     assert_eq!(p.cnic.mem(1), plus(&p1, 1));
     assert_ne!(p.cnic.mem(2), [1; 256]);
-    assert_eq!(
-        (p.client.phase(), p.server.phase()),
-        (Phase::Error, Phase::Error)
-    );
+    assert_phases(&p, Phase::Error, Phase::Error);
 }
 
 #[test]
 fn failed_data_receive_sends_the_error_write_d07() {
-    let mut p = vector_b(1);
-    p.mrsp();
+    let mut p = vector_b_after_mrsp();
     // The receive posted ahead for RPC 2 (after RPC 1's writes) fails: it is only
     // forgotten, and RPC 1 ends as usual.
     p.cnic.fail_data_recv = true;
     let (client, _) = p.rpc();
-    assert_eq!(
-        client,
-        [
-            write(0, 64, None),
-            write(1, 1000, Some(imm1())),
-            RECV,
-            done(ReturnCode::SUCCESS, 256, 1)
-        ]
-    );
+    assert_eq!(client, b_rpc_ok(1, imm1()));
     assert!(
         !p.cnic.fail_data_recv,
         "the receive posted ahead was refused"
     );
     assert_eq!(p.cnic.recvs.len(), 0);
-    let before: Vec<_> = (0..3).map(|i| p.cnic.mem(i).to_vec()).collect();
+    let before = client_buffers(&p);
     let server_r1 = p.snic.mem(1).to_vec();
 
     // RPC 2 posts its reply's receive itself, before its writes; that fails too.
     p.cnic.fail_data_recv = true;
-    p.client.start_rpc(p.now, p.args()).unwrap();
-    p.run();
-    let client = p.take_actions(Side::Client);
+    let (client, server) = rpc_actions(&mut p);
     let Action::PostRecv { wr_id, .. } = client[0] else {
         panic!("{client:?}")
     };
@@ -1644,25 +1333,19 @@ fn failed_data_receive_sends_the_error_write_d07() {
         (w.remote_addr, w.rkey, w.solicited),
         (SERVER_VA, SERVER_RKEY, true)
     );
-    let compact: Vec<_> = client.into_iter().map(Act::from).collect();
-    assert_eq!(
-        compact,
-        [
-            RECV,
-            write(0, 0, Some(0)),
-            Act::Failed(Error::PostFailed(wr_id))
-        ]
-    );
+    let expected = [
+        RECV,
+        write(0, 0, Some(0)),
+        Act::Failed(Error::PostFailed(wr_id)),
+    ];
+    assert_eq!(compact(&client), expected);
     assert_eq!(p.client.phase(), Phase::Error);
     // The NAA must not run the previous kernel on stale data (D-07).
-    assert_eq!(
-        p.take(Side::Server),
-        [Act::Failed(Error::ClientSignalledError), Act::Disconnect]
-    );
+    let signalled = [Act::Failed(Error::ClientSignalledError), Act::Disconnect];
+    assert_eq!(compact(&server), signalled);
     assert_eq!(p.server.phase(), Phase::Error);
     assert_eq!(p.server.rpc_count(), 1);
-    let after: Vec<_> = (0..3).map(|i| p.cnic.mem(i).to_vec()).collect();
-    assert_eq!(before, after);
+    assert_eq!(before, client_buffers(&p));
     assert_eq!(p.snic.mem(1), server_r1);
 }
 
@@ -1670,27 +1353,19 @@ fn failed_data_receive_sends_the_error_write_d07() {
 fn error_write_queued_behind_the_write_back_d07() {
     // The client's error write reaches the NAA while its write-back is still completing: the
     // queued "call" must still end the connection, not run the kernel.
-    let mut p = vector_b(1);
-    p.mrsp();
+    let mut p = vector_b_after_mrsp();
     p.snic.hold_completions = true;
     // The receive posted ahead for RPC 2 fails (forgotten), then RPC 2's own.
     p.cnic.fail_data_recv = true;
     let (client, _) = p.rpc();
-    assert_eq!(client[3], done(ReturnCode::SUCCESS, 256, 1));
+    assert_eq!(client[3], succeeded(256, 1));
     p.cnic.fail_data_recv = true;
     let (client, server) = p.rpc();
     assert_eq!(client[1], write(0, 0, Some(0)));
     assert_eq!(server, []);
-    p.release(Side::Server);
-    p.run();
-    assert_eq!(
-        p.take(Side::Server),
-        [Act::Failed(Error::ClientSignalledError), Act::Disconnect]
-    );
-    assert_eq!(
-        (p.client.phase(), p.server.phase()),
-        (Phase::Error, Phase::Error)
-    );
+    let signalled = [Act::Failed(Error::ClientSignalledError), Act::Disconnect];
+    assert_eq!(release(&mut p, Side::Server), signalled);
+    assert_phases(&p, Phase::Error, Phase::Error);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1701,24 +1376,17 @@ fn commands_in_the_wrong_phase_change_nothing() {
     let mut p = vector_b(1);
     p.run();
     p.take(Side::Server);
-    assert_eq!(
-        p.client.start_mrsp(p.now),
-        Err(Error::WrongPhase { phase: Phase::Init })
-    );
+    assert_eq!(p.client.start_mrsp(p.now), wrong_phase(Phase::Init));
     p.connect();
     // start_rpc before the MRSP.
     assert_eq!(
         p.client.start_rpc(p.now, p.args()),
-        Err(Error::WrongPhase {
-            phase: Phase::Connected
-        })
+        wrong_phase(Phase::Connected)
     );
     // kernel_finished without a kernel.
     assert_eq!(
         p.server.kernel_finished(p.now, ReturnCode::SUCCESS),
-        Err(Error::WrongPhase {
-            phase: Phase::MrspReceiving
-        })
+        wrong_phase(Phase::MrspReceiving)
     );
     p.run();
     assert_eq!(
@@ -1738,12 +1406,7 @@ fn commands_in_the_wrong_phase_change_nothing() {
     p.alloc_mode = AllocMode::Manual;
     p.client.start_mrsp(p.now).unwrap();
     let deadline = p.client.poll_timeout();
-    assert_eq!(
-        p.client.start_mrsp(p.now),
-        Err(Error::WrongPhase {
-            phase: Phase::MrspSending
-        })
-    );
+    assert_eq!(p.client.start_mrsp(p.now), wrong_phase(Phase::MrspSending));
     assert_eq!(p.client.poll_timeout(), deadline);
     assert!(p.client.regions_mut().is_err());
     p.run();
@@ -1759,12 +1422,7 @@ fn commands_in_the_wrong_phase_change_nothing() {
         requested_addr: 0x1000_2000,
         internal: false,
     };
-    assert_eq!(
-        p.assign(first),
-        Err(Error::WrongPhase {
-            phase: Phase::MrspReceiving
-        })
-    );
+    assert_eq!(p.assign(first), wrong_phase(Phase::MrspReceiving));
     assert_eq!(
         p.server.region_assigned(p.now, RegionId::new(4), 0x1000, 1),
         Err(Error::Region(
@@ -1778,71 +1436,42 @@ fn commands_in_the_wrong_phase_change_nothing() {
         p.assign_next().unwrap();
     }
     p.run();
-    assert_eq!(
-        p.take(Side::Server),
-        [RECV, RECV, Act::Send(52), Act::MrspComplete]
-    );
+    let advertised = [&ADVERTISE_B[..], &[Act::MrspComplete]].concat();
+    assert_eq!(p.take(Side::Server), advertised);
     assert_eq!(p.take(Side::Client), [RECV, Act::MrspComplete]);
     assert_eq!(
         p.snic.sent,
         [B_ADV.to_vec()],
         "region 0 kept its first assignment"
     );
-    assert_eq!(
-        p.assign(first),
-        Err(Error::WrongPhase {
-            phase: Phase::MrspDone
-        })
-    );
+    assert_eq!(p.assign(first), wrong_phase(Phase::MrspDone));
     assert_eq!(
         p.server.assignment_failed(p.now, RegionId::new(0)),
-        Err(Error::WrongPhase {
-            phase: Phase::MrspDone
-        })
+        wrong_phase(Phase::MrspDone)
     );
 
     // kernel_finished without a kernel after the MRSP; commands during an RPC.
     assert_eq!(
         p.server.kernel_finished(p.now, ReturnCode::SUCCESS),
-        Err(Error::WrongPhase {
-            phase: Phase::MrspDone
-        })
+        wrong_phase(Phase::MrspDone)
     );
     p.kernel_mode = KernelMode::Manual;
     p.client.start_rpc(p.now, p.args()).unwrap();
-    let busy = Error::WrongPhase {
-        phase: Phase::DataSending,
-    };
-    assert_eq!(p.client.start_rpc(p.now, p.args()), Err(busy));
-    assert_eq!(
-        p.client.set_bytes_to_send(RegionId::new(1), Some(10)),
-        Err(busy)
-    );
+    let busy = wrong_phase(Phase::DataSending);
+    assert_eq!(p.client.start_rpc(p.now, p.args()), busy);
+    assert_eq!(p.client.set_bytes_to_send(RegionId::new(1), Some(10)), busy);
     p.run();
-    assert_eq!(
-        p.take(Side::Client),
-        [write(0, 64, None), write(1, 1000, Some(imm1())), RECV]
-    );
+    assert_eq!(p.take(Side::Client), b_call(1, imm1()));
     assert_eq!(p.take(Side::Server), [kernel(1, [0; 3], 1)]);
     p.finish_kernel(ReturnCode::SUCCESS).unwrap();
     assert_eq!(
         p.server.kernel_finished(p.now, ReturnCode::SUCCESS),
-        Err(Error::WrongPhase {
-            phase: Phase::DataSending
-        })
+        wrong_phase(Phase::DataSending)
     );
     p.run();
-    assert_eq!(p.take(Side::Client), [done(ReturnCode::SUCCESS, 256, 1)]);
-    assert_eq!(
-        p.client.start_mrsp(p.now),
-        Err(Error::WrongPhase {
-            phase: Phase::Finished
-        })
-    );
-    assert_eq!(
-        (p.client.phase(), p.server.phase()),
-        (Phase::Finished, Phase::DataReceiving)
-    );
+    assert_eq!(p.take(Side::Client), [succeeded(256, 1)]);
+    assert_eq!(p.client.start_mrsp(p.now), wrong_phase(Phase::Finished));
+    assert_phases(&p, Phase::Finished, Phase::DataReceiving);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1862,8 +1491,7 @@ fn machines_keep_progress_result_and_terminal_error() {
     assert_eq!((p.client.last_result(), p.client.error()), (None, None));
 
     // An RPC: busy until the reply, then the result is kept until taken.
-    p.client.start_rpc(p.now, p.args()).unwrap();
-    p.run();
+    begin_rpc(&mut p);
     assert!(p.client.is_busy() && p.server.kernel_running());
     p.finish_kernel(ReturnCode::SUCCESS).unwrap();
     p.run();
@@ -1877,8 +1505,7 @@ fn machines_keep_progress_result_and_terminal_error() {
 
     // A kernel timeout orphans the kernel: still running, RPC answered; the late result is
     // only noted.
-    p.client.start_rpc(p.now, p.args()).unwrap();
-    p.run();
+    begin_rpc(&mut p);
     p.advance(Duration::from_secs(10));
     assert_eq!(
         p.client.last_result().map(|r| r.status),
@@ -1889,8 +1516,7 @@ fn machines_keep_progress_result_and_terminal_error() {
     assert!(!p.server.kernel_running());
 
     // The connection breaks mid-RPC: the client keeps the terminal error, the server ends.
-    p.client.start_rpc(p.now, p.args()).unwrap();
-    p.run();
+    begin_rpc(&mut p);
     p.hang_up(Side::Client);
     p.client.handle_input(p.now, Input::Disconnected);
     p.run();
@@ -1898,12 +1524,9 @@ fn machines_keep_progress_result_and_terminal_error() {
         (p.server.phase(), p.server.error()),
         (Phase::Finished, None)
     );
-    let error = Error::PeerDisconnected {
-        phase: Phase::DataReceiving,
-    };
     assert_eq!(
         (p.client.phase(), p.client.error()),
-        (Phase::Error, Some(error))
+        (Phase::Error, Some(PEER_GONE_MID_RPC))
     );
     assert!(!p.client.is_busy() && !p.client.mrsp_done());
     // A kernel still running when the connection ends is orphaned, not lost.
@@ -1925,8 +1548,11 @@ fn phase_values_round_trip() {
     assert_eq!(Phase::from_value(4), None);
 }
 
-/// The receive the client posted ahead for its next RPC, from its actions of the last RPC.
-fn spare_of(actions: &[Action]) -> naaice_core::machine::WrId {
+/// Vector B after one RPC, and the receive the client posted ahead for its next RPC's reply.
+fn vector_b_after_one_rpc() -> (Pair, WrId) {
+    let mut p = vector_b_after_mrsp();
+    begin_rpc(&mut p);
+    let actions = p.take_actions(Side::Client);
     let Some(&Action::PostRecv {
         wr_id,
         buffer: RecvBuffer::Empty,
@@ -1937,7 +1563,7 @@ fn spare_of(actions: &[Action]) -> naaice_core::machine::WrId {
     else {
         panic!("no receive posted ahead: {actions:?}")
     };
-    wr_id
+    (p, wr_id)
 }
 
 #[test]
@@ -1945,11 +1571,7 @@ fn a_flushed_receive_posted_ahead_leaves_the_disconnect_to_say_so() {
     // Either order of the flush and the disconnect event: between RPCs the client just sees
     // the disconnect, as when it had no receive posted.
     for flush_first in [false, true] {
-        let mut p = vector_b(1);
-        p.mrsp();
-        p.client.start_rpc(p.now, p.args()).unwrap();
-        p.run();
-        let spare = spare_of(&p.take_actions(Side::Client));
+        let (mut p, spare) = vector_b_after_one_rpc();
         assert!(!p.client.is_busy());
         let flush = Input::WorkFailed {
             wr_id: spare,
@@ -1963,31 +1585,31 @@ fn a_flushed_receive_posted_ahead_leaves_the_disconnect_to_say_so() {
             p.client.handle_input(p.now, flush);
         }
         p.run();
-        assert_eq!(p.take(Side::Client), []);
+        assert_eq!(p.take(Side::Client), [], "flush first: {flush_first}");
         assert_eq!(
             (p.client.phase(), p.client.error()),
-            (Phase::Disconnected, None)
+            (Phase::Disconnected, None),
+            "flush first: {flush_first}"
         );
     }
 }
 
 #[test]
 fn a_receive_posted_ahead_that_fails_otherwise_fails_the_connection() {
-    let mut p = vector_b(1);
-    p.mrsp();
-    p.client.start_rpc(p.now, p.args()).unwrap();
-    p.run();
-    let spare = spare_of(&p.take_actions(Side::Client));
+    let (mut p, spare) = vector_b_after_one_rpc();
     // A SEND into the data receive (no buffer) between RPCs: a peer's error, not a flush.
-    let input = Input::WorkFailed {
-        wr_id: spare,
-        error: WorkError::LocalLength,
-    };
-    p.client.handle_input(p.now, input);
+    let error = WorkError::LocalLength;
+    p.client.handle_input(
+        p.now,
+        Input::WorkFailed {
+            wr_id: spare,
+            error,
+        },
+    );
     p.run();
     let failed = Error::WorkFailed {
         wr_id: spare,
-        error: WorkError::LocalLength,
+        error,
     };
     assert_eq!(p.take(Side::Client), [Act::Failed(failed)]);
     assert_eq!(p.client.phase(), Phase::Error);
@@ -1995,11 +1617,7 @@ fn a_receive_posted_ahead_that_fails_otherwise_fails_the_connection() {
 
 #[test]
 fn a_stray_reply_between_rpcs_meets_the_receive_posted_ahead_and_fails() {
-    let mut p = vector_b(1);
-    p.mrsp();
-    p.client.start_rpc(p.now, p.args()).unwrap();
-    p.run();
-    let spare = spare_of(&p.take_actions(Side::Client));
+    let (mut p, spare) = vector_b_after_one_rpc();
     // The NAA writes WITH IMM with no RPC in flight: the receive posted ahead takes it.
     let stray = Input::WriteImmReceived {
         wr_id: spare,
@@ -2008,12 +1626,10 @@ fn a_stray_reply_between_rpcs_meets_the_receive_posted_ahead_and_fails() {
     };
     p.client.handle_input(p.now, stray);
     p.run();
-    assert_eq!(
-        p.take(Side::Client),
-        [Act::Failed(Error::Unexpected {
-            phase: Phase::Finished
-        })]
-    );
+    let unexpected = Error::Unexpected {
+        phase: Phase::Finished,
+    };
+    assert_eq!(p.take(Side::Client), [Act::Failed(unexpected)]);
     assert_eq!(p.client.phase(), Phase::Error);
 }
 
@@ -2030,14 +1646,7 @@ fn reloaded_kernels_apply_from_the_next_call() {
     assert_eq!(p.server.config().kernel_timeout, Duration::from_secs(30));
     let (client, server) = p.rpc();
     assert_eq!(server.first(), Some(&kernel(5, [0; 3], 2)));
-    assert_eq!(
-        client,
-        [
-            write(1, 1000, Some(imm)),
-            RECV,
-            done(ReturnCode::SUCCESS, 256, 2)
-        ]
-    );
+    assert_eq!(client, b_rpc_ok(2, imm));
     // And loses it again: SOCKET_UNAVAIL, the connection stays usable.
     p.server
         .set_kernels(KernelSet::empty(), Duration::from_secs(10));

@@ -16,7 +16,7 @@ use core::time::Duration;
 use hex_literal::hex;
 use naaice_core::config::{MAX_REGIONS, NAA_ADDR_LIMIT};
 use naaice_core::machine::{
-    Allocation, Error as MachineError, KernelCall, KernelSet, RecvBuffer, Write,
+    Allocation, Error as MachineError, KernelCall, KernelSet, RecvBuffer, RpcResult, WrId, Write,
 };
 use naaice_core::region::{RegionError, RegionFlags};
 use naaice_core::testkit::AnyAction as Action;
@@ -84,45 +84,45 @@ fn adv_repr(records: &[AdvertRecord]) -> Repr {
     Repr::Advertise(records.iter().copied().collect())
 }
 
-fn a_records() -> [RequestRecord; 3] {
-    [
-        req(0x04, 0x0, 0x0000_7F00_0010_0000, 0x1234, 1024),
-        req(0x04, 0x1000, 0x0000_7F00_0020_0000, 0x1235, 1024),
-        req(0x08, 0x2000, 0x0000_7F00_0030_0000, 0x1236, 512),
-    ]
+/// A region of a vector, as the client requests it and the NAA advertises it: flag byte,
+/// requested address, the client's address and rkey, size, then the NAA's address and rkey
+/// (both 0 for an internal region, which is not advertised).
+type Region = (u8, u64, u64, u32, u32, u64, u32);
+
+/// §10.1: two inputs and an output.
+#[rustfmt::skip]
+const A_REGIONS: [Region; 3] = [
+    (0x04, 0x0, 0x0000_7F00_0010_0000, 0x1234, 1024, 0x0000_55AA_0001_0000, 0xA001),
+    (0x04, 0x1000, 0x0000_7F00_0020_0000, 0x1235, 1024, 0x0000_55AA_0002_0000, 0xA002),
+    (0x08, 0x2000, 0x0000_7F00_0030_0000, 0x1236, 512, 0x0000_55AA_0003_0000, 0xA003),
+];
+/// §10.2: a single-send input, an in-place region, an output and an internal region.
+#[rustfmt::skip]
+const B_REGIONS: [Region; 4] = [
+    (0x06, 0x1000_2000, 0x0000_7F00_000A_0000, 0x0001_0001, 64, 0x0000_55BB_0000_1000, 0xB001),
+    (0x0C, 0x1000_3000, 0x0000_7F00_000B_0000, 0x0001_0002, 1000, 0x0000_55BB_0000_2000, 0xB002),
+    (0x08, 0x1000_4000, 0x0000_7F00_000C_0000, 0x0001_0003, 256, 0x0000_55BB_0000_3000, 0xB003),
+    (0x01, 0x1000_0000, 0, 0, 8192, 0, 0),
+];
+/// §10.3: one in-place region.
+#[rustfmt::skip]
+const C_REGION: Region = (0x0C, 0, 0x0000_7F00_0040_0000, 0x777, 4096, 0x0000_55CC_0000_0000, 0xC001);
+
+/// The request records of `regions`, in order.
+fn records(regions: &[Region]) -> Vec<RequestRecord> {
+    let record = |&(flag_bits, requested, addr, rkey, size, ..): &Region| {
+        req(flag_bits, requested, addr, rkey, size)
+    };
+    regions.iter().map(record).collect()
 }
 
-fn a_adverts() -> [AdvertRecord; 3] {
-    [
-        adv(0x0000_55AA_0001_0000, 0xA001, 1024),
-        adv(0x0000_55AA_0002_0000, 0xA002, 1024),
-        adv(0x0000_55AA_0003_0000, 0xA003, 512),
-    ]
-}
-
-fn b_records() -> [RequestRecord; 4] {
-    [
-        req(0x06, 0x1000_2000, 0x0000_7F00_000A_0000, 0x0001_0001, 64),
-        req(0x0C, 0x1000_3000, 0x0000_7F00_000B_0000, 0x0001_0002, 1000),
-        req(0x08, 0x1000_4000, 0x0000_7F00_000C_0000, 0x0001_0003, 256),
-        req(0x01, 0x1000_0000, 0, 0, 8192),
-    ]
-}
-
-fn b_adverts() -> [AdvertRecord; 3] {
-    [
-        adv(0x0000_55BB_0000_1000, 0xB001, 64),
-        adv(0x0000_55BB_0000_2000, 0xB002, 1000),
-        adv(0x0000_55BB_0000_3000, 0xB003, 256),
-    ]
-}
-
-fn c_records() -> [RequestRecord; 1] {
-    [req(0x0C, 0, 0x0000_7F00_0040_0000, 0x777, 4096)]
-}
-
-fn c_adverts() -> [AdvertRecord; 1] {
-    [adv(0x0000_55CC_0000_0000, 0xC001, 4096)]
+/// The Advertisement records of `regions`: all but the internal ones, in order.
+fn adverts(regions: &[Region]) -> Vec<AdvertRecord> {
+    regions
+        .iter()
+        .filter(|r| r.0 != 0x01)
+        .map(|&(.., size, addr, rkey)| adv(addr, rkey, size))
+        .collect()
 }
 
 /// Vector A's client table (AP2 style: offset 0, no internal regions).
@@ -181,6 +181,43 @@ fn check_both_ways(repr: &Repr, wire: &[u8]) -> TestResult {
     Ok(())
 }
 
+type Checked<'w> = Result<Packet<&'w [u8]>, Box<dyn std::error::Error>>;
+
+/// `repr` is `wire` both ways ([`check_both_ways`]), and the zero-copy view of `wire` has the
+/// `header` (type, count, total length) and the records (or the error code) of `repr`.
+fn check_message<'w>(repr: &Repr, wire: &'w [u8], header: (MsgType, u8, usize)) -> Checked<'w> {
+    check_both_ways(repr, wire)?;
+    let p = Packet::new_checked(wire)?;
+    assert_eq!((p.msg_type(), p.count(), p.total_len()), header, "header");
+    match repr {
+        Repr::AdvertiseRequest(records) => {
+            for (i, record) in records.iter().enumerate() {
+                assert_eq!(p.request_record(i as u8), Some(Ok(*record)), "record {i}");
+            }
+        }
+        Repr::Advertise(adverts) => {
+            for (i, record) in adverts.iter().enumerate() {
+                assert_eq!(p.advert_record(i as u8), Some(*record), "record {i}");
+            }
+        }
+        Repr::Error(code) => assert_eq!(p.error_code(), Some(*code)),
+    }
+    Ok(p)
+}
+
+/// [`check_message`] for the AAR of `regions`.
+fn check_request<'w>(regions: &[Region], wire: &'w [u8], count: u8, len: usize) -> Checked<'w> {
+    let header = (MsgType::AdvertiseRequest, count, len);
+    check_message(&aar_repr(&records(regions)), wire, header)
+}
+
+/// [`check_message`] for the Advertisement of `regions`.
+fn check_advertisement(regions: &[Region], wire: &[u8], count: u8, len: usize) -> TestResult {
+    let header = (MsgType::Advertise, count, len);
+    check_message(&adv_repr(&adverts(regions)), wire, header)?;
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------------
 // MRSP messages.
 
@@ -189,41 +226,18 @@ fn vector_a_aar_from_region_table() -> TestResult {
     let table = a_table()?;
     assert_eq!(table.requested_addrs()?.as_slice(), &[0x0, 0x1000, 0x2000]);
     assert_eq!(emit_table(&table)?, A_AAR);
-    check_both_ways(&aar_repr(&a_records()), &A_AAR)
+    check_both_ways(&aar_repr(&records(&A_REGIONS)), &A_AAR)
 }
 
 #[test]
 fn vector_a_aar_packet_view() -> TestResult {
-    let p = Packet::new_checked(&A_AAR[..])?;
-    assert_eq!(p.msg_type(), MsgType::AdvertiseRequest);
-    assert_eq!(p.count(), 3);
-    assert_eq!(p.total_len(), 76);
+    let p = check_request(&A_REGIONS, &A_AAR, 3, 76)?;
     assert_eq!(p.error_code(), None);
-    for (i, expected) in a_records().iter().enumerate() {
-        assert_eq!(p.request_record(i as u8), Some(Ok(*expected)), "record {i}");
-        assert_eq!(p.advert_record(i as u8), None, "AAR has no advert records");
+    for i in 0..3 {
+        assert_eq!(p.advert_record(i), None, "AAR has no advert records");
     }
     assert_eq!(p.request_record(3), None);
     assert_eq!(p.request_record(255), None);
-    Ok(())
-}
-
-#[test]
-fn vector_a_advertisement() -> TestResult {
-    check_both_ways(&adv_repr(&a_adverts()), &A_ADV)?;
-    let p = Packet::new_checked(&A_ADV[..])?;
-    assert_eq!(p.msg_type(), MsgType::Advertise);
-    assert_eq!(p.count(), 3);
-    assert_eq!(p.total_len(), 52);
-    for (i, expected) in a_adverts().iter().enumerate() {
-        assert_eq!(p.advert_record(i as u8), Some(*expected), "record {i}");
-        assert_eq!(p.request_record(i as u8), None);
-    }
-    assert_eq!(p.advert_record(3), None);
-    // The emit_* helper produces the same bytes.
-    let mut buf = [0u8; 64];
-    let len = mrsp::emit_advertise(&mut buf, a_adverts().into_iter())?;
-    assert_eq!(&buf[..len], &A_ADV[..]);
     Ok(())
 }
 
@@ -238,30 +252,8 @@ fn vector_b_aar_from_region_table() -> TestResult {
     let flag_bytes: Vec<u8> = table.params().iter().map(|p| p.flags.bits()).collect();
     assert_eq!(flag_bytes, [0x06, 0x0C, 0x08]);
     assert_eq!(emit_table(&table)?, B_AAR);
-    check_both_ways(&aar_repr(&b_records()), &B_AAR)?;
-
-    let p = Packet::new_checked(&B_AAR[..])?;
-    assert_eq!(p.msg_type(), MsgType::AdvertiseRequest);
-    assert_eq!(p.count(), 4);
-    assert_eq!(p.total_len(), 100);
-    for (i, expected) in b_records().iter().enumerate() {
-        assert_eq!(p.request_record(i as u8), Some(Ok(*expected)), "record {i}");
-    }
+    let p = check_request(&B_REGIONS, &B_AAR, 4, 100)?;
     assert_eq!(p.request_record(4), None);
-    Ok(())
-}
-
-#[test]
-fn vector_b_advertisement() -> TestResult {
-    check_both_ways(&adv_repr(&b_adverts()), &B_ADV)?;
-    let p = Packet::new_checked(&B_ADV[..])?;
-    assert_eq!(
-        (p.msg_type(), p.count(), p.total_len()),
-        (MsgType::Advertise, 3, 52)
-    );
-    for (i, expected) in b_adverts().iter().enumerate() {
-        assert_eq!(p.advert_record(i as u8), Some(*expected), "record {i}");
-    }
     Ok(())
 }
 
@@ -270,31 +262,39 @@ fn vector_c_aar_from_region_table() -> TestResult {
     let table = c_table()?;
     assert_eq!(table.requested_addrs()?.as_slice(), &[0]);
     assert_eq!(emit_table(&table)?, C_AAR);
-    check_both_ways(&aar_repr(&c_records()), &C_AAR)?;
-    let p = Packet::new_checked(&C_AAR[..])?;
-    assert_eq!(
-        (p.msg_type(), p.count(), p.total_len()),
-        (MsgType::AdvertiseRequest, 1, 28)
-    );
-    assert_eq!(p.request_record(0), Some(Ok(c_records()[0])));
+    check_request(&[C_REGION], &C_AAR, 1, 28)?;
     Ok(())
+}
+
+#[test]
+fn vector_a_advertisement() -> TestResult {
+    check_advertisement(&A_REGIONS, &A_ADV, 3, 52)?;
+    let p = Packet::new_checked(&A_ADV[..])?;
+    for i in 0..3 {
+        assert_eq!(p.request_record(i), None);
+    }
+    assert_eq!(p.advert_record(3), None);
+    // The emit_* helper produces the same bytes.
+    let mut buf = [0u8; 64];
+    let len = mrsp::emit_advertise(&mut buf, adverts(&A_REGIONS).into_iter())?;
+    assert_eq!(&buf[..len], &A_ADV[..]);
+    Ok(())
+}
+
+#[test]
+fn vector_b_advertisement() -> TestResult {
+    check_advertisement(&B_REGIONS, &B_ADV, 3, 52)
 }
 
 #[test]
 fn vector_c_advertisement() -> TestResult {
-    check_both_ways(&adv_repr(&c_adverts()), &C_ADV)?;
-    let p = Packet::new_checked(&C_ADV[..])?;
-    assert_eq!(
-        (p.msg_type(), p.count(), p.total_len()),
-        (MsgType::Advertise, 1, 20)
-    );
-    assert_eq!(p.advert_record(0), Some(c_adverts()[0]));
-    Ok(())
+    check_advertisement(&[C_REGION], &C_ADV, 1, 20)
 }
 
 #[test]
 fn error_message() -> TestResult {
-    check_both_ways(&Repr::Error(MrspErrorCode::NotEnoughMemory), &ERR_01)?;
+    let error = Repr::Error(MrspErrorCode::NotEnoughMemory);
+    let p = check_message(&error, &ERR_01, (MsgType::Error, 0x01, 4))?;
     let mut buf = [0xEEu8; 8];
     assert_eq!(
         mrsp::emit_error(&mut buf, MrspErrorCode::NotEnoughMemory)?,
@@ -310,11 +310,6 @@ fn error_message() -> TestResult {
         &hex!("00030000"),
     )?;
 
-    let p = Packet::new_checked(&ERR_01[..])?;
-    assert_eq!(p.msg_type(), MsgType::Error);
-    assert_eq!(p.count(), 0x01);
-    assert_eq!(p.total_len(), 4);
-    assert_eq!(p.error_code(), Some(MrspErrorCode::NotEnoughMemory));
     assert_eq!(p.request_record(0), None);
     assert_eq!(p.advert_record(0), None);
     Ok(())
@@ -343,8 +338,8 @@ fn error_message_stale_padding_is_ignored() -> TestResult {
 #[test]
 fn header_padding_and_trailing_bytes_are_ignored() -> TestResult {
     for (wire, repr) in [
-        (&A_AAR[..], aar_repr(&a_records())),
-        (&B_ADV[..], adv_repr(&b_adverts())),
+        (&A_AAR[..], aar_repr(&records(&A_REGIONS))),
+        (&B_ADV[..], adv_repr(&adverts(&B_REGIONS))),
         (&ERR_01[..], Repr::Error(MrspErrorCode::NotEnoughMemory)),
     ] {
         let mut padded = wire.to_vec();
@@ -395,35 +390,12 @@ fn request_immediates_encode() {
 #[test]
 fn request_immediates_server_decode_table() {
     // §10.5, server side: (wire bytes, expected decode).
+    let call = |fncode, user| Request::Call { fncode, user };
     let rows: [([u8; 4], Request); 5] = [
-        (
-            hex!("00000081"),
-            Request::Call {
-                fncode: 1,
-                user: [0, 0, 0],
-            },
-        ),
-        (
-            hex!("33221182"),
-            Request::Call {
-                fncode: 2,
-                user: [0x11, 0x22, 0x33],
-            },
-        ),
-        (
-            hex!("00000001"),
-            Request::Call {
-                fncode: 1,
-                user: [0, 0, 0],
-            },
-        ),
-        (
-            hex!("000000ff"),
-            Request::Call {
-                fncode: 127,
-                user: [0, 0, 0],
-            },
-        ),
+        (hex!("00000081"), call(1, [0, 0, 0])),
+        (hex!("33221182"), call(2, [0x11, 0x22, 0x33])),
+        (hex!("00000001"), call(1, [0, 0, 0])),
+        (hex!("000000ff"), call(127, [0, 0, 0])),
         (hex!("00000000"), Request::ClientError),
     ];
     for (wire, expected) in rows {
@@ -655,10 +627,10 @@ fn requested_address_must_fit_56_bits() -> TestResult {
 #[test]
 fn emit_into_a_short_buffer_is_truncated() {
     let cases = [
-        (aar_repr(&a_records()), 76usize),
-        (aar_repr(&b_records()), 100),
-        (adv_repr(&a_adverts()), 52),
-        (adv_repr(&c_adverts()), 20),
+        (aar_repr(&records(&A_REGIONS)), 76usize),
+        (aar_repr(&records(&B_REGIONS)), 100),
+        (adv_repr(&adverts(&A_REGIONS)), 52),
+        (adv_repr(&adverts(&[C_REGION])), 20),
         (Repr::Error(MrspErrorCode::TooManyRegions), 4),
     ];
     for (repr, needed) in cases {
@@ -696,20 +668,16 @@ fn emit_more_than_32_records_is_refused() {
 const T0: Instant = Instant::ZERO;
 const BUF_LEN: usize = naaice_core::config::MRSP_RECV_LEN;
 
-fn drain_client(c: &mut Client, buf: &mut [u8]) -> Vec<Action> {
+/// The machine's actions until it has none left.
+fn drain<M: Machine>(m: &mut M, buf: &mut [u8]) -> Vec<Action>
+where
+    M::Action: Into<Action>,
+{
     let mut out = Vec::new();
-    while let Some(a) = c.poll_action(buf) {
+    while let Some(a) = m.poll_action(buf) {
         out.push(a.into());
-        assert!(out.len() < 100, "client keeps producing actions");
-    }
-    out
-}
-
-fn drain_server(s: &mut Server, buf: &mut [u8]) -> Vec<Action> {
-    let mut out = Vec::new();
-    while let Some(a) = s.poll_action(buf) {
-        out.push(a.into());
-        assert!(out.len() < 100, "server keeps producing actions");
+        let machine = std::any::type_name::<M>();
+        assert!(out.len() < 100, "{machine} keeps producing actions");
     }
     out
 }
@@ -724,6 +692,31 @@ fn writes(actions: &[Action]) -> Vec<Write> {
         .collect()
 }
 
+/// The only write among `actions`.
+fn only_write(actions: &[Action]) -> Write {
+    let w = writes(actions);
+    assert_eq!(w.len(), 1, "{actions:?}");
+    w[0]
+}
+
+/// Where a write goes: its length, remote address and rkey.
+fn target(w: &Write) -> (u32, u64, u32) {
+    (w.len, w.remote_addr, w.rkey)
+}
+
+/// Everything about the writes `w` but their work request ids: region, length, remote address,
+/// rkey, immediate and solicited event.
+fn fields(w: &[Write]) -> Vec<(RegionId, u32, u64, u32, Option<u32>, bool)> {
+    w.iter()
+        .map(|w| (w.region, w.len, w.remote_addr, w.rkey, w.imm, w.solicited))
+        .collect()
+}
+
+/// The final write of a call (or the NAA's reply) arrived in receive `wr_id`.
+fn write_imm(wr_id: WrId, imm: u32, len: u32) -> Input<'static> {
+    Input::WriteImmReceived { wr_id, imm, len }
+}
+
 /// Brings a client through the MRSP with `adv` as the NAA's answer; checks the AAR it sends.
 /// Also returns the receive the client posted ahead for its first RPC's reply.
 fn client_mrsp(
@@ -731,13 +724,13 @@ fn client_mrsp(
     config: ClientConfig,
     aar: &[u8],
     adv: &[u8],
-) -> (Client, naaice_core::machine::WrId) {
+) -> (Client, WrId) {
     let mut buf = [0u8; BUF_LEN];
     let mut c = Client::new(config, table);
     c.handle_input(T0, Input::AddressResolved);
     c.handle_input(T0, Input::Established);
     c.start_mrsp(T0).expect("start_mrsp");
-    let actions = drain_client(&mut c, &mut buf);
+    let actions = drain(&mut c, &mut buf);
     let [
         Action::PostRecv {
             wr_id: recv,
@@ -758,7 +751,7 @@ fn client_mrsp(
             data: adv,
         },
     );
-    let done = drain_client(&mut c, &mut buf);
+    let done = drain(&mut c, &mut buf);
     let [
         Action::PostRecv {
             wr_id: spare,
@@ -775,7 +768,7 @@ fn client_mrsp(
 
 /// The receive an RPC's start posts after its writes, for the next RPC's reply (its own
 /// reply's was posted ahead, spec §3.9).
-fn next_reply_recv(actions: &[Action]) -> naaice_core::machine::WrId {
+fn next_reply_recv(actions: &[Action]) -> WrId {
     let Some((
         &Action::PostRecv {
             wr_id,
@@ -793,44 +786,39 @@ fn next_reply_recv(actions: &[Action]) -> naaice_core::machine::WrId {
     wr_id
 }
 
+/// Completes the client's writes `w`, then the NAA's reply (return code 0, `len` bytes)
+/// arrives in `recv`: the RPC's result is the client's only action.
+fn complete_rpc(c: &mut Client, w: &[Write], recv: WrId, len: u32) -> RpcResult {
+    for x in w {
+        c.handle_input(T0, Input::WriteCompleted(x.wr_id));
+    }
+    c.handle_input(T0, write_imm(recv, 0, len));
+    let done = drain(c, &mut [0u8; BUF_LEN]);
+    let [Action::RpcComplete(r)] = done[..] else {
+        panic!("{done:?}")
+    };
+    r
+}
+
 #[test]
 fn vector_a_client_machine() -> TestResult {
     let (mut c, mut next) = client_mrsp(a_table()?, ClientConfig::new(fncode(1)), &A_AAR, &A_ADV);
-    assert_eq!(c.remote_regions(), &a_adverts());
+    assert_eq!(c.remote_regions(), adverts(&A_REGIONS));
     let mut buf = [0u8; BUF_LEN];
     for rpc in 1..=2 {
         c.start_rpc(T0, c.config().rpc_args())?;
-        let actions = drain_client(&mut c, &mut buf);
+        let actions = drain(&mut c, &mut buf);
         let recv = next;
         next = next_reply_recv(&actions);
         let w = writes(&actions);
-        assert_eq!(w.len(), 2);
-        assert_eq!(
-            (
-                w[0].region,
-                w[0].len,
-                w[0].remote_addr,
-                w[0].rkey,
-                w[0].imm,
-                w[0].solicited
-            ),
+        let expected = [
             (
                 RegionId::new(0),
                 1024,
                 0x0000_55AA_0001_0000,
                 0xA001,
                 None,
-                false
-            )
-        );
-        assert_eq!(
-            (
-                w[1].region,
-                w[1].len,
-                w[1].remote_addr,
-                w[1].rkey,
-                w[1].imm,
-                w[1].solicited
+                false,
             ),
             (
                 RegionId::new(1),
@@ -838,24 +826,11 @@ fn vector_a_client_machine() -> TestResult {
                 0x0000_55AA_0002_0000,
                 0xA002,
                 Some(0x81),
-                true
-            )
-        );
-        for x in &w {
-            c.handle_input(T0, Input::WriteCompleted(x.wr_id));
-        }
-        c.handle_input(
-            T0,
-            Input::WriteImmReceived {
-                wr_id: recv,
-                imm: 0,
-                len: 512,
-            },
-        );
-        let done = drain_client(&mut c, &mut buf);
-        let [Action::RpcComplete(r)] = done[..] else {
-            panic!("{done:?}")
-        };
+                true,
+            ),
+        ];
+        assert_eq!(fields(&w), expected, "RPC {rpc}");
+        let r = complete_rpc(&mut c, &w, recv, 512);
         assert_eq!(
             (r.status, r.bytes_received, r.rpc),
             (ReturnCode::SUCCESS, 512, rpc)
@@ -878,27 +853,16 @@ fn client_machine_decodes_reply_immediates() -> TestResult {
         let (mut c, recv) = client_mrsp(c_table()?, ClientConfig::new(fncode(3)), &C_AAR, &C_ADV);
         let mut buf = [0u8; BUF_LEN];
         c.start_rpc(T0, c.config().rpc_args())?;
-        let actions = drain_client(&mut c, &mut buf);
+        let actions = drain(&mut c, &mut buf);
         next_reply_recv(&actions);
-        let w = writes(&actions);
         // §10.3: a single WRITE WITH IMM of 4096 bytes, wire 00 00 00 83.
-        assert_eq!(w.len(), 1);
-        assert_eq!(
-            (w[0].len, w[0].remote_addr, w[0].rkey),
-            (4096, 0x0000_55CC_0000_0000, 0xC001)
-        );
-        assert_eq!(w[0].imm.map(u32::to_be_bytes), Some(hex!("00000083")));
+        let w = only_write(&actions);
+        assert_eq!(target(&w), (4096, 0x0000_55CC_0000_0000, 0xC001));
+        assert_eq!(w.imm.map(u32::to_be_bytes), Some(hex!("00000083")));
         // The reply may overtake the write completion (D-20).
-        c.handle_input(
-            T0,
-            Input::WriteImmReceived {
-                wr_id: recv,
-                imm: value,
-                len: 512,
-            },
-        );
-        c.handle_input(T0, Input::WriteCompleted(w[0].wr_id));
-        let done = drain_client(&mut c, &mut buf);
+        c.handle_input(T0, write_imm(recv, value, 512));
+        c.handle_input(T0, Input::WriteCompleted(w.wr_id));
+        let done = drain(&mut c, &mut buf);
         let [Action::RpcComplete(r)] = done[..] else {
             panic!("{value:#x}: {done:?}")
         };
@@ -926,47 +890,24 @@ fn vector_b_client_machine() -> TestResult {
 
     // RPC 1: p0 (single-send) and p1 WITH IMM 33 22 11 82.
     c.start_rpc(T0, args)?;
-    let actions = drain_client(&mut c, &mut buf);
+    let actions = drain(&mut c, &mut buf);
     let next = next_reply_recv(&actions);
     let w = writes(&actions);
     assert_eq!(w.len(), 2);
-    assert_eq!(
-        (w[0].len, w[0].remote_addr, w[0].rkey, w[0].imm),
-        (64, 0x0000_55BB_0000_1000, 0xB001, None)
-    );
-    assert_eq!(
-        (w[1].len, w[1].remote_addr, w[1].rkey),
-        (1000, 0x0000_55BB_0000_2000, 0xB002)
-    );
+    assert_eq!(target(&w[0]), (64, 0x0000_55BB_0000_1000, 0xB001));
+    assert_eq!(w[0].imm, None);
+    assert_eq!(target(&w[1]), (1000, 0x0000_55BB_0000_2000, 0xB002));
     assert_eq!(w[1].imm.map(u32::to_be_bytes), Some(hex!("33221182")));
     assert!(w[1].solicited);
-    for x in &w {
-        c.handle_input(T0, Input::WriteCompleted(x.wr_id));
-    }
-    c.handle_input(
-        T0,
-        Input::WriteImmReceived {
-            wr_id: recv,
-            imm: 0,
-            len: 256,
-        },
-    );
-    let done = drain_client(&mut c, &mut buf);
-    let [Action::RpcComplete(r)] = done[..] else {
-        panic!("{done:?}")
-    };
+    let r = complete_rpc(&mut c, &w, recv, 256);
     assert_eq!(r.bytes_received, 256);
 
     // RPC 2: p0 is dropped; only p1 WITH IMM.
     c.start_rpc(T0, args)?;
-    let actions = drain_client(&mut c, &mut buf);
-    let w = writes(&actions);
-    assert_eq!(w.len(), 1);
-    assert_eq!(
-        (w[0].len, w[0].remote_addr, w[0].rkey),
-        (1000, 0x0000_55BB_0000_2000, 0xB002)
-    );
-    assert_eq!(w[0].imm.map(u32::to_be_bytes), Some(hex!("33221182")));
+    let actions = drain(&mut c, &mut buf);
+    let w = only_write(&actions);
+    assert_eq!(target(&w), (1000, 0x0000_55BB_0000_2000, 0xB002));
+    assert_eq!(w.imm.map(u32::to_be_bytes), Some(hex!("33221182")));
     let recv = next;
     let next = next_reply_recv(&actions);
 
@@ -974,32 +915,19 @@ fn vector_b_client_machine() -> TestResult {
     // posted ahead for it was refused (only forgotten), so RPC 3 posts its own before its
     // writes, and that fails too.
     c.handle_input(T0, Input::PostFailed(next));
-    assert_eq!(drain_client(&mut c, &mut buf), []);
-    c.handle_input(T0, Input::WriteCompleted(w[0].wr_id));
-    c.handle_input(
-        T0,
-        Input::WriteImmReceived {
-            wr_id: recv,
-            imm: 0,
-            len: 256,
-        },
-    );
-    let _ = drain_client(&mut c, &mut buf);
+    assert_eq!(drain(&mut c, &mut buf), []);
+    complete_rpc(&mut c, &[w], recv, 256);
     c.start_rpc(T0, args)?;
-    let actions = drain_client(&mut c, &mut buf);
+    let actions = drain(&mut c, &mut buf);
     let Some(&Action::PostRecv { wr_id: recv, .. }) = actions.first() else {
         panic!()
     };
     c.handle_input(T0, Input::PostFailed(recv));
-    let actions = drain_client(&mut c, &mut buf);
-    let w = writes(&actions);
-    assert_eq!(w.len(), 1, "{actions:?}");
-    assert_eq!(
-        (w[0].len, w[0].remote_addr, w[0].rkey),
-        (0, 0x0000_55BB_0000_1000, 0xB001)
-    );
-    assert_eq!(w[0].imm.map(u32::to_be_bytes), Some(hex!("00000000")));
-    assert!(w[0].solicited);
+    let actions = drain(&mut c, &mut buf);
+    let w = only_write(&actions);
+    assert_eq!(target(&w), (0, 0x0000_55BB_0000_1000, 0xB001));
+    assert_eq!(w.imm.map(u32::to_be_bytes), Some(hex!("00000000")));
+    assert!(w.solicited);
     assert!(matches!(
         actions.last(),
         Some(Action::Failed(MachineError::PostFailed(_)))
@@ -1015,10 +943,10 @@ fn server_mrsp(
     aar: &[u8],
     local: &[(u64, u32)],
     adv: &[u8],
-) -> (Server, Vec<naaice_core::machine::WrId>) {
+) -> (Server, Vec<WrId>) {
     let mut buf = [0u8; BUF_LEN];
     let mut s = Server::new(ServerConfig::new(kernels), T0);
-    let first = drain_server(&mut s, &mut buf);
+    let first = drain(&mut s, &mut buf);
     let [
         Action::PostRecv {
             wr_id: recv,
@@ -1036,7 +964,7 @@ fn server_mrsp(
             data: aar,
         },
     );
-    let allocs = drain_server(&mut s, &mut buf);
+    let allocs = drain(&mut s, &mut buf);
     assert_eq!(allocs.len(), local.len(), "{allocs:?}");
     let parsed = Repr::parse(aar).expect("vector parses");
     let Repr::AdvertiseRequest(records) = parsed else {
@@ -1063,7 +991,7 @@ fn server_mrsp(
         s.region_assigned(T0, RegionId::new(i as u8), addr, rkey)
             .expect("assign");
     }
-    let actions = drain_server(&mut s, &mut buf);
+    let actions = drain(&mut s, &mut buf);
     let recvs: Vec<_> = actions
         .iter()
         .filter_map(|a| match a {
@@ -1084,9 +1012,29 @@ fn server_mrsp(
     };
     assert_eq!(&buf[..len], adv, "the server's Advertisement");
     s.handle_input(T0, Input::SendCompleted(send));
-    assert_eq!(drain_server(&mut s, &mut buf), [Action::MrspComplete]);
+    assert_eq!(drain(&mut s, &mut buf), [Action::MrspComplete]);
     assert_eq!(s.phase(), Phase::MrspDone);
     (s, recvs)
+}
+
+/// [`server_mrsp`], then the first call's final write arrives with `imm` and `len` bytes;
+/// returns the server and its actions.
+fn server_first_call(
+    kernels: KernelSet,
+    aar: &[u8],
+    local: &[(u64, u32)],
+    adv: &[u8],
+    imm: u32,
+    len: u32,
+) -> (Server, Vec<Action>) {
+    let (mut s, recvs) = server_mrsp(kernels, aar, local, adv);
+    s.handle_input(T0, write_imm(recvs[0], imm, len));
+    let actions = drain(&mut s, &mut [0u8; BUF_LEN]);
+    (s, actions)
+}
+
+fn run_kernel(fncode: u8, user: [u8; 3], rpc: u32) -> Action {
+    Action::RunKernel(KernelCall { fncode, user, rpc })
 }
 
 #[test]
@@ -1096,49 +1044,23 @@ fn vector_a_server_machine() {
         (0x0000_55AA_0002_0000, 0xA002),
         (0x0000_55AA_0003_0000, 0xA003),
     ];
-    let (mut s, recvs) = server_mrsp(KernelSet::empty().with(fncode(1)), &A_AAR, &local, &A_ADV);
-    let mut buf = [0u8; BUF_LEN];
-    s.handle_input(
-        T0,
-        Input::WriteImmReceived {
-            wr_id: recvs[0],
-            imm: u32::from_be_bytes(hex!("00000081")),
-            len: 1024,
-        },
-    );
-    let actions = drain_server(&mut s, &mut buf);
-    assert_eq!(
-        actions,
-        [Action::RunKernel(KernelCall {
-            fncode: 1,
-            user: [0; 3],
-            rpc: 1
-        })]
-    );
+    let kernels = KernelSet::empty().with(fncode(1));
+    let imm = u32::from_be_bytes(hex!("00000081"));
+    let (mut s, actions) = server_first_call(kernels, &A_AAR, &local, &A_ADV, imm, 1024);
+    assert_eq!(actions, [run_kernel(1, [0; 3], 1)]);
     s.kernel_finished(T0, ReturnCode::SUCCESS)
         .expect("kernel_finished");
-    let actions = drain_server(&mut s, &mut buf);
-    let w = writes(&actions);
-    assert_eq!(w.len(), 1, "{actions:?}");
-    assert_eq!(
-        (
-            w[0].region,
-            w[0].len,
-            w[0].remote_addr,
-            w[0].rkey,
-            w[0].imm,
-            w[0].solicited
-        ),
-        (
-            RegionId::new(2),
-            512,
-            0x0000_7F00_0030_0000,
-            0x1236,
-            Some(0),
-            true
-        )
+    let w = only_write(&drain(&mut s, &mut [0u8; BUF_LEN]));
+    let expected = (
+        RegionId::new(2),
+        512,
+        0x0000_7F00_0030_0000,
+        0x1236,
+        Some(0),
+        true,
     );
-    s.handle_input(T0, Input::WriteCompleted(w[0].wr_id));
+    assert_eq!(fields(&[w]), [expected]);
+    s.handle_input(T0, Input::WriteCompleted(w.wr_id));
     assert_eq!(s.phase(), Phase::DataReceiving);
 }
 
@@ -1150,105 +1072,52 @@ fn vector_b_server_machine() {
         (0x0000_55BB_0000_3000, 0xB003),
         (0x0000_55BB_0001_0000, 0), // internal: not advertised
     ];
-    let (mut s, recvs) = server_mrsp(KernelSet::empty().with(fncode(2)), &B_AAR, &local, &B_ADV);
-    let mut buf = [0u8; BUF_LEN];
-    s.handle_input(
-        T0,
-        Input::WriteImmReceived {
-            wr_id: recvs[0],
-            imm: u32::from_be_bytes(hex!("33221182")),
-            len: 1000,
-        },
-    );
-    let actions = drain_server(&mut s, &mut buf);
-    assert_eq!(
-        actions,
-        [Action::RunKernel(KernelCall {
-            fncode: 2,
-            user: [0x11, 0x22, 0x33],
-            rpc: 1
-        })]
-    );
+    let kernels = KernelSet::empty().with(fncode(2));
+    let imm = u32::from_be_bytes(hex!("33221182"));
+    let (mut s, actions) = server_first_call(kernels, &B_AAR, &local, &B_ADV, imm, 1000);
+    assert_eq!(actions, [run_kernel(2, [0x11, 0x22, 0x33], 1)]);
     s.kernel_finished(T0, ReturnCode::SUCCESS)
         .expect("kernel_finished");
-    let w = writes(&drain_server(&mut s, &mut buf));
-    assert_eq!(w.len(), 2);
-    assert_eq!(
+    let w = writes(&drain(&mut s, &mut [0u8; BUF_LEN]));
+    let expected = [
         (
-            w[0].len,
-            w[0].remote_addr,
-            w[0].rkey,
-            w[0].imm,
-            w[0].solicited
+            RegionId::new(1),
+            1000,
+            0x0000_7F00_000B_0000,
+            0x0001_0002,
+            None,
+            false,
         ),
-        (1000, 0x0000_7F00_000B_0000, 0x0001_0002, None, false)
-    );
-    assert_eq!(
         (
-            w[1].len,
-            w[1].remote_addr,
-            w[1].rkey,
-            w[1].imm,
-            w[1].solicited
+            RegionId::new(2),
+            256,
+            0x0000_7F00_000C_0000,
+            0x0001_0003,
+            Some(0),
+            true,
         ),
-        (256, 0x0000_7F00_000C_0000, 0x0001_0003, Some(0), true)
-    );
+    ];
+    assert_eq!(fields(&w), expected);
 }
 
 #[test]
 fn server_machine_decodes_request_immediates() {
     let local = [(0x0000_55CC_0000_0000, 0xC001)];
     let kernels = KernelSet::empty().with(fncode(1));
-    let mut buf = [0u8; BUF_LEN];
+    let first_call = |imm, len| server_first_call(kernels, &C_AAR, &local, &C_ADV, imm, len);
 
     // 0x00000001: fncode 1 without the marker still runs kernel 1.
-    let (mut s, recvs) = server_mrsp(kernels, &C_AAR, &local, &C_ADV);
-    s.handle_input(
-        T0,
-        Input::WriteImmReceived {
-            wr_id: recvs[0],
-            imm: 0x0000_0001,
-            len: 4096,
-        },
-    );
-    assert_eq!(
-        drain_server(&mut s, &mut buf),
-        [Action::RunKernel(KernelCall {
-            fncode: 1,
-            user: [0; 3],
-            rpc: 1
-        })]
-    );
+    let (_, actions) = first_call(0x0000_0001, 4096);
+    assert_eq!(actions, [run_kernel(1, [0; 3], 1)]);
 
     // 0x000000FF: fncode 127, no kernel -> SOCKET_UNAVAIL (wire 00 00 01 00), zero length.
-    let (mut s, recvs) = server_mrsp(kernels, &C_AAR, &local, &C_ADV);
-    s.handle_input(
-        T0,
-        Input::WriteImmReceived {
-            wr_id: recvs[0],
-            imm: 0x0000_00FF,
-            len: 4096,
-        },
-    );
-    let w = writes(&drain_server(&mut s, &mut buf));
-    assert_eq!(w.len(), 1);
-    assert_eq!(w[0].imm.map(u32::to_be_bytes), Some(hex!("00000100")));
-    assert_eq!(
-        (w[0].len, w[0].remote_addr, w[0].rkey),
-        (0, 0x0000_7F00_0040_0000, 0x777)
-    );
+    let (_, actions) = first_call(0x0000_00FF, 4096);
+    let w = only_write(&actions);
+    assert_eq!(w.imm.map(u32::to_be_bytes), Some(hex!("00000100")));
+    assert_eq!(target(&w), (0, 0x0000_7F00_0040_0000, 0x777));
 
     // 0x00000000: the client's error signal.
-    let (mut s, recvs) = server_mrsp(kernels, &C_AAR, &local, &C_ADV);
-    s.handle_input(
-        T0,
-        Input::WriteImmReceived {
-            wr_id: recvs[0],
-            imm: 0,
-            len: 0,
-        },
-    );
-    let actions = drain_server(&mut s, &mut buf);
+    let (s, actions) = first_call(0, 0);
     assert_eq!(
         actions,
         [
@@ -1259,31 +1128,39 @@ fn server_machine_decodes_request_immediates() {
     assert_eq!(s.phase(), Phase::Error);
 }
 
+/// A new server without kernels that received `aar` in its MRSP receive; returns its actions.
+fn server_received(aar: &[u8], buf: &mut [u8]) -> (Server, Vec<Action>) {
+    let mut s = Server::new(ServerConfig::new(KernelSet::empty()), T0);
+    let first = drain(&mut s, buf);
+    let [
+        Action::PostRecv {
+            wr_id,
+            buffer: RecvBuffer::Message,
+        },
+    ] = first[..]
+    else {
+        panic!("{first:?}")
+    };
+    s.handle_input(T0, Input::Received { wr_id, data: aar });
+    let actions = drain(&mut s, buf);
+    (s, actions)
+}
+
 #[test]
 fn server_refusal_sends_vector_error_message() {
     // 33 records are refused with code 0x03; a failed allocation with 0x01 (§10.4 bytes).
     let mut buf = [0u8; BUF_LEN];
-    let mut s = Server::new(ServerConfig::new(KernelSet::empty()), T0);
-    let [Action::PostRecv { wr_id: recv, .. }] = drain_server(&mut s, &mut buf)[..] else {
-        panic!()
-    };
-    s.handle_input(
-        T0,
-        Input::Received {
-            wr_id: recv,
-            data: &A_AAR,
-        },
-    );
-    assert_eq!(drain_server(&mut s, &mut buf).len(), 3);
+    let (mut s, allocs) = server_received(&A_AAR, &mut buf);
+    assert_eq!(allocs.len(), 3);
     s.assignment_failed(T0, RegionId::new(0))
         .expect("assignment_failed");
-    let actions = drain_server(&mut s, &mut buf);
+    let actions = drain(&mut s, &mut buf);
     let [Action::Send { wr_id: send, len }] = actions[..] else {
         panic!("{actions:?}")
     };
     assert_eq!(&buf[..len], &ERR_01[..]);
     s.handle_input(T0, Input::SendCompleted(send));
-    let actions = drain_server(&mut s, &mut buf);
+    let actions = drain(&mut s, &mut buf);
     assert_eq!(
         actions,
         [
@@ -1292,21 +1169,10 @@ fn server_refusal_sends_vector_error_message() {
         ]
     );
 
-    let mut s = Server::new(ServerConfig::new(KernelSet::empty()), T0);
-    let [Action::PostRecv { wr_id: recv, .. }] = drain_server(&mut s, &mut buf)[..] else {
-        panic!()
-    };
     let mut big = vec![0u8; 4 + 33 * 24];
     big[0] = 0x01;
     big[1] = 33;
-    s.handle_input(
-        T0,
-        Input::Received {
-            wr_id: recv,
-            data: &big,
-        },
-    );
-    let actions = drain_server(&mut s, &mut buf);
+    let (_, actions) = server_received(&big, &mut buf);
     let [Action::Send { len, .. }] = actions[..] else {
         panic!("{actions:?}")
     };
