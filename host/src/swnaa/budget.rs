@@ -35,13 +35,16 @@ impl MemoryBudget {
     /// Reserves `bytes`, or `None` when they do not fit beside what is reserved already.
     /// Kept memory that no longer fits beside the reservations is freed.
     pub(crate) fn reserve(self: &Arc<Self>, bytes: u64) -> Option<Reservation> {
+        // Under the cache's lock, as what is kept is weighed against the reservations.
+        let mut cache = self.cache();
         let used = self
             .used
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
                 used.checked_add(bytes).filter(|&total| total <= self.limit)
             })
             .ok()?;
-        let freed = self.cache().fit(used + bytes, self.limit);
+        let freed = cache.fit(used + bytes, self.limit);
+        drop(cache);
         drop(freed);
         Some(Reservation {
             budget: Arc::clone(self),
@@ -52,7 +55,8 @@ impl MemoryBudget {
     /// Zeroed memory of `len` bytes for a region: kept memory of an ended connection when
     /// there is a block of that size, else fresh memory; `None` if none can be allocated.
     pub(crate) fn region_memory(&self, len: usize) -> Option<Buffer> {
-        self.cache().take(len).or_else(|| Buffer::try_zeroed(len))
+        let kept = self.cache().take(len);
+        kept.or_else(|| Buffer::try_zeroed(len))
     }
 
     /// Bytes of ended connections' region memory kept now.
@@ -96,9 +100,11 @@ impl Reservation {
                 continue;
             };
             block.fill(0);
+            let mut cache = budget.cache();
             // This connection's own reservation ends with this call: it does not count.
             let others = budget.used().saturating_sub(self.bytes);
-            let freed = budget.cache().keep(block, others, budget.limit);
+            let freed = cache.keep(block, others, budget.limit);
+            drop(cache);
             drop(freed);
         }
     }
