@@ -61,6 +61,17 @@ def fmt_ratio(values):
     return fmt(values, 1.0, 2)
 
 
+def pick(runs, **fields):
+    """The runs whose fields have the given values."""
+    return [r for r in runs if all(r[k] == v for k, v in fields.items())]
+
+
+def header(p, hdr):
+    """Prints a table's header line and its rule."""
+    p(hdr)
+    p("-" * len(hdr))
+
+
 def main(out):
     runs = []
     with open(os.path.join(out, "runs.txt")) as f:
@@ -101,14 +112,12 @@ def main(out):
     p("(a) naa_create, ms: median [min-max] count; ratio naaice-rs/C ref per round")
     hdr = f"{'NAA':<12} {'size':>5} {'client':>9} | {'create, cold (iter 1)':>24} | " \
           f"{'create, warm (iter 2..)':>24} | {'first RPC, warm':>22}"
-    p(hdr)
-    p("-" * len(hdr))
+    header(p, hdr)
     ratio_rows = []
     for naa in NAAS:
         for size in sizes:
             for client in CLIENTS:
-                sel = [r for r in runs if r["naa"] == naa and r["client"] == client
-                       and r["size"] == size]
+                sel = pick(runs, naa=naa, client=client, size=size)
                 if not sel:
                     continue
                 cold = [r["rows"][0][0] for r in sel if r["rows"]]
@@ -132,8 +141,7 @@ def main(out):
     p("")
     hdr = f"{'NAA':<12} {'size':>5} | {'rs/ref create cold':>20} | {'rs/ref create warm':>20} | " \
           f"{'rs/ref first warm':>20}"
-    p(hdr)
-    p("-" * len(hdr))
+    header(p, hdr)
     for naa, size, rc, rw, rf in ratio_rows:
         p(f"{NAAS[naa]:<12} {size:>5} | {fmt_ratio(rc):>20} | {fmt_ratio(rw):>20} | "
           f"{fmt_ratio(rf):>20}")
@@ -144,16 +152,14 @@ def main(out):
     p("    iteration 1 when it ran second on that NAA")
     hdr = f"{'client':>9} {'size':>5} {'NAA':<12} | {'fresh NAA: first RPC':>22} | " \
           f"{'fresh NAA: create':>22} | {'cold client, used NAA':>22}"
-    p(hdr)
-    p("-" * len(hdr))
+    header(p, hdr)
     ratio_rows = []
     for client in CLIENTS:
         for size in sizes:
             for naa in NAAS:
-                fresh = [r for r in runs if r["naa"] == naa and r["client"] == client
-                         and r["size"] == size and r["pos"] == 1 and r["rows"]]
-                second = [r for r in runs if r["naa"] == naa and r["client"] == client
-                          and r["size"] == size and r["pos"] == 2 and r["rows"]]
+                same = pick(runs, naa=naa, client=client, size=size)
+                fresh = [r for r in same if r["pos"] == 1 and r["rows"]]
+                second = [r for r in same if r["pos"] == 2 and r["rows"]]
                 if not fresh and not second:
                     continue
                 p(f"{CLIENTS[client]:>9} {size:>5} {NAAS[naa]:<12} | "
@@ -172,8 +178,7 @@ def main(out):
                 ratio_rows.append((client, size, rf, rcr))
     p("")
     hdr = f"{'client':>9} {'size':>5} | {'swnaa/ref first RPC':>20} | {'swnaa/ref create':>20}"
-    p(hdr)
-    p("-" * len(hdr))
+    header(p, hdr)
     for client, size, rf, rcr in ratio_rows:
         p(f"{CLIENTS[client]:>9} {size:>5} | {fmt_ratio(rf):>20} | {fmt_ratio(rcr):>20}")
 
