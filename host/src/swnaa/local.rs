@@ -56,6 +56,10 @@ pub use crate::discovery::spec::LOCAL_HOST;
 
 /// Most concurrent handles of one in-process NAA.
 const MAX_CONNECTIONS: usize = 256;
+/// Region memory of ended handles that the in-process NAA keeps for the next ones
+/// ([`SoftNaaConfig::region_cache`]): less than a stand-alone NAA keeps, as it is the
+/// program's own memory.
+const REGION_CACHE: u64 = 64 << 20;
 
 /// The process's in-process NAAs.
 struct State {
@@ -199,6 +203,7 @@ where
     // handles' to report).
     let config = SoftNaaConfig {
         max_connections: MAX_CONNECTIONS,
+        region_cache: REGION_CACHE,
         wait: crate::discovery::environment::wait_policy_from_env().unwrap_or_default(),
         ..SoftNaaConfig::default()
     };
