@@ -149,13 +149,33 @@ enum State {
     /// The kernel of the current RPC runs ([`Phase::Calculating`]). Timer: the kernel
     /// timeout.
     Calculating,
-    /// The write-back is posted; `writes_left` completions are missing
-    /// ([`Phase::DataSending`]). Timer: completion.
-    WritingBack { writes_left: u8 },
+    /// The write-back is posted; `writes_left` completions are missing and `plan` holds the
+    /// writes not yet handed out (`None` once all are, or where the express lane's caller
+    /// posts them itself) ([`Phase::DataSending`]). Timer: completion.
+    WritingBack { writes_left: u8, plan: Option<Plan> },
     /// The client disconnected ([`Phase::Finished`]).
     Disconnected,
     /// Terminal ([`Phase::Error`]).
     Failed(Error),
+}
+
+/// The compute side's work that outlives the protocol state it arose in (a kernel keeps
+/// running after its RPC timed out or its connection ended; a call may arrive before the
+/// previous answer completed), so it cannot live in a [`State`] variant.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Backlog {
+    /// A kernel whose RPC no longer waits for it (timed out, or the connection ended) has
+    /// not returned yet.
+    orphan_kernel: bool,
+    /// An RPC request that arrived while the machine was still busy.
+    call: Option<Request>,
+}
+
+impl Backlog {
+    /// Nothing waits and no orphan runs.
+    fn is_clear(&self) -> bool {
+        !self.orphan_kernel && self.call.is_none()
+    }
 }
 
 /// The server protocol machine; see the [module docs](super) for the [`Machine`] contract.
@@ -173,14 +193,9 @@ pub struct Server {
     queue: Deque<Pending, QUEUE_LEN>,
     rpcs: u32,
     recvs: u32,
-    /// The write list being handed out (output cursor).
-    plan: Option<Plan>,
-    /// A kernel whose RPC no longer waits for it (timed out, or the connection ended) has
-    /// not returned yet.
-    orphan_kernel: bool,
-    /// An RPC request that arrived while the machine was still busy.
-    pending_call: Option<Request>,
-    /// ESTABLISHED was reported (it may come after the MRSP request, spec §1.3).
+    backlog: Backlog,
+    /// ESTABLISHED was reported (it may come after the MRSP request, even after the
+    /// Advertisement, spec §1.3: a fact of the connection manager beside the protocol state).
     established: bool,
 }
 
@@ -195,9 +210,7 @@ impl Server {
             queue: Deque::new(),
             rpcs: 0,
             recvs: 0,
-            plan: None,
-            orphan_kernel: false,
-            pending_call: None,
+            backlog: Backlog::default(),
             established: false,
         };
         server.push(Pending::Recv(
@@ -233,7 +246,7 @@ impl Server {
     /// True while a kernel runs (including one whose RPC timed out or whose connection
     /// ended: it still holds the regions until [`Server::kernel_finished`]).
     pub fn kernel_running(&self) -> bool {
-        self.orphan_kernel || matches!(self.state, State::Calculating)
+        self.backlog.orphan_kernel || matches!(self.state, State::Calculating)
     }
 
     /// True once the MRSP completed, while the connection is usable.
@@ -423,20 +436,20 @@ impl Server {
         let request = Request::decode(imm);
         let idle = self.state == State::Idle;
         let busy = matches!(self.state, State::Advertising | State::WritingBack { .. })
-            || (idle && self.orphan_kernel);
-        if idle && !self.orphan_kernel {
+            || (idle && self.backlog.orphan_kernel);
+        if idle && !self.backlog.orphan_kernel {
             self.start_call(now, request);
-        } else if busy && self.pending_call.is_none() {
-            self.pending_call = Some(request);
+        } else if busy && self.backlog.call.is_none() {
+            self.backlog.call = Some(request);
         } else {
             self.unexpected();
         }
     }
 
     fn start_pending(&mut self, now: Instant) {
-        if !self.orphan_kernel
+        if !self.backlog.orphan_kernel
             && self.state == State::Idle
-            && let Some(request) = self.pending_call.take()
+            && let Some(request) = self.backlog.call.take()
         {
             self.start_call(now, request);
         }
@@ -475,8 +488,8 @@ impl Server {
     pub fn kernel_finished(&mut self, now: Instant, status: ReturnCode) -> Result<(), Error> {
         if self.state == State::Calculating {
             self.write_back(now, status, true);
-        } else if self.orphan_kernel {
-            self.orphan_kernel = false;
+        } else if self.backlog.orphan_kernel {
+            self.backlog.orphan_kernel = false;
             self.start_pending(now);
         } else {
             return Err(self.wrong_phase());
@@ -497,7 +510,7 @@ impl Server {
     }
 
     fn answer_timeout(&mut self, now: Instant) {
-        self.orphan_kernel = true;
+        self.backlog.orphan_kernel = true;
         self.write_back(now, ReturnCode::KERNEL_TIMEOUT, false);
     }
 
@@ -515,17 +528,16 @@ impl Server {
     /// that replaces the call's (returned; queued after the writes by the general path).
     fn answer(&mut self, now: Instant, status: ReturnCode, with_data: bool) -> WrId {
         let (plan, writes_left) = self.answer_plan(status.to_imm(), with_data);
-        self.plan = Some(plan);
-        self.enter_answer(now, writes_left)
+        self.enter_answer(now, writes_left, Some(plan))
     }
 
-    /// The answer's state change: `writes_left` writes to complete, its deadline, and the
-    /// receive that replaces the call's (returned). The express lane takes this part alone:
-    /// its caller posts the writes itself.
-    pub(super) fn enter_answer(&mut self, now: Instant, writes_left: u8) -> WrId {
+    /// The answer's state change: `writes_left` writes to complete (`plan` to hand out; the
+    /// express lane's caller posts them itself), its deadline, and the receive that replaces
+    /// the call's (returned).
+    fn enter_answer(&mut self, now: Instant, writes_left: u8, plan: Option<Plan>) -> WrId {
         self.recvs = self.recvs.wrapping_add(1);
         self.enter(
-            State::WritingBack { writes_left },
+            State::WritingBack { writes_left, plan },
             Some(now + self.config.completion_timeout),
         );
         WrId::new(WrKind::DataRecv, self.recvs)
@@ -567,7 +579,7 @@ impl Server {
         }
         match &mut self.state {
             State::WritingBack { writes_left, .. } if *writes_left > 1 => *writes_left -= 1,
-            State::WritingBack { writes_left: 1 } => self.enter_idle(now),
+            State::WritingBack { writes_left: 1, .. } => self.enter_idle(now),
             _ => self.unexpected(),
         }
     }
@@ -583,10 +595,9 @@ impl Server {
     /// Leaves the connection: a running kernel becomes an orphan.
     fn end(&mut self, state: State) {
         if self.state == State::Calculating {
-            self.orphan_kernel = true;
+            self.backlog.orphan_kernel = true;
         }
         self.queue.clear();
-        self.plan = None;
         self.enter(state, None);
     }
 
@@ -619,8 +630,13 @@ impl Server {
     }
 
     fn next_write(&mut self) -> Option<Write> {
-        let (write, rest) = self.write_of(self.plan?)?;
-        self.plan = rest;
+        let State::WritingBack { plan, .. } = self.state else {
+            return None;
+        };
+        let (write, rest) = self.write_of(plan?)?;
+        if let State::WritingBack { plan, .. } = &mut self.state {
+            *plan = rest;
+        }
         Some(write)
     }
 

@@ -34,7 +34,7 @@ pub struct ExpressAnswer {
 impl Server {
     /// True if nothing is queued and no call waits: the state the express lane starts from.
     fn express_clear(&self) -> bool {
-        self.queue.is_empty() && self.pending_call.is_none() && !self.orphan_kernel
+        self.queue.is_empty() && self.backlog.is_clear()
     }
 
     /// A call (a WRITE WITH IMMEDIATE received, work request `wr_id`) of a known kernel on
@@ -67,7 +67,7 @@ impl Server {
         }
         // The writes are those of `answer_writes`, which the caller posts itself: no plan.
         let (_, writes_left) = self.answer_plan(status.to_imm(), true);
-        let recv = self.enter_answer(now, writes_left);
+        let recv = self.enter_answer(now, writes_left, None);
         Some(ExpressAnswer {
             recv,
             imm: status.to_imm(),
@@ -92,7 +92,7 @@ impl Server {
     /// counts it (the connection is idle again after the last; it queues nothing here).
     /// False: nothing changed.
     pub fn express_write_done(&mut self, now: Instant, wr_id: WrId) -> bool {
-        if !matches!(self.state, State::WritingBack { writes_left } if writes_left > 0)
+        if !matches!(self.state, State::WritingBack { writes_left, .. } if writes_left > 0)
             || !self.express_clear()
             || wr_id.kind() != Some(WrKind::Write)
         {
