@@ -5,7 +5,9 @@
       process (cold: the library's and the device's first use in the process) and the other
       iterations (warm), per NAA and size; the ratio naaice-rs / reference is taken per round
       (both clients ran against the same NAA process in it; iterations a failed run completed
-      count) and summarised over the rounds.
+      count) and summarised over the rounds. Also the first naa_create counted from the exec
+      of the client process: the reference's libraries are loaded before main, naaice-rs
+      loads rdma-core inside its first naa_create.
   (b) the first RPC (naa_invoke + naa_wait) on a freshly started NAA: the first iteration of
       the client that ran first on it, naaice-swnaa against the reference's NAA, per client
       and size; the ratio swnaa / reference is taken per round (both NAAs fresh in it, the
@@ -25,8 +27,9 @@ CLIENTS = {"rs": "naaice-rs", "ref": "C ref"}
 
 
 def read_out(path):
-    """(create_us, first_us) per iteration, and early_waits (None when missing)."""
-    rows, early = [], None
+    """(create_us, first_us) per iteration, early_waits and exec_create_us (None when
+    missing)."""
+    rows, early, exec_create = [], None, None
     try:
         with open(path) as f:
             for line in f:
@@ -34,6 +37,8 @@ def read_out(path):
                 if line.startswith("median"):
                     if "early_waits" in parts:
                         early = int(parts[parts.index("early_waits") + 1])
+                    if "exec_create_us" in parts:
+                        exec_create = float(parts[parts.index("exec_create_us") + 1])
                     continue
                 if len(parts) == 2:
                     try:
@@ -42,7 +47,7 @@ def read_out(path):
                         pass
     except FileNotFoundError:
         pass
-    return rows, early
+    return rows, early, exec_create
 
 
 def fmt(values, scale=1.0, digits=0):
@@ -79,9 +84,11 @@ def main(out):
             p = line.split()
             if len(p) == 6:
                 rnd, size, naa, client, pos, rc = p
-                rows, early = read_out(os.path.join(out, f"r{rnd}", size, f"{naa}.{client}.out"))
+                rows, early, exec_create = read_out(
+                    os.path.join(out, f"r{rnd}", size, f"{naa}.{client}.out"))
                 runs.append(dict(round=int(rnd), size=int(size), naa=naa, client=client,
-                                 pos=int(pos), rc=int(rc), rows=rows, early=early))
+                                 pos=int(pos), rc=int(rc), rows=rows, early=early,
+                                 exec_create=exec_create))
     if not runs:
         print("no runs")
         return 1
@@ -145,6 +152,25 @@ def main(out):
     for naa, size, rc, rw, rf in ratio_rows:
         p(f"{NAAS[naa]:<12} {size:>5} | {fmt_ratio(rc):>20} | {fmt_ratio(rw):>20} | "
           f"{fmt_ratio(rf):>20}")
+    p("")
+
+    p("(a') the first naa_create of a client process counted from its exec (the libraries'")
+    p("     loading included), ms; ratio naaice-rs/C ref per round")
+    hdr = f"{'NAA':<12} {'size':>5} | {'naaice-rs':>22} | {'C ref':>22} | {'rs/ref':>20}"
+    header(p, hdr)
+    for naa in NAAS:
+        for size in sizes:
+            col = {c: [r["exec_create"] for r in pick(runs, naa=naa, client=c, size=size)
+                       if r["exec_create"]] for c in CLIENTS}
+            ratios = []
+            for rnd in sorted({r["round"] for r in runs}):
+                a = by.get((rnd, size, naa, "rs"))
+                b = by.get((rnd, size, naa, "ref"))
+                if a and b and a["exec_create"] and b["exec_create"]:
+                    ratios.append(a["exec_create"] / b["exec_create"])
+            if col["rs"] or col["ref"]:
+                p(f"{NAAS[naa]:<12} {size:>5} | {fmt_ms(col['rs']):>22} | "
+                  f"{fmt_ms(col['ref']):>22} | {fmt_ratio(ratios):>20}")
     p("")
 
     p("(b) first RPC on a freshly started NAA (first client's iteration 1), ms; ratio")
