@@ -76,6 +76,7 @@ pub mod local;
 mod metrics;
 mod metrics_endpoint;
 pub mod plugin;
+mod pool;
 mod region_cache;
 mod slots;
 mod switch;
@@ -102,6 +103,7 @@ use naaice_core::{Placement, ServerConfig};
 use budget::MemoryBudget;
 use metrics::NaaMetrics;
 use metrics_endpoint::MetricsEndpoint;
+use pool::Pool;
 use slots::{Activity, Admission, Slots};
 
 use crate::error::{Error, Result};
@@ -378,6 +380,14 @@ where
         let budget = Arc::clone(&self.budget);
         let counters = self.metrics.as_ref().map(|(m, _)| Arc::clone(m));
         let mut slots = Slots::new(self.config.max_connections, self.config.evict_idle_after);
+        // Workers park for the next connection (up to one per slot): see `pool`.
+        let mut workers =
+            Pool::new("naaice-worker", self.config.max_connections).map_err(|source| {
+                Error::Transport(crate::transport::TransportError::Io {
+                    call: "spawn",
+                    source,
+                })
+            })?;
         let mut refusals = Refusals::new(self.config.max_connections, &self.config.allow);
         tracing::info!(
             addr = %self.local_addr(),
@@ -477,16 +487,14 @@ where
                 wait: self.config.wait,
             };
             let stop = Arc::clone(shutdown);
-            let spawned = std::thread::Builder::new()
-                .name("naaice-worker".into())
-                .spawn(move || worker::serve(incoming, &connection, &stop));
-            match spawned {
+            match workers.run(move || worker::serve(incoming, &connection, &stop)) {
                 Ok(w) => slots.insert(w, activity),
                 Err(e) => tracing::error!(error = %e, "cannot start a worker thread"),
             }
         }
         refusals.flush();
-        slots.join_all();
+        slots.wake_all();
+        workers.join_all();
         tracing::info!("software NAA stopped");
         Ok(())
     }

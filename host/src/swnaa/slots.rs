@@ -21,9 +21,9 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::pool::Task;
 use crate::clock;
 use crate::transport::Waker;
 
@@ -101,7 +101,7 @@ pub(crate) enum Admission {
 pub(crate) struct Slots {
     max: usize,
     grace: Option<Duration>,
-    conns: Vec<(JoinHandle<()>, Arc<Activity>)>,
+    conns: Vec<(Task, Arc<Activity>)>,
 }
 
 impl Slots {
@@ -114,7 +114,7 @@ impl Slots {
         }
     }
 
-    /// Forgets connections whose worker has ended.
+    /// Forgets connections whose worker has ended them.
     pub(crate) fn reap(&mut self) {
         self.conns.retain(|(w, _)| !w.is_finished());
     }
@@ -146,18 +146,15 @@ impl Slots {
         }
     }
 
-    /// Adds the worker of an admitted connection.
-    pub(crate) fn insert(&mut self, worker: JoinHandle<()>, activity: Arc<Activity>) {
+    /// Adds the worker's task of an admitted connection.
+    pub(crate) fn insert(&mut self, worker: Task, activity: Arc<Activity>) {
         self.conns.push((worker, activity));
     }
 
-    /// Waits for every worker.
-    pub(crate) fn join_all(self) {
+    /// Ends every worker's current wait (a shutdown: the workers see the stop flag).
+    pub(crate) fn wake_all(&self) {
         for (_, a) in &self.conns {
             a.wake();
-        }
-        for (w, _) in self.conns {
-            let _ = w.join();
         }
     }
 }
@@ -165,26 +162,28 @@ impl Slots {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::swnaa::pool::Pool;
 
-    fn worker() -> (JoinHandle<()>, Arc<std::sync::Barrier>) {
+    fn worker(pool: &mut Pool) -> (Task, Arc<std::sync::Barrier>) {
         let barrier = Arc::new(std::sync::Barrier::new(2));
         let b = Arc::clone(&barrier);
-        (
-            std::thread::spawn(move || {
+        let task = pool
+            .run(move || {
                 b.wait();
-            }),
-            barrier,
-        )
+            })
+            .expect("a worker thread");
+        (task, barrier)
     }
 
     #[test]
     fn the_longest_idle_past_the_grace_gives_way() {
         let grace = Duration::from_secs(10);
         let mut slots = Slots::new(2, Some(grace));
+        let mut pool = Pool::new("slots-test", 3).expect("a pool");
         let t0 = Instant::now();
         let (a, b) = (Arc::new(Activity::default()), Arc::new(Activity::default()));
-        let (wa, ba) = worker();
-        let (wb, bb) = worker();
+        let (wa, ba) = worker(&mut pool);
+        let (wb, bb) = worker(&mut pool);
         slots.insert(wa, Arc::clone(&a));
         slots.insert(wb, Arc::clone(&b));
         // Both busy: full.
@@ -204,7 +203,7 @@ mod tests {
         }
         assert!(a.evicted() && !b.evicted());
         // The newcomer takes the slot; b is within its grace: full again.
-        let (wc, bc) = worker();
+        let (wc, bc) = worker(&mut pool);
         slots.insert(wc, Arc::new(Activity::default()));
         assert_eq!(slots.admit(now), Admission::Full);
         // A worker that ended frees its slot.
@@ -214,7 +213,8 @@ mod tests {
         }
         ba.wait();
         bc.wait();
-        slots.join_all();
+        slots.wake_all();
+        pool.join_all();
     }
 
     #[test]
@@ -232,13 +232,15 @@ mod tests {
     #[test]
     fn without_grace_nobody_is_evicted() {
         let mut slots = Slots::new(1, None);
+        let mut pool = Pool::new("slots-test", 1).expect("a pool");
         let a = Arc::new(Activity::default());
-        let (w, b) = worker();
+        let (w, b) = worker(&mut pool);
         slots.insert(w, Arc::clone(&a));
         let t0 = Instant::now();
         a.set_idle(Some(t0));
         assert_eq!(slots.admit(t0 + Duration::from_secs(3600)), Admission::Full);
         b.wait();
-        slots.join_all();
+        slots.wake_all();
+        pool.join_all();
     }
 }
