@@ -332,8 +332,10 @@ fn main() -> ExitCode {
     for t in threads {
         let _ = t.join();
     }
-    // Every client is gone: the server must be back where it was when idle.
-    let settle = Instant::now() + Duration::from_secs(15);
+    // Every client is gone: the server must be back where it was when idle. Its workers of
+    // ended connections wait 30 s for new ones before they end (all but one, which the idle
+    // sample counts already), so that long at least.
+    let settle = Instant::now() + Duration::from_secs(45);
     let mut after = sample(pid, start);
     while after.is_some_and(|s| s.fds > idle.fds || s.threads > idle.threads)
         && Instant::now() < settle
@@ -341,13 +343,16 @@ fn main() -> ExitCode {
         std::thread::sleep(Duration::from_millis(200));
         after = sample(pid, start);
     }
-    let server_alive = child.try_wait().ok().flatten().is_none();
+    let exited = child.try_wait().ok().flatten();
     let _ = child.kill();
     let _ = child.wait();
 
     let mut failures = Vec::new();
     let Some(after) = after else {
-        println!("soak: FAILED: the server died");
+        match exited {
+            Some(status) => println!("soak: FAILED: the server died ({status})"),
+            None => println!("soak: FAILED: the server's /proc entry could not be read"),
+        }
         return ExitCode::FAILURE;
     };
     println!("after the clients left:");
@@ -355,8 +360,8 @@ fn main() -> ExitCode {
     let rpcs = counters.rpcs.load(Ordering::Relaxed);
     let wrong = counters.wrong.load(Ordering::Relaxed);
     let failed = counters.failed.load(Ordering::Relaxed);
-    if !server_alive {
-        failures.push("the server died".to_owned());
+    if let Some(status) = exited {
+        failures.push(format!("the server died ({status})"));
     }
     if panicked.load(Ordering::Relaxed) {
         failures.push("the server's log shows a panic".to_owned());
