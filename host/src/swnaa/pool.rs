@@ -108,8 +108,9 @@ impl Pool {
             let _finish = Finish(flag);
             work();
         });
-        // A parked worker whose thread ended (its task panicked after it parked: never; a
-        // send fails only if the thread is gone) hands the work back: try the next.
+        // A send fails only if the receiving thread is gone, which a parked one is not (a
+        // worker leaves the list, under its lock, before it ends); should it happen, the work
+        // comes back and goes to the next parked worker, or to a new thread.
         while let Some((_, park)) = self.lock().senders.pop() {
             match park.send(Job {
                 work,
