@@ -146,11 +146,19 @@ mod tests {
             .map(|_| {
                 let (tx, exit) = (tx.clone(), exit.clone());
                 std::thread::spawn(move || {
-                    for _ in 0..50 {
+                    // A sleep preempted after its timer was armed may find the timer expired
+                    // and never block (an involuntary switch, not a voluntary one), so the
+                    // thread sleeps until it has blocked 50 times, at most 5000 sleeps.
+                    let start = voluntary_in("/proc/thread-self/status");
+                    let mut now = start;
+                    for _ in 0..5000 {
+                        if now >= start + 50 {
+                            break;
+                        }
                         std::thread::sleep(Duration::from_micros(200));
+                        now = voluntary_in("/proc/thread-self/status");
                     }
-                    tx.send(voluntary_in("/proc/thread-self/status"))
-                        .expect("send");
+                    tx.send(now).expect("send");
                     // Alive while the process is read again.
                     exit.wait();
                 })
@@ -165,7 +173,7 @@ mod tests {
         }
         assert!(
             workers >= 100,
-            "two threads that slept 50 times each: {workers}"
+            "two threads that slept until each blocked 50 times: {workers}"
         );
         assert!(
             all.voluntary >= main + workers,
