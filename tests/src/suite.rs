@@ -395,7 +395,8 @@ pub fn mrsp_errors_reach_the_client(site: &Site) {
     let naa = site.start_naa(SoftNaaConfig {
         max_regions: 4,
         max_bytes_per_connection: 1 << 20,
-        ..SoftNaaConfig::default()
+        // Three connections one after another (a refused MRSP ends its connection).
+        ..roomy()
     });
     let opts = NaaOptions::at(naa.local_addr());
     let params = |n: usize, len: usize| (0..n).map(|_| Param::zeroed(len)).collect::<Vec<_>>();

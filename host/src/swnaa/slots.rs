@@ -17,7 +17,8 @@
 //!
 //! An evicted connection's slot counts as free at once; its worker, woken by the master
 //! (the endpoint's waker), leaves at once, or at the end of an RPC that raced with the
-//! eviction.
+//! eviction. So does the slot of a connection that is over (the client left, the connection
+//! failed or its MRSP was refused) while its worker still tears it down.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -38,6 +39,8 @@ pub(crate) struct Activity {
     idle_since: AtomicU64,
     /// The master asked the worker to disconnect at its next idle moment.
     evict: AtomicBool,
+    /// The connection is over; its worker only tears it down (see [`Activity::leave`]).
+    left: AtomicBool,
     /// Ends the worker's wait, so that it sees an eviction or a shutdown at once (`None`
     /// until the connection is accepted, or for a transport without one: the worker then
     /// looks every 100 ms).
@@ -79,6 +82,19 @@ impl Activity {
     /// True once the connection should give its slot away.
     pub(crate) fn evicted(&self) -> bool {
         self.evict.load(Ordering::Acquire)
+    }
+
+    /// Marks the connection over: its slot counts as free at once, while the worker tears the
+    /// connection down (disconnect, deregistration, the memory back to the budget), so that
+    /// a client that reconnects right after its connection ended does not find the slots
+    /// full of connections that are gone.
+    pub(crate) fn leave(&self) {
+        self.left.store(true, Ordering::Release);
+    }
+
+    /// True while the connection holds its slot: neither evicted nor over.
+    fn holds_slot(&self) -> bool {
+        !self.evicted() && !self.left.load(Ordering::Acquire)
     }
 }
 
@@ -122,7 +138,7 @@ impl Slots {
     /// Decides on a new connection request at `now` (evicting if needed and allowed).
     pub(crate) fn admit(&mut self, now: Instant) -> Admission {
         self.reap();
-        let live = self.conns.iter().filter(|(_, a)| !a.evicted()).count();
+        let live = self.conns.iter().filter(|(_, a)| a.holds_slot()).count();
         if live < self.max {
             return Admission::Free;
         }
@@ -132,7 +148,7 @@ impl Slots {
         let longest = self
             .conns
             .iter()
-            .filter(|(_, a)| !a.evicted())
+            .filter(|(_, a)| a.holds_slot())
             .filter_map(|(_, a)| Some((now.saturating_duration_since(a.idle_since()?), a)))
             .filter(|(idle, _)| *idle >= grace)
             .max_by_key(|(idle, _)| *idle);
@@ -227,6 +243,31 @@ mod tests {
         assert!(back.max(t) - back.min(t) < Duration::from_millis(1));
         a.set_idle(None);
         assert_eq!(a.idle_since(), None);
+    }
+
+    #[test]
+    fn a_connection_that_is_over_frees_its_slot_before_its_worker_ends() {
+        let mut slots = Slots::new(1, None);
+        let mut pool = Pool::new("slots-test", 2).expect("a pool");
+        let a = Arc::new(Activity::default());
+        let (w, b) = worker(&mut pool);
+        slots.insert(w, Arc::clone(&a));
+        let now = Instant::now();
+        assert_eq!(slots.admit(now), Admission::Full);
+        // The worker still runs (it waits on the barrier): the slot is free all the same.
+        a.leave();
+        assert_eq!(slots.admit(now), Admission::Free);
+        let (w2, b2) = worker(&mut pool);
+        slots.insert(w2, Arc::new(Activity::default()));
+        assert_eq!(
+            slots.admit(now),
+            Admission::Full,
+            "the newcomer holds the slot"
+        );
+        b.wait();
+        b2.wait();
+        slots.wake_all();
+        pool.join_all();
     }
 
     #[test]

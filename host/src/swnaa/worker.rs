@@ -60,6 +60,8 @@ pub(crate) fn serve<I: Incoming>(incoming: I, ctx: &WorkerContext, shutdown: &At
     tracing::info!(?peer, "client connected");
     let usage = Usage::start();
     run(&mut driver, ctx, &mut memory, shutdown);
+    // Over: the slot is free for the next client while this one is torn down.
+    ctx.activity.leave();
     driver.disconnect();
     let rpcs = driver.machine().rpc_count();
     let (elapsed, cpu) = usage.since();
