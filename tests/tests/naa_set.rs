@@ -175,7 +175,11 @@ fn a_cancelled_handle_is_inactive_until_its_next_invoke() {
 
 #[test]
 fn a_handle_that_finishes_again_at_once_does_not_starve_the_others() {
-    let naa = naaice_tests::start_naa(naaice::swnaa::SoftNaaConfig::default());
+    // Two connections at once, whatever the CPU count (the default limit is one per CPU).
+    let naa = naaice_tests::start_naa(naaice::swnaa::SoftNaaConfig {
+        max_connections: 2,
+        ..naaice::swnaa::SoftNaaConfig::default()
+    });
     let create = || {
         naaice::Naa::create_with(
             &naaice::transport::soft::SoftTransport::default(),
