@@ -249,6 +249,8 @@ fn kernels_a_reload_adds_are_counted() {
 
     let config = SoftNaaConfig {
         metrics: Some("127.0.0.1:0".parse().unwrap()),
+        // Two connections at once, whatever the CPU count (the default: one per CPU).
+        max_connections: 2,
         ..SoftNaaConfig::default()
     };
     let naa = SoftNaa::bind(
