@@ -20,7 +20,12 @@ naaice_tests::suite_scale_tests!(Site::local());
 #[test]
 fn in_place_parameters_are_the_callers_memory() {
     let site = Site::local();
-    let naa = site.start_naa(SoftNaaConfig::default());
+    // Two connections one after another: the NAA frees a slot once it has seen the client
+    // leave, which may take a moment on a busy machine (the default is one slot per CPU).
+    let naa = site.start_naa(SoftNaaConfig {
+        max_connections: 2,
+        ..SoftNaaConfig::default()
+    });
     let shared = Param::from_vec(pattern(4096, 1));
     let mut handle = Naa::create_with(
         &site.transport,

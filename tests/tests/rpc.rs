@@ -44,7 +44,12 @@ fn rpc_deadline_fails_the_call_in_time() {
 
 #[test]
 fn invalid_arguments_are_errors() {
-    let naa = start_naa(SoftNaaConfig::default());
+    // Connections one after another: the NAA frees a slot once it has seen the client leave,
+    // which may take a moment on a busy machine (the default limit is one slot per CPU).
+    let naa = start_naa(SoftNaaConfig {
+        max_connections: 4,
+        ..SoftNaaConfig::default()
+    });
     let opts = NaaOptions::at(naa.local_addr());
     for fncode in [0u32, 128, 256, 0x181] {
         let r = Naa::create_with(
