@@ -1,5 +1,5 @@
 //! Waiting for many connections in one thread: each connection's readiness descriptor
-//! ([`Endpoint::ready_fd`](crate::transport::Endpoint::ready_fd)) and deadline, gathered for
+//! ([`Endpoint::ready_fd`]) and deadline, gathered for
 //! one poll(2) ([`crate::client::naa_set`]) or for the reactor of [`crate::client::rpc_future`].
 
 use std::os::fd::BorrowedFd;

@@ -13,7 +13,7 @@ pub(crate) enum RegionMemory<R> {
     /// Registered for remote write.
     Registered(R),
     /// Registered for remote write, and the in-process client's own memory
-    /// ([`Endpoint::shared_memory`](crate::transport::Endpoint::shared_memory)).
+    /// ([`Endpoint::shared_memory`]).
     Shared(R),
     /// NAA-only memory (internal region), not registered.
     Internal(Buffer),

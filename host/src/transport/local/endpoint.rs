@@ -67,7 +67,7 @@ impl Drop for LocalRegion {
 #[derive(Debug)]
 pub struct LocalEndpoint {
     pair: Arc<Pair>,
-    /// [`CLIENT`] or [`SERVER`].
+    /// [`CLIENT`](super::side::CLIENT) or [`SERVER`].
     me: usize,
     /// Counted in the waiting decision's CPU demand while it lives.
     _open: OpenConnection,
