@@ -561,6 +561,34 @@ fn disconnect_is_seen_by_both_sides() {
     ));
 }
 
+/// The server's liveness probe answers from another thread, without the server endpoint
+/// being polled: not over while the client is there, over once it disconnected, and still
+/// over (not stale) once the endpoint is gone.
+#[test]
+fn liveness_sees_the_peer_leave_without_the_endpoint_being_polled() {
+    let (mut client, server, ()) = pair(config(), |_| ());
+    let probe = server
+        .ep
+        .liveness()
+        .expect("the soft transport has a probe");
+    let seen = thread::spawn({
+        let probe = probe.clone();
+        move || probe.is_over()
+    });
+    assert!(!seen.join().unwrap(), "over while the client is connected");
+    client.ep.disconnect();
+    let deadline = soon(LONG);
+    while !probe.is_over() {
+        assert!(
+            Instant::now() < deadline,
+            "the client's disconnect was not seen"
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
+    drop(server);
+    assert!(probe.is_over());
+}
+
 #[test]
 fn invalid_requests_are_refused_at_post_time() {
     let (mut client, _server, r) = pair(config(), |ep| ep.register(&Buffer::zeroed(64)).unwrap());

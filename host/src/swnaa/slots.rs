@@ -18,7 +18,11 @@
 //! An evicted connection's slot counts as free at once; its worker, woken by the master
 //! (the endpoint's waker), leaves at once, or at the end of an RPC that raced with the
 //! eviction. So does the slot of a connection that is over (the client left, the connection
-//! failed or its MRSP was refused) while its worker still tears it down.
+//! failed or its MRSP was refused) while its worker still tears it down. And when every
+//! slot seems taken, the master asks each connection's transport whether its client has
+//! left ([`Liveness`]): a client that disconnects and reconnects at once finds its old slot
+//! free even when its worker has not run since (a busy node), as the end of its old
+//! connection arrived before its new request.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -26,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use super::pool::Task;
 use crate::clock;
-use crate::transport::Waker;
+use crate::transport::{Liveness, Waker};
 
 /// What a connection's worker publishes for the slot policy, and the eviction order.
 ///
@@ -45,6 +49,9 @@ pub(crate) struct Activity {
     /// until the connection is accepted, or for a transport without one: the worker then
     /// looks every 100 ms).
     waker: Mutex<Option<Waker>>,
+    /// Tells the master whether the client has left (`None` until the connection is
+    /// accepted, or for a transport without a probe).
+    liveness: Mutex<Option<Liveness>>,
 }
 
 impl Activity {
@@ -65,6 +72,11 @@ impl Activity {
     /// Sets the worker's waker.
     pub(crate) fn set_waker(&self, waker: Option<Waker>) {
         *self.waker.lock().unwrap_or_else(PoisonError::into_inner) = waker;
+    }
+
+    /// Sets the transport's probe of the connection.
+    pub(crate) fn set_liveness(&self, liveness: Option<Liveness>) {
+        *self.liveness.lock().unwrap_or_else(PoisonError::into_inner) = liveness;
     }
 
     /// Ends the worker's current wait (an eviction or a shutdown), if it has a waker.
@@ -95,6 +107,19 @@ impl Activity {
     /// True while the connection holds its slot: neither evicted nor over.
     fn holds_slot(&self) -> bool {
         !self.evicted() && !self.left.load(Ordering::Acquire)
+    }
+
+    /// Asks the transport whether the connection is over; marks it so if it is.
+    fn probe(&self) {
+        let over = self
+            .liveness
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(Liveness::is_over);
+        if over {
+            self.leave();
+        }
     }
 }
 
@@ -138,8 +163,14 @@ impl Slots {
     /// Decides on a new connection request at `now` (evicting if needed and allowed).
     pub(crate) fn admit(&mut self, now: Instant) -> Admission {
         self.reap();
-        let live = self.conns.iter().filter(|(_, a)| a.holds_slot()).count();
-        if live < self.max {
+        if self.live() < self.max {
+            return Admission::Free;
+        }
+        // Full by what the workers have seen: the transports may know more.
+        for (_, a) in self.conns.iter().filter(|(_, a)| a.holds_slot()) {
+            a.probe();
+        }
+        if self.live() < self.max {
             return Admission::Free;
         }
         let Some(grace) = self.grace else {
@@ -160,6 +191,11 @@ impl Slots {
             }
             None => Admission::Full,
         }
+    }
+
+    /// Connections that hold a slot.
+    fn live(&self) -> usize {
+        self.conns.iter().filter(|(_, a)| a.holds_slot()).count()
     }
 
     /// Adds the worker's task of an admitted connection.
@@ -267,6 +303,29 @@ mod tests {
         b.wait();
         b2.wait();
         slots.wake_all();
+        pool.join_all();
+    }
+
+    #[test]
+    fn a_connection_whose_client_left_frees_its_slot_before_its_worker_saw_it() {
+        let mut slots = Slots::new(1, None);
+        let mut pool = Pool::new("slots-test", 1).expect("a pool");
+        let a = Arc::new(Activity::default());
+        let gone = Arc::new(AtomicBool::new(false));
+        let g = Arc::clone(&gone);
+        a.set_liveness(Some(Liveness::new(move || g.load(Ordering::SeqCst))));
+        let (w, b) = worker(&mut pool);
+        slots.insert(w, Arc::clone(&a));
+        let now = Instant::now();
+        // The client is still there: full, and the probe leaves the connection alone.
+        assert_eq!(slots.admit(now), Admission::Full);
+        assert!(a.holds_slot());
+        // Its transport has seen it leave; its worker has not run since (it waits on the
+        // barrier): the slot is free.
+        gone.store(true, Ordering::SeqCst);
+        assert_eq!(slots.admit(now), Admission::Free);
+        assert!(!a.holds_slot());
+        b.wait();
         pool.join_all();
     }
 

@@ -139,6 +139,7 @@ fn run<E: Endpoint>(
     let waker = driver.waker();
     let wakeable = waker.is_some();
     ctx.activity.set_waker(waker);
+    ctx.activity.set_liveness(driver.liveness());
     let metrics = ctx.metrics.as_ref().map(Registration::metrics);
     let mut counted = Counted::default();
     while !stopping() {

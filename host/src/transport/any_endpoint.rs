@@ -253,7 +253,10 @@ impl Endpoint for AnyEndpoint {
     }
     fn liveness(&self) -> Option<super::Liveness> {
         match &self.0 {
+            Ep::Soft(e) => e.liveness(),
             Ep::Local(e) => e.liveness(),
+            #[cfg(feature = "verbs")]
+            Ep::Verbs(e) => e.liveness(),
             _ => None,
         }
     }

@@ -297,7 +297,8 @@ impl Liveness {
         Self(Arc::new(over))
     }
 
-    /// True once the connection is over (disconnected by either end, or broken).
+    /// True once the connection is over (disconnected by either end, or broken). Never
+    /// blocks.
     pub fn is_over(&self) -> bool {
         (self.0)()
     }
@@ -349,9 +350,13 @@ pub trait Endpoint: Send {
         let _ = (peer_addr, len);
         None
     }
-    /// A [`Liveness`] probe of this endpoint's connection, for a thread that works on
-    /// [`Endpoint::shared_memory`] while another one drives the endpoint; `None` (the
-    /// default) for a transport that shares no memory.
+    /// A [`Liveness`] probe of this endpoint's connection, for other threads than the one
+    /// that drives the endpoint: one that works on [`Endpoint::shared_memory`], or an NAA's
+    /// admission, which counts a connection whose peer has left as gone before its worker
+    /// has seen the end. The probe knows the end as soon as the peer's side of it has
+    /// arrived (the soft transport: the peer closed its socket; verbs: an event after
+    /// ESTABLISHED on the connection's channel), read or not. `None` (the default): no
+    /// probe.
     fn liveness(&self) -> Option<Liveness> {
         None
     }

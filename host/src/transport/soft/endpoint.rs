@@ -20,7 +20,8 @@ use super::socket::Socket;
 use crate::memory::Buffer;
 use crate::transport::waiting::{OpenConnection, Woken};
 use crate::transport::{
-    Completion, ConnectionEvent, Endpoint, MemoryRegion, Result, SendWr, Sge, TransportError, Waker,
+    Completion, ConnectionEvent, Endpoint, Liveness, MemoryRegion, Result, SendWr, Sge,
+    TransportError, Waker,
 };
 
 /// A memory region registered with a [`SoftEndpoint`]; deregistered when dropped.
@@ -329,6 +330,17 @@ impl Endpoint for SoftEndpoint {
             shared.app_cv.notify_all();
             drop(st);
             shared.ready.wake();
+        }))
+    }
+
+    fn liveness(&self) -> Option<Liveness> {
+        let shared = Arc::downgrade(&self.shared);
+        Some(Liveness::new(move || {
+            // Over once torn down, or once the peer closed its socket: its final frames
+            // (the DREQ) may not have been read yet, but nothing follows them.
+            shared
+                .upgrade()
+                .is_none_or(|shared| shared.lock().rc.is_closed() || shared.socket.peer_hung_up())
         }))
     }
 

@@ -24,8 +24,8 @@ use super::{RECV_WR, SEND_WR, sockaddr};
 use crate::memory::Buffer;
 use crate::transport::waiting::{OpenConnection, Woken};
 use crate::transport::{
-    Completion, ConnectionEvent, Endpoint, Result, SendOp, SendWr, Sge, TransportError, Waker,
-    WcOpcode, WcStatus,
+    Completion, ConnectionEvent, Endpoint, Liveness, Result, SendOp, SendWr, Sge, TransportError,
+    Waker, WcOpcode, WcStatus,
 };
 
 /// Completions fetched from the CQ per `ibv_poll_cq`.
@@ -105,11 +105,21 @@ pub struct VerbsEndpoint {
     send_wrs: Vec<ibv_send_wr>,
     send_sges: Vec<ibv_sge>,
     peer: Option<SocketAddr>,
-    /// Held while the peer runs on this machine: spinning leaves it half the CPUs.
     /// Counts this connection in the process's CPU demand (see `waiting`).
     _open: OpenConnection,
     /// What the endpoint's [`Waker`] sets and rings (a sleeping wait also watches it).
     wake: Arc<WakeBell>,
+    /// What the endpoint's [`Liveness`] probe reads.
+    link: Arc<Link>,
+}
+
+/// How far the connection got, for a [`Liveness`] probe on another thread.
+#[derive(Debug, Default)]
+struct Link {
+    /// ESTABLISHED was read: any later event of the connection's own channel ends it.
+    established: AtomicBool,
+    /// Closed (see [`VerbsEndpoint::close`]).
+    closed: AtomicBool,
 }
 
 /// The flag and the eventfd of an endpoint's [`Waker`].
@@ -200,6 +210,7 @@ impl VerbsEndpoint {
             peer,
             _open: open,
             wake: Arc::new(WakeBell::new()?),
+            link: Arc::default(),
         })
     }
 
@@ -212,6 +223,7 @@ impl VerbsEndpoint {
     pub(super) fn set_connected(&mut self, event: bool) {
         self.state = State::Connected;
         if event {
+            self.link.established.store(true, Ordering::Release);
             self.events.push_back(ConnectionEvent::Established);
         }
     }
@@ -233,6 +245,7 @@ impl VerbsEndpoint {
             match event.kind {
                 RDMA_CM_EVENT_ESTABLISHED if self.state != State::Closed => {
                     self.state = State::Connected;
+                    self.link.established.store(true, Ordering::Release);
                     self.events.push_back(ConnectionEvent::Established);
                 }
                 RDMA_CM_EVENT_DISCONNECTED
@@ -258,6 +271,7 @@ impl VerbsEndpoint {
             return;
         }
         self.state = State::Closed;
+        self.link.closed.store(true, Ordering::Release);
         // SAFETY: the id is live. On a connected id this sends DREQ and moves the QP to the
         // error state; on an id that is already disconnected it fails harmlessly.
         let rc = unsafe { rdma_disconnect(self.id.as_ptr()) };
@@ -659,6 +673,24 @@ impl Endpoint for VerbsEndpoint {
                     tracing::trace!(error = %e, "verbs: waker");
                 }
             }
+        }))
+    }
+
+    fn liveness(&self) -> Option<Liveness> {
+        let id = Arc::downgrade(&self.id);
+        let link = Arc::clone(&self.link);
+        Some(Liveness::new(move || {
+            if link.closed.load(Ordering::Acquire) {
+                return true;
+            }
+            let Some(id) = id.upgrade() else {
+                return true;
+            };
+            // After ESTABLISHED, what arrives on the connection's own channel ends it
+            // (DISCONNECTED, DEVICE_REMOVAL; an address change alone would be taken for an
+            // end too, rarely): over, even before this endpoint's thread has read it.
+            link.established.load(Ordering::Acquire)
+                && wait_readable(&[id.channel().fd()], Duration::ZERO).is_ok_and(|[r]| r)
         }))
     }
 
