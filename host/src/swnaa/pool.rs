@@ -101,7 +101,7 @@ impl Pool {
 
     /// Runs `work` on a parked worker, or on a new thread when none is parked.
     pub(crate) fn run(&mut self, work: impl FnOnce() + Send + 'static) -> io::Result<Task> {
-        self.threads.retain(|t| !t.is_finished());
+        self.join_finished();
         let done = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&done);
         let mut work: Work = Box::new(move || {
@@ -156,6 +156,19 @@ impl Pool {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Parked> {
         self.parked.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Joins the threads that have ended (their work returned: the join only waits for the
+    /// thread's exit). Not detached: a thread of the pool is always joined, so that once
+    /// [`Pool::join_all`] returns none is left.
+    fn join_finished(&mut self) {
+        let (ended, running): (Vec<_>, Vec<_>) = std::mem::take(&mut self.threads)
+            .into_iter()
+            .partition(JoinHandle::is_finished);
+        self.threads = running;
+        for t in ended {
+            let _ = t.join();
+        }
     }
 
     /// Stops taking workers back, lets the parked ones end and waits for every thread (the
