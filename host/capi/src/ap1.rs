@@ -78,9 +78,16 @@ impl Context {
     }
 
     fn link(&mut self) -> Result<&mut Link, Failure> {
-        self.link
+        Ok(self.linked()?.0)
+    }
+
+    /// The connection and the regions' set-up it works on.
+    fn linked(&mut self) -> Result<(&mut Link, &Setup), Failure> {
+        let link = self
+            .link
             .as_mut()
-            .ok_or_else(|| Failure::state("not connected: call naaice_setup_connection first"))
+            .ok_or_else(|| Failure::state("not connected: call naaice_setup_connection first"))?;
+        Ok((link, &self.setup))
     }
 
     /// Fails once the MRSP has started (regions and flags are fixed from then on).
@@ -364,10 +371,8 @@ pub unsafe extern "C" fn naaice_set_internal_mrs(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn naaice_register_mrs(comm_ctx: *mut naaice_communication_context) -> c_int {
     with_context("naaice_register_mrs", comm_ctx, |c| {
-        let link = c.link.as_mut().ok_or_else(|| {
-            Failure::state("not connected: call naaice_setup_connection before naaice_register_mrs")
-        })?;
-        link.register(&c.setup)
+        let (link, setup) = c.linked()?;
+        link.register(setup)
     })
 }
 
@@ -443,11 +448,8 @@ pub unsafe extern "C" fn naaice_set_immediate(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn naaice_init_mrsp(comm_ctx: *mut naaice_communication_context) -> c_int {
     with_context("naaice_init_mrsp", comm_ctx, |c| {
-        let link = c
-            .link
-            .as_mut()
-            .ok_or_else(|| Failure::state("not connected: call naaice_setup_connection first"))?;
-        link.init_mrsp(&c.setup)
+        let (link, setup) = c.linked()?;
+        link.init_mrsp(setup)
     })
 }
 
@@ -461,11 +463,8 @@ pub unsafe extern "C" fn naaice_init_mrsp(comm_ctx: *mut naaice_communication_co
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn naaice_do_mrsp(comm_ctx: *mut naaice_communication_context) -> c_int {
     with_context("naaice_do_mrsp", comm_ctx, |c| {
-        let link = c
-            .link
-            .as_mut()
-            .ok_or_else(|| Failure::state("not connected: call naaice_setup_connection first"))?;
-        link.do_mrsp(&c.setup)
+        let (link, setup) = c.linked()?;
+        link.do_mrsp(setup)
     })
 }
 
