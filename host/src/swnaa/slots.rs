@@ -111,13 +111,13 @@ impl Activity {
 
     /// Asks the transport whether the connection is over; marks it so if it is.
     fn probe(&self) {
-        let over = self
+        // Asked outside the lock: the probe may take the transport's own.
+        let liveness = self
             .liveness
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .is_some_and(Liveness::is_over);
-        if over {
+            .clone();
+        if liveness.is_some_and(|l| l.is_over()) {
             self.leave();
         }
     }
