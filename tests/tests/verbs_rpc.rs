@@ -25,7 +25,7 @@ use naaice::core::ClientConfig;
 use naaice::swnaa::{SoftNaa, SoftNaaConfig, SoftNaaHandle};
 use naaice::transport::verbs::{VerbsEndpoint, VerbsTransport, device_names};
 use naaice::transport::waiting::{WaitPolicy, cpu_demand};
-use naaice::transport::{Transport, TransportError};
+use naaice::transport::{ConnectionEvent, Endpoint, Incoming, Listener, Transport, TransportError};
 use naaice::{Buffer, Connection, Error, Naa, NaaOptions, Param};
 use naaice_tests::suite::{self, Site, pattern, plus};
 use naaice_tests::{SLEEP, code, test_kernels, wait_through_shutdown};
@@ -273,7 +273,7 @@ fn connect_without_a_listener_fails_quickly() {
         let listener = VerbsTransport::default()
             .listen(SocketAddr::new(ip, 0))
             .unwrap();
-        let addr = naaice::transport::Listener::local_addr(&listener);
+        let addr = Listener::local_addr(&listener);
         drop(listener);
         let t = Instant::now();
         let r =
@@ -319,6 +319,56 @@ fn listening_on_all_addresses() {
             assert!(h.wait().unwrap().naa_error.is_success());
             assert_eq!(h.output(0).unwrap().to_vec(), plus(&pattern(300, 4), 2));
         }
+    });
+}
+
+/// The server endpoint's liveness probe, asked from another thread while nobody polls the
+/// endpoint (what the NAA's admission does when its slots seem full): not over while the
+/// client is connected, over once the client disconnected, and still over once the endpoint
+/// is gone.
+#[test]
+#[ignore = "needs an RDMA device: run with --include-ignored where there is one"]
+fn liveness_sees_the_client_leave_without_the_endpoint_being_polled() {
+    verbs_test("liveness", 60, |ip| {
+        let soon = || Instant::now() + Duration::from_secs(20);
+        let mut listener = VerbsTransport::default()
+            .listen(SocketAddr::new(ip, 0))
+            .expect("listen over verbs");
+        let addr = listener.local_addr();
+        let client = std::thread::spawn(move || {
+            VerbsTransport::default()
+                .connect(addr, None, soon())
+                .expect("connect over verbs")
+        });
+        let incoming = listener
+            .next_request(soon())
+            .expect("listen")
+            .expect("a connection request");
+        let mut server = incoming.accept().expect("accept");
+        let mut client = client.join().unwrap();
+        // The server learns of ESTABLISHED through its events, as a worker does.
+        let deadline = soon();
+        while server.poll_event() != Some(ConnectionEvent::Established) {
+            assert!(Instant::now() < deadline, "no ESTABLISHED on the server");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let probe = server.liveness().expect("the verbs transport has a probe");
+        let asked = std::thread::spawn({
+            let probe = probe.clone();
+            move || probe.is_over()
+        });
+        assert!(!asked.join().unwrap(), "over while the client is connected");
+        client.disconnect();
+        let deadline = soon();
+        while !probe.is_over() {
+            assert!(
+                Instant::now() < deadline,
+                "the client's disconnect was not seen"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(server);
+        assert!(probe.is_over());
     });
 }
 
