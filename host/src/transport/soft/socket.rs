@@ -299,7 +299,8 @@ pub(crate) mod tests {
         (peer, Socket::new(ours).unwrap())
     }
 
-    /// The peer's close shows at once, with its last input still unread; a reset too.
+    /// The peer's close shows at once, with its last input still unread; our own shutdown is
+    /// no hang-up.
     #[test]
     fn a_peer_that_closed_is_seen_before_its_input_is_read() {
         let (mut peer, socket) = pair();
