@@ -40,6 +40,10 @@ impl Wake for PyWaker {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
+        // The interpreter exiting: no event loop runs any more.
+        let Some(_inside) = crate::thread_state::enter() else {
+            return;
+        };
         Python::attach(|py| {
             // A closed event loop raises: the await is gone, nothing to wake.
             let _ = self.0.call0(py);

@@ -64,6 +64,10 @@ impl Kernel for PyKernel {
             .filter(|r| !r.is_internal())
             .map(|r| Region::new(&mut r.data, r.flags.bits()))
             .collect();
+        // The interpreter is exiting: nobody waits for this RPC's answer any more.
+        let Some(_inside) = crate::thread_state::enter() else {
+            return KERNEL_FAILED;
+        };
         crate::thread_state::keep();
         Python::attach(|py| {
             let result = (|| -> PyResult<ReturnCode> {

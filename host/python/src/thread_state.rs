@@ -8,9 +8,16 @@
 //! and releases the interpreter lock at once, keeping the state; later calls only take and
 //! give back the lock. The thread gives its state back when it ends, unless the interpreter is
 //! shutting down by then (the interpreter then disposes of it).
+//!
+//! Library threads (kernels, the RPC futures' reactor) enter Python only through [`enter`]:
+//! a thread that takes the interpreter lock while the interpreter finalizes is ended inside
+//! Python (`pthread_exit`, whose unwinding through the library's frames crashed the process
+//! at exit). The `atexit` hook closes the way in and waits, the lock released, for the calls
+//! already inside to return, as the interpreter waits for its own threads.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -18,6 +25,28 @@ use pyo3::prelude::*;
 /// Set by an `atexit` hook: the interpreter is shutting down, a thread that ends now leaves
 /// its state alone (taking the lock could then end the thread inside Python).
 static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
+
+/// Library threads inside Python now (see [`enter`]).
+static INSIDE: AtomicUsize = AtomicUsize::new(0);
+
+/// A library thread's permission to use Python, held while it does.
+pub(crate) struct Entry(());
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        INSIDE.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Lets a library thread (not holding the interpreter lock) use Python until the [`Entry`] is
+/// dropped; `None` once the interpreter is shutting down: the thread must not touch Python.
+pub(crate) fn enter() -> Option<Entry> {
+    // Counted first, then the flag: the hook sets the flag first, then waits for the count
+    // (both sequentially consistent), so no thread is inside once the hook returns.
+    INSIDE.fetch_add(1, Ordering::SeqCst);
+    let entry = Entry(());
+    (!SHUTTING_DOWN.load(Ordering::SeqCst)).then_some(entry)
+}
 
 /// A thread state this thread registered and keeps, the lock released.
 struct Kept {
@@ -29,7 +58,7 @@ impl Drop for Kept {
     fn drop(&mut self) {
         // SAFETY: reads a flag of the runtime; callable at any time.
         let initialized = unsafe { ffi::Py_IsInitialized() } != 0;
-        if SHUTTING_DOWN.load(Ordering::Acquire) || !initialized {
+        if SHUTTING_DOWN.load(Ordering::SeqCst) || !initialized {
             return;
         }
         // SAFETY: `state` is this thread's state, saved by `PyEval_SaveThread` in `keep` on
@@ -73,10 +102,17 @@ pub(crate) fn keep() {
     });
 }
 
-/// The `atexit` hook: from now on, ending threads leave their states to the interpreter.
+/// The `atexit` hook: from now on library threads stay out of Python, and ending threads
+/// leave their states to the interpreter; returns once the calls inside Python have returned
+/// (a Python kernel that is still running delays the exit, like a thread of `threading`).
 #[pyfunction]
-fn _shutting_down() {
-    SHUTTING_DOWN.store(true, Ordering::Release);
+fn _shutting_down(py: Python<'_>) {
+    SHUTTING_DOWN.store(true, Ordering::SeqCst);
+    py.detach(|| {
+        while INSIDE.load(Ordering::SeqCst) > 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
 }
 
 /// Registers the `atexit` hook.

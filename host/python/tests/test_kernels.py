@@ -1,5 +1,8 @@
 """Python kernels: local mode (naaice.local) and a software NAA server (naaice.swnaa)."""
 
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -161,3 +164,36 @@ def test_server_without_builtins_and_stop():
         with naaice.Naa(1, [p], [p], address=s.address) as naa:
             assert naa.run().return_code == 1
     assert not s.running
+
+
+EXIT_CHILD = r"""
+import threading, time, numpy as np, naaice, naaice.local
+
+started = threading.Event()
+
+@naaice.local.kernel(44)
+def slow(params, call):
+    print("kernel started", flush=True)
+    started.set()
+    time.sleep(0.5)
+    params[0][:] += 1
+    print("kernel returned", flush=True)
+
+p = np.zeros(8, dtype=np.uint8)
+naa = naaice.Naa(44, [p], [p], local=True)
+naa.invoke()
+assert started.wait(30)
+print("exiting", flush=True)
+"""
+
+
+def test_the_interpreter_exits_while_a_python_kernel_runs():
+    """A program that ends while its Python kernel runs on a library thread: the exit waits
+    for the kernel to return, as for a thread of `threading` (the kernel used to take the
+    interpreter lock during finalization, which crashed the process in 2 runs of 3)."""
+    for _ in range(3):
+        r = subprocess.run([sys.executable, "-c", EXIT_CHILD], capture_output=True, text=True,
+                           timeout=60, env={**os.environ, "NAAICE_TRANSPORT": "soft"})
+        assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+        assert r.stdout.splitlines() == ["kernel started", "exiting", "kernel returned"], (
+            r.stdout, r.stderr)
