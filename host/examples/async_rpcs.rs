@@ -10,6 +10,7 @@
 
 use std::time::{Duration, Instant};
 
+use anyhow::{Context, anyhow, bail};
 use naaice::swnaa::{KernelContext, KernelRegistry, SoftNaa, SoftNaaConfig};
 use naaice::transport::soft::SoftTransport;
 use naaice::{Naa, NaaOptions, Param};
@@ -17,28 +18,17 @@ use naaice_core::{FunctionCode, ReturnCode};
 
 const CODE: u8 = 40;
 
-/// Runs the example; a failure is printed as its message (`Display`), as the C programs do.
-fn main() -> std::process::ExitCode {
-    match run() {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("async_rpcs: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
-}
-
-fn run() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> anyhow::Result<()> {
     let args: Vec<u64> = std::env::args()
         .skip(1)
         .map(|a| a.parse())
         .collect::<Result<_, _>>()
-        .map_err(|_| "usage: async_rpcs [N [T_ms [K]]]")?;
+        .map_err(|_| anyhow!("usage: async_rpcs [N [T_ms [K]]]"))?;
     let n = *args.first().unwrap_or(&16) as usize;
     let kernel = Duration::from_millis(*args.get(1).unwrap_or(&20));
     let k = *args.get(2).unwrap_or(&10);
 
-    let code = FunctionCode::new(CODE).ok_or("function code")?;
+    let code = FunctionCode::new(CODE).context("function code")?;
     let mut servers = Vec::new();
     let mut naas = Vec::new();
     for _ in 0..n {
@@ -96,7 +86,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     for (i, r) in results.into_iter().enumerate() {
         let first = r??;
         if u64::from(first) != k % 256 {
-            return Err(format!("NAA {i}: output {first} after {k} RPCs").into());
+            bail!("NAA {i}: output {first} after {k} RPCs");
         }
     }
     let serial = kernel * (n as u32) * (k as u32);

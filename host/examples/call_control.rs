@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use naaice::core::{FunctionCode, ReturnCode};
 use naaice::swnaa::KernelContext;
 use naaice::transport::soft::SoftTransport;
-use naaice::{Call, Error, Naa, NaaOptions, Param};
+use naaice::{Call, Naa, NaaOptions, Param};
 
 /// Writes its function code and user bytes into the parameter; returns the user bytes as one
 /// 24-bit number.
@@ -28,18 +28,7 @@ const STUCK: u8 = 42;
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
-/// Runs the example; a failure is printed as its message (`Display`), as the C programs do.
-fn main() -> std::process::ExitCode {
-    match run() {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("call_control: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
-}
-
-fn run() -> Result<(), Error> {
+fn main() -> anyhow::Result<()> {
     let code = |c| FunctionCode::new(c).expect("1..=127");
     naaice::swnaa::local::register_kernel(code(ECHO), |ctx: &mut KernelContext<'_, '_>| {
         let (fncode, user) = (ctx.fncode(), ctx.user_bytes());

@@ -8,6 +8,7 @@
 
 use std::time::{Duration, Instant};
 
+use anyhow::{Context, bail};
 use naaice::swnaa::{KernelContext, KernelRegistry, SoftNaa, SoftNaaConfig};
 use naaice::transport::soft::SoftTransport;
 use naaice::{Naa, NaaOptions, Param};
@@ -41,19 +42,8 @@ fn ms(d: Duration) -> String {
     format!("{:8.3} ms", d.as_secs_f64() * 1e3)
 }
 
-/// Runs the example; a failure is printed as its message (`Display`), as the C programs do.
-fn main() -> std::process::ExitCode {
-    match run() {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("demo: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
-}
-
-fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let code = FunctionCode::new(VADD).ok_or("bad function code")?;
+fn main() -> anyhow::Result<()> {
+    let code = FunctionCode::new(VADD).context("bad function code")?;
     let mut kernels = KernelRegistry::builtin();
     kernels.register(code, vector_add);
 
@@ -149,7 +139,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         ms(t.elapsed())
     );
     if wrong != 0 || !status.naa_error.is_success() {
-        return Err("vector addition result is wrong".into());
+        bail!("vector addition result is wrong");
     }
     println!("OK: vector addition offloaded and verified");
     Ok(())

@@ -10,6 +10,7 @@
 
 use std::time::{Duration, Instant};
 
+use anyhow::{Context, anyhow, bail};
 use naaice::client::naa_set;
 use naaice::swnaa::{KernelContext, KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle};
 use naaice::transport::soft::{SoftEndpoint, SoftTransport};
@@ -29,10 +30,10 @@ fn thread_cpu() -> Option<Duration> {
     Some(Duration::from_millis(ticks * 10))
 }
 
-fn start(n: usize, kernel: Duration) -> Result<Vec<SoftNaaHandle>, Box<dyn std::error::Error>> {
+fn start(n: usize, kernel: Duration) -> anyhow::Result<Vec<SoftNaaHandle>> {
     (0..n)
         .map(|i| {
-            let code = FunctionCode::new(FIRST_CODE + i as u8).ok_or("function code")?;
+            let code = FunctionCode::new(FIRST_CODE + i as u8).context("function code")?;
             let mut kernels = KernelRegistry::empty();
             kernels.register(code, move |_: &mut KernelContext<'_, '_>| {
                 std::thread::sleep(kernel);
@@ -49,28 +50,17 @@ fn start(n: usize, kernel: Duration) -> Result<Vec<SoftNaaHandle>, Box<dyn std::
         .collect()
 }
 
-/// Runs the example; a failure is printed as its message (`Display`), as the C programs do.
-fn main() -> std::process::ExitCode {
-    match run() {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("many_naas: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
-}
-
-fn run() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> anyhow::Result<()> {
     let args: Vec<u64> = std::env::args()
         .skip(1)
         .map(|a| a.parse())
         .collect::<Result<_, _>>()
-        .map_err(|_| "usage: many_naas [N [T_ms [R]]]")?;
+        .map_err(|_| anyhow!("usage: many_naas [N [T_ms [R]]]"))?;
     let n = *args.first().unwrap_or(&16) as usize;
     let kernel = Duration::from_millis(*args.get(1).unwrap_or(&20));
     let rounds = *args.get(2).unwrap_or(&5);
     if !(1..=64).contains(&n) || rounds == 0 {
-        return Err("N must be 1..=64 and R at least 1".into());
+        bail!("N must be 1..=64 and R at least 1");
     }
     let servers = start(n, kernel)?;
     let mut naas: Vec<Naa<SoftEndpoint>> = servers
@@ -107,9 +97,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             naa.invoke()?;
         }
         for (i, outcome) in naa_set::wait_all(&mut naas).into_iter().enumerate() {
-            let status = outcome.ok_or("an RPC was not in flight")??;
+            let status = outcome.context("an RPC was not in flight")??;
             if !status.naa_error.is_success() {
-                return Err(format!("NAA {i}: return code {}", status.naa_error).into());
+                bail!("NAA {i}: return code {}", status.naa_error);
             }
         }
     }

@@ -12,27 +12,18 @@
 //! 64-byte parameter in place and its result is checked. With `NAAICE_STATS=1` the process's
 //! statistics follow in one line when it exits.
 
+use anyhow::{Context, bail};
 use naaice::{Naa, Param};
 
-fn main() -> std::process::ExitCode {
-    match run() {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("stats: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
-}
-
-fn run() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> anyhow::Result<()> {
     let count: u32 = match std::env::args().nth(1) {
-        Some(n) => n.parse().map_err(|e| format!("the RPC count {n:?}: {e}"))?,
+        Some(n) => n.parse().with_context(|| format!("the RPC count {n:?}"))?,
         None => 1000,
     };
     let fncode: u8 = match std::env::args().nth(2) {
         Some(c) => c
             .parse()
-            .map_err(|e| format!("the function code {c:?}: {e}"))?,
+            .with_context(|| format!("the function code {c:?}"))?,
         None => 1,
     };
     let transport = naaice::discovery::environment::transport_from_env()?;
@@ -44,11 +35,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         naa.invoke()?;
         let status = naa.wait()?;
         if !status.naa_error.is_success() {
-            return Err(format!("the NAA answered {}", status.naa_error).into());
+            bail!("the NAA answered {}", status.naa_error);
         }
         expected = expected.wrapping_add(step);
         if naa.output(0)?.iter().any(|&b| b != expected) {
-            return Err("a wrong result".into());
+            bail!("a wrong result");
         }
     }
     println!("{count} RPCs checked");
