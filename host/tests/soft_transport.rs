@@ -128,12 +128,7 @@ fn remote(region: &SoftRegion, offset: usize) -> RemoteAddr {
 }
 
 fn wr(wr_id: u64, op: SendOp, local: Option<Sge>) -> SendWr {
-    SendWr {
-        wr_id,
-        op,
-        local,
-        solicited: false,
-    }
+    SendWr::new(wr_id, op, local)
 }
 
 /// Connects a client to a fresh listener on `addr`; `prepare` runs on the server endpoint

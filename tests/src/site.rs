@@ -90,17 +90,23 @@ impl Site {
         self.try_connect(naa, fncode).expect("connect")
     }
 
+    /// An AP2 handle on `naa` for `fncode` with these input and output parameters, or
+    /// panics.
+    pub fn create(
+        &self,
+        naa: &SoftNaaHandle,
+        fncode: u32,
+        inputs: Vec<Param>,
+        outputs: Vec<Param>,
+    ) -> Naa {
+        Naa::create_with(&self.transport, fncode, inputs, outputs, &self.options(naa))
+            .expect("create an NAA handle")
+    }
+
     /// An AP2 handle on `naa` for `fncode` with one in-place parameter of `len` bytes.
     pub fn in_place(&self, naa: &SoftNaaHandle, fncode: u32, len: usize) -> Naa {
         let p = Param::from_vec(pattern(len, 9));
-        Naa::create_with(
-            &self.transport,
-            fncode,
-            vec![p.clone()],
-            vec![p],
-            &self.options(naa),
-        )
-        .expect("create an NAA handle")
+        self.create(naa, fncode, vec![p.clone()], vec![p])
     }
 }
 

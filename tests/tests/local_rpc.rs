@@ -27,14 +27,7 @@ fn in_place_parameters_are_the_callers_memory() {
         ..SoftNaaConfig::default()
     });
     let shared = Param::from_vec(pattern(4096, 1));
-    let mut handle = Naa::create_with(
-        &site.transport,
-        1,
-        vec![shared.clone()],
-        vec![shared.clone()],
-        &site.options(&naa),
-    )
-    .unwrap();
+    let mut handle = site.create(&naa, 1, vec![shared.clone()], vec![shared.clone()]);
     for round in 1..=3u8 {
         handle.invoke().unwrap();
         handle.wait().unwrap();
@@ -46,14 +39,7 @@ fn in_place_parameters_are_the_callers_memory() {
     // each, so the caller's input is unchanged and the output is the NAA's zeroed region + 1.
     let input = Param::from_vec(pattern(1000, 5));
     let output = Param::from_vec(vec![0; 1000]);
-    let mut handle = Naa::create_with(
-        &site.transport,
-        1,
-        vec![input.clone()],
-        vec![output.clone()],
-        &site.options(&naa),
-    )
-    .unwrap();
+    let mut handle = site.create(&naa, 1, vec![input.clone()], vec![output.clone()]);
     handle.invoke().unwrap();
     handle.wait().unwrap();
     assert_eq!(input.buffer().to_vec(), pattern(1000, 5));
@@ -93,14 +79,7 @@ fn the_programs_own_memory_is_copied_not_shared() {
         Buffer::from_raw_parts(std::ptr::NonNull::new(storage.as_mut_ptr()).unwrap(), 512)
     };
     let p = Param::new(buffer);
-    let mut handle = Naa::create_with(
-        &site.transport,
-        30,
-        vec![p.clone()],
-        vec![p.clone()],
-        &site.options(&naa),
-    )
-    .unwrap();
+    let mut handle = site.create(&naa, 30, vec![p.clone()], vec![p.clone()]);
     handle.invoke().unwrap();
     handle.wait().unwrap();
     assert_ne!(seen.load(Ordering::Relaxed), 0);
@@ -242,14 +221,7 @@ fn cancel_an_in_process_kernel_and_reuse_the_handle() {
         kernels,
     );
     let p = Param::from_vec((0..64).collect());
-    let mut h = Naa::create_with(
-        &site.transport,
-        u32::from(BLOCK),
-        vec![p.clone()],
-        vec![p.clone()],
-        &site.options(&naa),
-    )
-    .unwrap();
+    let mut h = site.create(&naa, u32::from(BLOCK), vec![p.clone()], vec![p.clone()]);
     h.invoke().unwrap();
     {
         let (lock, cv) = &*gate;

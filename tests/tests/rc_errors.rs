@@ -37,13 +37,7 @@ fn refused(naa: &SoftNaaHandle, op: SendOp, len: usize) -> WcStatus {
         len: len as u32,
         lkey: mr.lkey(),
     };
-    ep.post_send(&[SendWr {
-        wr_id: 7,
-        op,
-        local: Some(local),
-        solicited: false,
-    }])
-    .unwrap();
+    ep.post_send(&[SendWr::new(7, op, Some(local))]).unwrap();
     let mut wc = [Completion::BLANK];
     loop {
         if ep.poll(&mut wc).unwrap() == 1 {

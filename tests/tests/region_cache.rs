@@ -6,9 +6,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use naaice::Param;
 use naaice::core::{FunctionCode, ReturnCode};
 use naaice::swnaa::{KernelContext, KernelRegistry, SoftNaaConfig, SoftNaaHandle};
-use naaice::{Naa, Param};
 use naaice_tests::site::Site;
 use scrape::{scrape, value};
 
@@ -45,14 +45,7 @@ fn recording_kernels(seen: &Seen) -> KernelRegistry {
 fn one_client(site: &Site, naa: &SoftNaaHandle, fill: u8, len: usize) {
     let input = Param::from_vec(vec![fill]);
     let output = Param::from_vec(vec![0; len]);
-    let mut handle = Naa::create_with(
-        &site.transport,
-        u32::from(CODE),
-        vec![input],
-        vec![output],
-        &site.options(naa),
-    )
-    .expect("create");
+    let mut handle = site.create(&naa, u32::from(CODE), vec![input], vec![output]);
     handle.invoke().expect("invoke");
     handle.wait().expect("wait");
     assert!(handle.output(0).expect("output").iter().all(|&b| b == fill));

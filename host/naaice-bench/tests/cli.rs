@@ -5,6 +5,17 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// The shortest sweep: one size of 1 byte, one repetition, three steady RPCs, no plots.
+const QUICK: [&str; 7] = [
+    "--max-size",
+    "1",
+    "--reps",
+    "1",
+    "--steady",
+    "3",
+    "--no-plots",
+];
+
 fn bench(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_naaice-bench"))
         .args(args)
@@ -173,15 +184,7 @@ fn the_transport_comes_from_naaice_transport_unless_the_command_line_names_one()
             value,
             &[
                 args,
-                &[
-                    "--max-size",
-                    "1",
-                    "--reps",
-                    "1",
-                    "--steady",
-                    "3",
-                    "--no-plots",
-                ],
+                &QUICK,
                 &[
                     "--stream-time",
                     "10ms",
@@ -205,15 +208,7 @@ fn a_closed_stdout_pipe_ends_it_quietly() {
     drop(reader);
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("closed-pipe");
     let out = Command::new(env!("CARGO_BIN_EXE_naaice-bench"))
-        .args([
-            "--max-size",
-            "1",
-            "--reps",
-            "1",
-            "--steady",
-            "3",
-            "--no-plots",
-        ])
+        .args(QUICK)
         .args(["--out", dir.to_str().expect("UTF-8 path")])
         .env_remove("NAAICE_TRANSPORT")
         .stdout(writer)

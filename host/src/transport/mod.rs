@@ -147,6 +147,18 @@ pub struct SendWr {
     pub solicited: bool,
 }
 
+impl SendWr {
+    /// A work request that does not set the Solicited Event bit.
+    pub fn new(wr_id: u64, op: SendOp, local: Option<Sge>) -> Self {
+        Self {
+            wr_id,
+            op,
+            local,
+            solicited: false,
+        }
+    }
+}
+
 /// Completion opcode (valid only when the status is [`WcStatus::Success`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WcOpcode {
@@ -243,10 +255,16 @@ pub enum ConnectionEvent {
 ///
 /// Dropping it deregisters the memory; the buffer itself lives on as long as anyone holds it.
 pub trait MemoryRegion: Send + std::fmt::Debug {
-    /// Virtual address of the first byte.
-    fn addr(&self) -> u64;
-    /// Registered length.
-    fn len(&self) -> usize;
+    /// Virtual address of the first byte: by default the buffer's
+    /// ([`Buffer::addr`]); a transport that registers memory at an address of its choosing
+    /// says which.
+    fn addr(&self) -> u64 {
+        self.buffer().addr()
+    }
+    /// Registered length: by default the whole buffer.
+    fn len(&self) -> usize {
+        self.buffer().len()
+    }
     /// True if zero bytes are registered.
     fn is_empty(&self) -> bool {
         self.len() == 0

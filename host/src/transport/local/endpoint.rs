@@ -34,12 +34,6 @@ pub struct LocalRegion {
 }
 
 impl MemoryRegion for LocalRegion {
-    fn addr(&self) -> u64 {
-        self.buffer.addr()
-    }
-    fn len(&self) -> usize {
-        self.buffer.len()
-    }
     fn lkey(&self) -> u32 {
         self.key
     }

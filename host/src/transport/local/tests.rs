@@ -72,12 +72,7 @@ fn a_send_and_a_write_with_immediate_arrive_in_order() {
     s.post_recv(2, None).unwrap();
     let write = SendOp::write(target_mr.addr(), target_mr.rkey(), Some(0x0100_0002));
     c.post_send(&[
-        SendWr {
-            wr_id: 10,
-            op: SendOp::Send,
-            local: Some(sge(&src_mr)),
-            solicited: false,
-        },
+        SendWr::new(10, SendOp::Send, Some(sge(&src_mr))),
         SendWr {
             wr_id: 11,
             op: write,
@@ -110,13 +105,8 @@ fn a_message_before_the_receive_waits_for_it() {
     let (mut c, mut s) = pair();
     let src = Buffer::from_slice(b"early");
     let src_mr = c.register(&src).unwrap();
-    c.post_send(&[SendWr {
-        wr_id: 1,
-        op: SendOp::Send,
-        local: Some(sge(&src_mr)),
-        solicited: false,
-    }])
-    .unwrap();
+    c.post_send(&[SendWr::new(1, SendOp::Send, Some(sge(&src_mr)))])
+        .unwrap();
     assert_eq!(next(&mut c).status, WcStatus::Success);
     let recv = Buffer::zeroed(8);
     let recv_mr = s.register(&recv).unwrap();
@@ -136,18 +126,16 @@ fn a_write_with_a_wrong_rkey_fails_and_ends_the_connection() {
     s.post_recv(5, None).unwrap();
     let wrs = [
         // 64 bytes into a 32-byte region: out of bounds.
-        SendWr {
-            wr_id: 1,
-            op: SendOp::write(target_mr.addr(), target_mr.rkey(), None),
-            local: Some(sge(&src_mr)),
-            solicited: false,
-        },
-        SendWr {
-            wr_id: 2,
-            op: SendOp::write(target_mr.addr(), target_mr.rkey() ^ 1, Some(9)),
-            local: None,
-            solicited: false,
-        },
+        SendWr::new(
+            1,
+            SendOp::write(target_mr.addr(), target_mr.rkey(), None),
+            Some(sge(&src_mr)),
+        ),
+        SendWr::new(
+            2,
+            SendOp::write(target_mr.addr(), target_mr.rkey() ^ 1, Some(9)),
+            None,
+        ),
     ];
     c.post_send(&wrs).unwrap();
     assert_eq!(next(&mut c).status, WcStatus::RemoteAccess);
@@ -169,12 +157,7 @@ fn an_unknown_lkey_is_refused_at_post_time_and_nothing_is_posted() {
         lkey: src_mr.lkey() ^ 1,
         ..sge(&src_mr)
     };
-    let wr = |wr_id, local| SendWr {
-        wr_id,
-        op: SendOp::Send,
-        local: Some(local),
-        solicited: false,
-    };
+    let wr = |wr_id, local| SendWr::new(wr_id, SendOp::Send, Some(local));
     assert!(matches!(
         c.post_send(&[wr(1, sge(&src_mr)), wr(2, bad)]),
         Err(TransportError::InvalidRequest("unknown lkey"))
@@ -226,13 +209,7 @@ fn a_sleeping_wait_is_woken_by_a_completion_and_by_the_waker() {
         std::thread::sleep(Duration::from_millis(20));
         waker.wake();
         std::thread::sleep(Duration::from_millis(20));
-        c.post_send(&[SendWr {
-            wr_id: 1,
-            op: SendOp::Send,
-            local: None,
-            solicited: false,
-        }])
-        .unwrap();
+        c.post_send(&[SendWr::new(1, SendOp::Send, None)]).unwrap();
         c
     });
     while s.poll_event().is_some() {}
@@ -255,12 +232,11 @@ fn a_region_shared_with_the_server_moves_nothing() {
     assert!(shared.is(&data));
     let mut s = s;
     let shared_mr = s.register(&shared).unwrap();
-    c.post_send(&[SendWr {
-        wr_id: 1,
-        op: SendOp::write(shared_mr.addr(), shared_mr.rkey(), None),
-        local: Some(sge(&mr)),
-        solicited: false,
-    }])
+    c.post_send(&[SendWr::new(
+        1,
+        SendOp::write(shared_mr.addr(), shared_mr.rkey(), None),
+        Some(sge(&mr)),
+    )])
     .unwrap();
     assert_eq!(next(&mut c).status, WcStatus::Success);
     assert_eq!(data.to_vec(), vec![3; 4096]);
@@ -295,12 +271,7 @@ fn a_write_between_two_ranges_of_one_buffer_moves_like_memmove() {
 #[test]
 fn more_work_requests_than_a_post_takes_are_refused_whole() {
     let (mut c, _s) = pair();
-    let wr = SendWr {
-        wr_id: 1,
-        op: SendOp::Send,
-        local: None,
-        solicited: false,
-    };
+    let wr = SendWr::new(1, SendOp::Send, None);
     assert!(matches!(
         c.post_send(&vec![wr; 65]),
         Err(TransportError::InvalidRequest("send queue full"))

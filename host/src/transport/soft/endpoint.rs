@@ -37,9 +37,6 @@ impl MemoryRegion for SoftRegion {
     fn addr(&self) -> u64 {
         self.addr
     }
-    fn len(&self) -> usize {
-        self.buffer.len()
-    }
     fn lkey(&self) -> u32 {
         self.key
     }

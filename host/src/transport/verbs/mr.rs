@@ -165,12 +165,6 @@ impl VerbsRegion {
 }
 
 impl MemoryRegion for VerbsRegion {
-    fn addr(&self) -> u64 {
-        self.buffer.addr()
-    }
-    fn len(&self) -> usize {
-        self.buffer.len()
-    }
     fn lkey(&self) -> u32 {
         self.lkey
     }

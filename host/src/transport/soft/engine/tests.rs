@@ -36,12 +36,7 @@ fn sge(key: u32, offset: u64, len: u32) -> Sge {
 }
 
 fn wr(wr_id: u64, op: SendOp, local: Option<Sge>) -> SendWr {
-    SendWr {
-        wr_id,
-        op,
-        local,
-        solicited: false,
-    }
+    SendWr::new(wr_id, op, local)
 }
 
 fn remote(key: u32, offset: u64) -> RemoteAddr {
