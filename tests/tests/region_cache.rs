@@ -45,7 +45,7 @@ fn recording_kernels(seen: &Seen) -> KernelRegistry {
 fn one_client(site: &Site, naa: &SoftNaaHandle, fill: u8, len: usize) {
     let input = Param::from_vec(vec![fill]);
     let output = Param::from_vec(vec![0; len]);
-    let mut handle = site.create(&naa, u32::from(CODE), vec![input], vec![output]);
+    let mut handle = site.create(naa, u32::from(CODE), vec![input], vec![output]);
     handle.invoke().expect("invoke");
     handle.wait().expect("wait");
     assert!(handle.output(0).expect("output").iter().all(|&b| b == fill));
