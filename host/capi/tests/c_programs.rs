@@ -28,19 +28,8 @@ fn header_layout_matches_the_reference() {
 #[test]
 fn header_works_from_cpp() {
     let bin = out_dir("c").join("cxx_include");
-    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-    let mut cmd = Command::new(cxx);
-    cmd.arg("-std=c++11")
-        .args(WARNINGS)
-        .args(SANITIZERS)
-        .arg("-I")
-        .arg(crate_dir().join("include"))
-        .arg(crate_dir().join("tests/c/cxx_include.cpp"))
-        .arg("-o")
-        .arg(&bin)
-        .arg(lib_dir().join("libnaaice_ap2.a"))
-        .args(NATIVE_LIBS);
-    run_ok(&mut cmd, LIMIT);
+    let flags = [&["-std=c++11"], SANITIZERS].concat();
+    link_with_library(cxx(), &flags, &["tests/c/cxx_include.cpp"], &bin);
     let f = run_ok(sanitizer_env(&mut Command::new(bin)), LIMIT);
     assert!(f.stdout.contains("returned 0, state 0"), "{}", f.stdout);
 }
@@ -210,19 +199,12 @@ fn software_naa() -> SoftNaaHandle {
 /// as errors (the reference's programs rely on naaice.h for the standard headers).
 fn build_reference_style(name: &str) -> std::path::PathBuf {
     let bin = out_dir("c").join(name);
-    let mut cmd = cc();
-    cmd.arg("-std=c11")
-        .args(WARNINGS)
-        .arg("-Werror=implicit-function-declaration")
-        .args(SANITIZERS)
-        .arg("-I")
-        .arg(crate_dir().join("include"))
-        .arg(crate_dir().join(format!("tests/c/{name}.c")))
-        .arg("-o")
-        .arg(&bin)
-        .arg(lib_dir().join("libnaaice_ap2.a"))
-        .args(NATIVE_LIBS);
-    run_ok(&mut cmd, LIMIT);
+    let flags = [
+        &["-std=c11", "-Werror=implicit-function-declaration"],
+        SANITIZERS,
+    ]
+    .concat();
+    link_with_library(cc(), &flags, &[format!("tests/c/{name}.c")], &bin);
     bin
 }
 

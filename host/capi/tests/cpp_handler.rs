@@ -14,28 +14,11 @@ use common::*;
 
 const LIMIT: Duration = Duration::from_secs(300);
 
-/// The C++ compiler (`CXX`, default `g++`).
-fn cxx() -> Command {
-    Command::new(std::env::var("CXX").unwrap_or_else(|_| "g++".into()))
-}
-
 #[test]
 fn naa_handler_invokes_futures_and_errors_under_sanitizers() {
     let bin = out_dir("cpp").join("handler");
-    run_ok(
-        cxx()
-            .arg("-std=c++20")
-            .args(WARNINGS)
-            .args(SANITIZERS)
-            .arg("-I")
-            .arg(crate_dir().join("include"))
-            .arg(crate_dir().join("tests/cpp/handler.cpp"))
-            .arg("-o")
-            .arg(&bin)
-            .arg(lib_dir().join("libnaaice_ap2.a"))
-            .args(NATIVE_LIBS),
-        LIMIT,
-    );
+    let flags = [&["-std=c++20"], SANITIZERS].concat();
+    link_with_library(cxx(), &flags, &["tests/cpp/handler.cpp"], &bin);
     let naa = software_naa();
     let port = naa.local_addr().port();
     // Function code 43 has an entry but no kernel; 44 has no entry.

@@ -75,24 +75,42 @@ pub fn cc() -> Command {
     Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
 }
 
-/// Compiles `sources` (relative to the crate) with the sanitizers against the static
-/// library into `out/name`.
-pub fn build_sanitized(out: &Path, name: &str, sources: &[&str]) -> PathBuf {
-    let bin = out.join(name);
-    let mut cmd = cc();
-    cmd.arg("-std=c11")
+/// The C++ compiler (`CXX`, default `c++`).
+pub fn cxx() -> Command {
+    Command::new(std::env::var("CXX").unwrap_or_else(|_| "c++".into()))
+}
+
+/// Compiles `sources` (relative to the crate, or absolute) with `compiler`, [`WARNINGS`],
+/// `flags` (the language standard, more warnings, [`SANITIZERS`]) and the crate's headers,
+/// and links them with the static library into `bin`; panics with the compiler's output if
+/// that fails.
+pub fn link_with_library(
+    mut compiler: Command,
+    flags: &[&str],
+    sources: &[impl AsRef<Path>],
+    bin: &Path,
+) {
+    compiler
         .args(WARNINGS)
-        .args(SANITIZERS)
+        .args(flags)
         .arg("-I")
         .arg(crate_dir().join("include"));
     for s in sources {
-        cmd.arg(crate_dir().join(s));
+        compiler.arg(crate_dir().join(s));
     }
-    cmd.arg("-o")
-        .arg(&bin)
+    compiler
+        .arg("-o")
+        .arg(bin)
         .arg(lib_dir().join("libnaaice_ap2.a"))
         .args(NATIVE_LIBS);
-    run_ok(&mut cmd, Duration::from_secs(300));
+    run_ok(&mut compiler, Duration::from_secs(300));
+}
+
+/// Compiles C11 `sources` (relative to the crate) with the sanitizers against the static
+/// library into `out/name`.
+pub fn build_sanitized(out: &Path, name: &str, sources: &[&str]) -> PathBuf {
+    let bin = out.join(name);
+    link_with_library(cc(), &[&["-std=c11"], SANITIZERS].concat(), sources, &bin);
     bin
 }
 

@@ -203,18 +203,7 @@ fn declared_reference_names_compile_and_link() {
         let source = out.join(format!("{stem}_names.c"));
         std::fs::write(&source, program).expect("write the generated program");
         let bin = out.join(format!("{stem}_names"));
-        run_ok(
-            cc().arg("-std=c11")
-                .args(WARNINGS)
-                .arg("-I")
-                .arg(crate_dir().join("include"))
-                .arg(&source)
-                .arg("-o")
-                .arg(&bin)
-                .arg(lib_dir().join("libnaaice_ap2.a"))
-                .args(NATIVE_LIBS),
-            LIMIT,
-        );
+        link_with_library(cc(), &["-std=c11"], &[&source], &bin);
         let f = run_ok(&mut Command::new(&bin), LIMIT);
         assert_eq!(
             f.stdout.trim(),
@@ -227,20 +216,12 @@ fn declared_reference_names_compile_and_link() {
 #[test]
 fn reference_style_low_level_client_builds_and_runs() {
     let bin = out_dir("reference_names").join("reference_client");
-    run_ok(
-        cc().arg("-std=c11")
-            .args(WARNINGS)
-            .arg("-Werror=implicit-function-declaration")
-            .args(SANITIZERS)
-            .arg("-I")
-            .arg(crate_dir().join("include"))
-            .arg(crate_dir().join("tests/c/reference_client.c"))
-            .arg("-o")
-            .arg(&bin)
-            .arg(lib_dir().join("libnaaice_ap2.a"))
-            .args(NATIVE_LIBS),
-        LIMIT,
-    );
+    let flags = [
+        &["-std=c11", "-Werror=implicit-function-declaration"],
+        SANITIZERS,
+    ]
+    .concat();
+    link_with_library(cc(), &flags, &["tests/c/reference_client.c"], &bin);
     // The built-in kernels (function code 1 adds 1 to every byte of every parameter region).
     let addr = "127.0.0.1:0".parse().expect("loopback address");
     let naa = SoftNaa::bind(
