@@ -6,10 +6,13 @@
 //! `naaice(7)`. `docs/configuration.md` holds the tables between `<!-- BEGIN name -->` and
 //! `<!-- END name -->` markers; tests compare them with [`check_section`] (`NAAICE_BLESS=1`
 //! rewrites them). `--log` values are checked with the library's
-//! [`log_filter`] ([`log_filter_arg`]).
+//! [`log_filter`] ([`log_filter_arg`]); the other value parsers the binaries share are in
+//! [`values`].
 //!
 //! Internal to naaice-rs (published only because its binaries are; no API stability
 //! promise): the library itself needs no clap.
+
+pub mod values;
 
 use std::io::Write;
 

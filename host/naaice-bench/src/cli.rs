@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use clap::Parser;
 use naaice::transport::waiting::WaitPolicy;
-use naaice::transport::{AnyTransport, ParseTransportError, TransportChoice};
-use naaice::units::{parse_duration, parse_size};
-use naaice_cli::ManExtras;
+use naaice::transport::{AnyTransport, TransportChoice};
+use naaice::units::parse_size;
+use naaice_cli::{ManExtras, values};
 
 use crate::base::kind::{Api, WorkerKind};
 
@@ -82,17 +82,17 @@ pub(crate) struct Args {
     pub max_size: u64,
     /// New connections (first RPC and middleware samples) per size. Default: 10 up to
     /// 1 MiB, 5 up to 64 MiB, 2 above (the reference uses 10).
-    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    #[arg(long, value_name = "N", value_parser = values::at_least_one)]
     pub reps: Option<usize>,
     /// Steady-state RPCs (and raw round trips) per size. Default: about 256 MiB of payload
     /// per size (32 MiB over verbs), between 3 and 2000.
-    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    #[arg(long, value_name = "N", value_parser = values::at_least_one)]
     pub steady: Option<usize>,
     /// Time of the raw TCP stream-bandwidth measurements per size from 1 MiB (split over
     /// four: 1 MiB messages and messages of the size, before and after the steady state;
     /// `500ms`, `2s`; a bare number is seconds).
     #[arg(long, value_name = "DURATION", default_value = "500ms", alias = "stream-secs",
-          value_parser = positive_seconds)]
+          value_parser = values::positive_seconds)]
     pub stream_time: Duration,
     /// A reference CSV to put beside ours (spec 8.2 format: byte_length,setup_time,
     /// transfer_time in seconds, several rows per size, for example the FPGA's; a middleware
@@ -113,7 +113,7 @@ pub(crate) struct Args {
     pub no_plots: bool,
     /// Software transport: override its `ack_delay` (diagnosis only; `50us`; a bare number
     /// is microseconds).
-    #[arg(long, value_name = "DURATION", alias = "ack-delay-us", value_parser = micros)]
+    #[arg(long, value_name = "DURATION", alias = "ack-delay-us", value_parser = values::micros)]
     pub ack_delay: Option<Duration>,
     /// How client and in-process NAA wait for completions: `adaptive` (default: spin for a
     /// budget learned from recent waits, at most 200 µs, while the connections leave a core
@@ -128,7 +128,7 @@ pub(crate) struct Args {
     pub wait: Option<WaitPolicy>,
     /// Spin this long before sleeping (the same as --wait spin:US; `100ms`
     /// to spin like perftest does; a bare number is microseconds).
-    #[arg(long, value_name = "DURATION", alias = "busy-poll-us", value_parser = micros)]
+    #[arg(long, value_name = "DURATION", alias = "busy-poll-us", value_parser = values::micros)]
     pub busy_poll: Option<Duration>,
     /// Log filter (`error`, `warn` (default), `info`, `debug`, `trace`, `off`, or a `tracing`
     /// filter whose targets are naaice crates, such as `naaice=debug,warn`); anything else is
@@ -155,7 +155,7 @@ pub(crate) struct Args {
     pub size: Vec<u64>,
     /// With --clients: how long each point (one N, one size) runs; with --idle: how long the
     /// connections are left idle (`2s`, `500ms`; a bare number is seconds).
-    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = positive_seconds)]
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = values::positive_seconds)]
     pub duration: Duration,
     /// With --clients: every client in its own process (naaice-bench starts itself once per
     /// client) instead of a thread each in one client process.
@@ -353,39 +353,10 @@ fn positive_size(s: &str) -> Result<u64, String> {
     }
 }
 
-/// A duration longer than zero (`500ms`; a bare number is seconds).
-fn positive_seconds(s: &str) -> Result<Duration, String> {
-    let d = parse_duration(s, Duration::from_secs(1))?;
-    if d.is_zero() {
-        return Err("must be longer than zero".to_owned());
-    }
-    Ok(d)
-}
-
-/// A count of at least 1.
-fn at_least_one(s: &str) -> Result<usize, String> {
-    match s.trim().parse::<usize>() {
-        Ok(0) => Err("must be at least 1".to_owned()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(format!("not a count ({e})")),
-    }
-}
-
-/// A duration whose bare number is microseconds.
-fn micros(s: &str) -> Result<Duration, String> {
-    parse_duration(s, Duration::from_micros(1))
-}
-
 /// Parses a transport name (`auto` is refused: a benchmark measures one transport); a build
 /// without verbs says how to get it.
 fn parse_transport(s: &str) -> Result<AnyTransport, String> {
-    let t = s.parse::<AnyTransport>().map_err(|e| match e {
-        ParseTransportError::VerbsNotBuilt => "this naaice-bench was built without the verbs \
-            transport: rebuild it with `cargo build --release -p naaice-bench --features verbs` \
-            (or host/capi/install.sh on a machine with the rdma-core development files)"
-            .to_owned(),
-        ParseTransportError::Unknown(_) => e.to_string(),
-    })?;
+    let t = values::transport("naaice-bench", s)?;
     if t.choice() == TransportChoice::Auto {
         return Err("a benchmark measures one transport: name it (soft or verbs)".to_owned());
     }

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{CommandFactory, Parser};
-use naaice_cli::{ManExtras, print_reference};
+use naaice_cli::{ManExtras, print_reference, values};
 
 use crate::probe::{Outcome, Prober};
 use crate::report::{Build, Probe, Report};
@@ -110,7 +110,7 @@ struct Args {
     #[arg(long)]
     probe: bool,
     /// Time allowed per probed entry, connect, MRSP and RPC together (e.g. 3s, 500ms, 1.5).
-    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = values::positive_seconds)]
     timeout: Duration,
     /// Probe only entry N (counted from 1, as printed); implies --probe.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
@@ -138,17 +138,6 @@ struct Args {
     /// Print the Markdown table of the options (docs/configuration.md) and exit.
     #[arg(long, hide = true)]
     options_reference: bool,
-}
-
-/// Parses a duration above zero (`3s`, `500ms`; a bare number is seconds).
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    naaice::units::parse_duration(s, Duration::from_secs(1)).and_then(|d| {
-        if d.is_zero() {
-            Err(format!("{s:?} is not a duration above zero"))
-        } else {
-            Ok(d)
-        }
-    })
 }
 
 /// Logs to stderr, filtered by `--log`, else by `NAAICE_LOG` as in the C library (`warn`
@@ -281,17 +270,6 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("3s"), Ok(Duration::from_secs(3)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration(" 1.5 "), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
-        for bad in ["", "0", "-1s", "abc", "inf", "0ms"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn the_command_line_is_consistent() {

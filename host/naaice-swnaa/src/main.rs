@@ -12,9 +12,9 @@ use clap::{CommandFactory, Parser};
 use naaice::swnaa::plugin::{KernelSources, KernelSpec};
 use naaice::swnaa::{AddressPrefix, KernelSwitch, SoftNaa, SoftNaaConfig};
 use naaice::transport::waiting::WaitPolicy;
-use naaice::transport::{AnyTransport, DEFAULT_PORT, ParseTransportError, Served};
-use naaice::units::{parse_duration, parse_size};
-use naaice_cli::{ManExtras, print_reference};
+use naaice::transport::{AnyTransport, DEFAULT_PORT, Served};
+use naaice::units::parse_size;
+use naaice_cli::{ManExtras, print_reference, values};
 
 /// `--version`: the version and the transports of this build.
 const LONG_VERSION: &str = if cfg!(feature = "verbs") {
@@ -61,17 +61,17 @@ struct Args {
     #[arg(short, long, env = "NAAICE_WAIT", value_name = "POLICY", default_value_t = WaitPolicy::default())]
     wait: WaitPolicy,
     /// Most concurrent connections (more are rejected; at least 1). Default: number of cores.
-    #[arg(short = 'c', long, value_parser = at_least_one)]
+    #[arg(short = 'c', long, value_parser = values::at_least_one)]
     max_connections: Option<usize>,
     /// How long a kernel may run before the RPC is answered with KERNEL_TIMEOUT (`10s`,
     /// `500ms`; a bare number is seconds).
-    #[arg(short, long, value_name = "DURATION", default_value = "10s", value_parser = seconds)]
+    #[arg(short, long, value_name = "DURATION", default_value = "10s", value_parser = values::seconds)]
     kernel_timeout: Duration,
     /// How long the memory-region setup (MRSP) of a new connection may take.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = seconds)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = values::seconds)]
     mrsp_timeout: Duration,
     /// How long a connection may idle between RPCs before it is dropped (default: forever).
-    #[arg(long, value_name = "DURATION", value_parser = seconds)]
+    #[arg(long, value_name = "DURATION", value_parser = values::seconds)]
     idle_timeout: Option<Duration>,
     /// When all connection slots are taken, a new client takes the slot of the connection
     /// idle the longest between RPCs if it has been idle at least this long (it is
@@ -191,13 +191,7 @@ const MAN: ManExtras<'static> = ManExtras {
 
 /// Parses a transport name; a build without verbs says how to get it.
 fn parse_transport(s: &str) -> Result<AnyTransport, String> {
-    s.parse().map_err(|e| match e {
-        ParseTransportError::VerbsNotBuilt => "this naaice-swnaa was built without the verbs \
-            transport: rebuild it with `cargo build --release -p naaice-swnaa --features verbs` \
-            (or host/capi/install.sh on a machine with the rdma-core development files)"
-            .to_owned(),
-        ParseTransportError::Unknown(_) => e.to_string(),
-    })
+    values::transport("naaice-swnaa", s)
 }
 
 /// A `--kernel` argument.
@@ -209,20 +203,6 @@ fn kernel_spec(s: &str) -> Result<KernelSpec, String> {
             }
             e => e.to_string(),
         })
-}
-
-/// A count of at least 1 (`--max-connections`): 0 is a command-line error (exit status 2).
-fn at_least_one(s: &str) -> Result<usize, String> {
-    match s.trim().parse::<usize>() {
-        Ok(0) => Err("must be at least 1".to_owned()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(format!("not a count ({e})")),
-    }
-}
-
-/// A duration (`500ms`, `10s`; a bare number is seconds).
-fn seconds(s: &str) -> Result<Duration, String> {
-    parse_duration(s, Duration::from_secs(1))
 }
 
 /// An address prefix of `--allow`.
@@ -239,7 +219,7 @@ fn grace(s: &str) -> Result<Grace, String> {
     if s.trim() == "never" {
         return Ok(Grace(None));
     }
-    seconds(s)
+    values::seconds(s)
         .map(|d| Grace(Some(d)))
         .map_err(|e| format!("{e}, or `never`"))
 }
