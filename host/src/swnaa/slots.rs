@@ -227,6 +227,16 @@ mod tests {
         (task, barrier)
     }
 
+    /// One slot without grace, taken by `a`'s connection, whose worker (from a pool of
+    /// `threads`) waits on the barrier returned.
+    fn taken_by(a: &Arc<Activity>, threads: usize) -> (Slots, Pool, Arc<std::sync::Barrier>) {
+        let mut slots = Slots::new(1, None);
+        let mut pool = Pool::new("slots-test", threads).expect("a pool");
+        let (w, b) = worker(&mut pool);
+        slots.insert(w, Arc::clone(a));
+        (slots, pool, b)
+    }
+
     #[test]
     fn the_longest_idle_past_the_grace_gives_way() {
         let grace = Duration::from_secs(10);
@@ -283,11 +293,8 @@ mod tests {
 
     #[test]
     fn a_connection_that_is_over_frees_its_slot_before_its_worker_ends() {
-        let mut slots = Slots::new(1, None);
-        let mut pool = Pool::new("slots-test", 2).expect("a pool");
         let a = Arc::new(Activity::default());
-        let (w, b) = worker(&mut pool);
-        slots.insert(w, Arc::clone(&a));
+        let (mut slots, mut pool, b) = taken_by(&a, 2);
         let now = Instant::now();
         assert_eq!(slots.admit(now), Admission::Full);
         // The worker still runs (it waits on the barrier): the slot is free all the same.
@@ -308,14 +315,11 @@ mod tests {
 
     #[test]
     fn a_connection_whose_client_left_frees_its_slot_before_its_worker_saw_it() {
-        let mut slots = Slots::new(1, None);
-        let mut pool = Pool::new("slots-test", 1).expect("a pool");
         let a = Arc::new(Activity::default());
         let gone = Arc::new(AtomicBool::new(false));
         let g = Arc::clone(&gone);
         a.set_liveness(Some(Liveness::new(move || g.load(Ordering::SeqCst))));
-        let (w, b) = worker(&mut pool);
-        slots.insert(w, Arc::clone(&a));
+        let (mut slots, pool, b) = taken_by(&a, 1);
         let now = Instant::now();
         // The client is still there: full, and the probe leaves the connection alone.
         assert_eq!(slots.admit(now), Admission::Full);
@@ -331,11 +335,8 @@ mod tests {
 
     #[test]
     fn without_grace_nobody_is_evicted() {
-        let mut slots = Slots::new(1, None);
-        let mut pool = Pool::new("slots-test", 1).expect("a pool");
         let a = Arc::new(Activity::default());
-        let (w, b) = worker(&mut pool);
-        slots.insert(w, Arc::clone(&a));
+        let (mut slots, pool, b) = taken_by(&a, 1);
         let t0 = Instant::now();
         a.set_idle(Some(t0));
         assert_eq!(slots.admit(t0 + Duration::from_secs(3600)), Admission::Full);

@@ -482,6 +482,15 @@ mod tests {
         w.spin_budget().expect("adaptive waits have a budget")
     }
 
+    /// An adaptive waiter that saw 64 waits end while spinning, each after `typical`.
+    fn used_to(typical: Duration) -> Waiter {
+        let mut w = adaptive();
+        for _ in 0..64 {
+            w.record(WaitEnd::Spun(typical));
+        }
+        w
+    }
+
     #[test]
     fn short_waits_are_spun_for_about_twice_their_length() {
         let mut w = adaptive();
@@ -550,10 +559,7 @@ mod tests {
 
     #[test]
     fn a_sleep_that_ended_within_the_cap_grows_the_budget_to_what_it_cost() {
-        let mut w = adaptive();
-        for _ in 0..64 {
-            w.record(WaitEnd::Spun(10 * US));
-        }
+        let mut w = used_to(10 * US);
         let small = budget(&mut w);
         assert!(small >= 20 * US && small <= 21 * US, "{small:?}");
         // A wait sleeps after its 20 µs of spinning and is over 120 µs after it began: the
@@ -571,10 +577,7 @@ mod tests {
 
     #[test]
     fn a_cheap_wake_up_keeps_the_budget_near_twice_the_typical_wait() {
-        let mut w = adaptive();
-        for _ in 0..64 {
-            w.record(WaitEnd::Spun(10 * US));
-        }
+        let mut w = used_to(10 * US);
         let small = budget(&mut w);
         // Slept after 20 µs, woken 6 µs later: spinning longer would have paid, the budget
         // doubles (the wake-up is cheaper than that).
@@ -657,10 +660,7 @@ mod tests {
 
     #[test]
     fn a_few_long_waits_do_not_shrink_the_budget() {
-        let mut w = adaptive();
-        for _ in 0..64 {
-            w.record(WaitEnd::Spun(40 * US));
-        }
+        let mut w = used_to(40 * US);
         let before = budget(&mut w);
         // The memory-region setup, say; then short waits again.
         w.record(WaitEnd::Slept(5_000 * US));
