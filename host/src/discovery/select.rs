@@ -478,6 +478,15 @@ mod tests {
         )
     }
 
+    /// [`connect`] for function code 1 with one input, as a single process.
+    fn connect_one<C>(
+        p: &Arc<Pool>,
+        timeout: Duration,
+        attempt: impl FnMut(SocketAddr, Option<TransportKind>, Instant) -> Result<C>,
+    ) -> Result<Chosen<C>> {
+        connect(p, 1, 1, &Rank::SINGLE, timeout, attempt)
+    }
+
     #[test]
     fn fails_over_and_names_every_entry_tried() {
         let p = pool(&[("127.0.0.1", 1), ("127.0.0.1", 2), ("127.0.0.1", 3)]);
@@ -537,16 +546,9 @@ mod tests {
                 held: vec!["entry 1 (10.0.0.5:12345)".into()]
             }
         );
-        let err = connect(
-            &p,
-            1,
-            1,
-            &Rank::SINGLE,
-            Duration::from_secs(1),
-            |_, _, _| Ok(()),
-        )
-        .unwrap_err()
-        .to_string();
+        let err = connect_one(&p, Duration::from_secs(1), |_, _, _| Ok(()))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("this process already holds entry 1 (10.0.0.5:12345) with another handle"),
             "{err}"
@@ -564,52 +566,31 @@ mod tests {
     fn waits_for_a_starting_naa_and_stops_on_fatal_errors() {
         let p = pool(&[("127.0.0.1", 1)]);
         let mut calls = 0;
-        let calls_needed = connect(
-            &p,
-            1,
-            1,
-            &Rank::SINGLE,
-            Duration::from_secs(5),
-            |_, _, _| {
-                calls += 1;
-                if calls < 3 {
-                    Err(Error::Closed)
-                } else {
-                    Ok(calls)
-                }
-            },
-        )
+        let calls_needed = connect_one(&p, Duration::from_secs(5), |_, _, _| {
+            calls += 1;
+            if calls < 3 {
+                Err(Error::Closed)
+            } else {
+                Ok(calls)
+            }
+        })
         .unwrap()
         .connection;
         assert_eq!(calls_needed, 3);
         let p = pool(&[("127.0.0.1", 1), ("127.0.0.1", 2)]);
         let mut calls = 0;
-        let err = connect(
-            &p,
-            1,
-            1,
-            &Rank::SINGLE,
-            Duration::from_secs(5),
-            |_, _, _| {
-                calls += 1;
-                Err::<(), _>(TransportError::Unavailable("no RDMA device".into()).into())
-            },
-        )
+        let err = connect_one(&p, Duration::from_secs(5), |_, _, _| {
+            calls += 1;
+            Err::<(), _>(TransportError::Unavailable("no RDMA device".into()).into())
+        })
         .unwrap_err();
         assert_eq!(calls, 1);
         assert!(err.to_string().contains("no RDMA device"));
         let p = pool(&[("no-such-host.invalid", 1)]);
         let started = Instant::now();
-        let err = connect(
-            &p,
-            1,
-            1,
-            &Rank::SINGLE,
-            Duration::from_secs(30),
-            |_, _, _| Ok(()),
-        )
-        .unwrap_err()
-        .to_string();
+        let err = connect_one(&p, Duration::from_secs(30), |_, _, _| Ok(()))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("cannot resolve NAA address"), "{err}");
         // It gives up at once, and says against which deadline.
         assert!(
