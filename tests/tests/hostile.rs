@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use naaice::core::machine::Error as ProtocolError;
 use naaice::core::{ClientConfig, MrspErrorCode};
-use naaice::swnaa::SoftNaaConfig;
+use naaice::swnaa::{SoftNaaConfig, SoftNaaHandle};
 use naaice::transport::TransportError;
 use naaice::transport::soft::SoftEndpoint;
 use naaice::{Buffer, Connection, Error};
@@ -169,16 +169,22 @@ fn assert_overloaded(addr: SocketAddr) {
     }
 }
 
+/// A software NAA of `slots` connections that gives the slot of a connection idle past `grace`
+/// to a newcomer.
+fn evicting_after(grace: Duration, slots: usize) -> SoftNaaHandle {
+    start_naa(SoftNaaConfig {
+        max_connections: slots,
+        evict_idle_after: Some(grace),
+        ..SoftNaaConfig::default()
+    })
+}
+
 #[test]
 fn a_connection_whose_kernel_runs_is_busy_not_idle() {
     // a was idle past the grace period, then starts an RPC whose kernel runs 800 ms: while it
     // runs, a is busy, so a newcomer finds the NAA full instead of taking a's slot.
     let grace = Duration::from_millis(300);
-    let naa = start_naa(SoftNaaConfig {
-        max_connections: 1,
-        evict_idle_after: Some(grace),
-        ..SoftNaaConfig::default()
-    });
+    let naa = evicting_after(grace, 1);
     let addr = naa.local_addr();
     let (mut a, _buf) = in_place_connection(addr, ClientConfig::new(code(SLEEP)), 64).unwrap();
     std::thread::sleep(grace + Duration::from_millis(200));
@@ -192,11 +198,7 @@ fn a_connection_whose_kernel_runs_is_busy_not_idle() {
 #[test]
 fn an_idle_connection_gives_its_slot_to_a_newcomer() {
     let grace = Duration::from_millis(500);
-    let naa = start_naa(SoftNaaConfig {
-        max_connections: 2,
-        evict_idle_after: Some(grace),
-        ..SoftNaaConfig::default()
-    });
+    let naa = evicting_after(grace, 2);
     let addr = naa.local_addr();
     // b is the older connection: its RPCs, not only its first one, count as activity.
     let (mut b, b_buf) = connected(addr, 64).unwrap();
