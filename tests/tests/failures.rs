@@ -10,46 +10,24 @@ use naaice::swnaa::SoftNaaConfig;
 use naaice::transport::soft::{SoftEndpoint, SoftTransport};
 use naaice::{Buffer, Connection, Error};
 use naaice_tests::{
-    SLEEP, code, is_child, read_line_with_prefix, spawn_child, start_naa, wait_through_shutdown,
+    SLEEP, code, in_place_connection, is_child, read_line_with_prefix, spawn_child, start_naa,
+    wait_through_shutdown,
 };
 
 const BIG: usize = 256 << 20;
 
-/// A connection to the NAA at `addr` for `fncode`, with one in-place region of `len` bytes
-/// (returned with it: it must outlive the connection), MRSP done.
+/// A connection to the NAA at `addr` for `fncode`, with one in-place region of `len` zero
+/// bytes (returned with it: it must outlive the connection), MRSP done.
 fn connected(
     addr: std::net::SocketAddr,
     fncode: u8,
     len: usize,
 ) -> (Connection<SoftEndpoint>, Buffer) {
-    let mut conn = Connection::connect(
-        &SoftTransport::default(),
-        addr,
-        None,
-        ClientConfig::new(code(fncode)),
-    )
-    .expect("connect");
-    let buf = Buffer::zeroed(len);
-    let id = conn.add_param(&buf).unwrap();
-    conn.set_input(id).unwrap();
-    conn.set_output(id).unwrap();
-    conn.do_mrsp().unwrap();
-    (conn, buf)
+    in_place_connection(addr, ClientConfig::new(code(fncode)), len).expect("connect and MRSP")
 }
 
 fn rpc_ok(addr: std::net::SocketAddr) {
-    let mut conn = Connection::connect(
-        &SoftTransport::default(),
-        addr,
-        None,
-        ClientConfig::new(code(1)),
-    )
-    .expect("connect");
-    let buf = Buffer::from_slice(&[1, 2, 3]);
-    let id = conn.add_param(&buf).unwrap();
-    conn.set_input(id).unwrap();
-    conn.set_output(id).unwrap();
-    conn.do_mrsp().unwrap();
+    let (mut conn, _buf) = connected(addr, 1, 3);
     for _ in 0..5 {
         assert!(conn.do_transfer().unwrap().status.is_success());
     }
@@ -63,18 +41,7 @@ fn child_client_mid_rpc() {
         return;
     }
     let addr = std::env::var("NAA_ADDR").unwrap().parse().unwrap();
-    let mut conn = Connection::connect(
-        &SoftTransport::default(),
-        addr,
-        None,
-        ClientConfig::new(code(1)),
-    )
-    .unwrap();
-    let buf = Buffer::zeroed(BIG);
-    let id = conn.add_param(&buf).unwrap();
-    conn.set_input(id).unwrap();
-    conn.set_output(id).unwrap();
-    conn.do_mrsp().unwrap();
+    let (mut conn, _buf) = connected(addr, 1, BIG);
     conn.init_transfer().unwrap();
     println!("STREAMING");
     std::io::stdout().flush().unwrap();
