@@ -27,6 +27,15 @@ fn handle(naa: &SoftNaaHandle, fncode: u8, len: usize) -> naaice::Result<Naa<Sof
     )
 }
 
+/// `naaice_naa_connections_rejected_total` for `reason`.
+fn rejected(s: &Scrape, reason: &str) -> f64 {
+    value(
+        s,
+        "naaice_naa_connections_rejected_total",
+        &[("reason", reason)],
+    )
+}
+
 fn rpc(h: &mut Naa<SoftEndpoint>) -> ReturnCode {
     h.invoke().expect("invoke");
     h.wait().expect("wait").naa_error
@@ -131,17 +140,10 @@ fn a_known_workload_is_counted_exactly() {
             "{h}"
         );
     }
-    let rejected = |reason| {
-        value(
-            &s,
-            "naaice_naa_connections_rejected_total",
-            &[("reason", reason)],
-        )
-    };
-    assert_eq!(rejected("limit"), 1.0);
-    assert_eq!(rejected("memory_budget"), 1.0);
-    assert_eq!(rejected("allow"), 0.0);
-    assert_eq!(rejected("evicted_idle"), 0.0);
+    assert_eq!(rejected(&s, "limit"), 1.0);
+    assert_eq!(rejected(&s, "memory_budget"), 1.0);
+    assert_eq!(rejected(&s, "allow"), 0.0);
+    assert_eq!(rejected(&s, "evicted_idle"), 0.0);
     // a, b, c and the one over the budget were admitted; the MRSP of the last failed.
     assert_eq!(value(&s, "naaice_naa_connections_accepted_total", &[]), 4.0);
     assert_eq!(value(&s, "naaice_naa_mrsp_total", &[("result", "ok")]), 3.0);
@@ -168,14 +170,7 @@ fn clients_outside_the_allow_list_and_evictions_are_counted() {
     let mut newcomer = handle(&naa, 1, 8).expect("takes the idle one's slot");
     assert_eq!(rpc(&mut newcomer), ReturnCode::SUCCESS);
     let s = scrape(&naa);
-    assert_eq!(
-        value(
-            &s,
-            "naaice_naa_connections_rejected_total",
-            &[("reason", "evicted_idle")]
-        ),
-        1.0
-    );
+    assert_eq!(rejected(&s, "evicted_idle"), 1.0);
     naa.shutdown();
 
     let denied = start_naa(SoftNaaConfig {
@@ -185,14 +180,7 @@ fn clients_outside_the_allow_list_and_evictions_are_counted() {
     });
     handle(&denied, 1, 8).expect_err("not allowed");
     let s = scrape(&denied);
-    assert_eq!(
-        value(
-            &s,
-            "naaice_naa_connections_rejected_total",
-            &[("reason", "allow")]
-        ),
-        1.0
-    );
+    assert_eq!(rejected(&s, "allow"), 1.0);
     assert_eq!(value(&s, "naaice_naa_connections_accepted_total", &[]), 0.0);
     denied.shutdown();
 }
