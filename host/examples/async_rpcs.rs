@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, anyhow, bail};
+use anyhow::{Context, bail};
 use naaice::swnaa::{KernelContext, KernelRegistry, SoftNaa, SoftNaaConfig};
 use naaice::transport::soft::SoftTransport;
 use naaice::{Naa, NaaOptions, Param};
@@ -18,15 +18,23 @@ use naaice_core::{FunctionCode, ReturnCode};
 
 const CODE: u8 = 40;
 
+/// Many RPCs concurrently on one tokio thread.
+#[derive(clap::Parser)]
+struct Args {
+    /// Software NAAs (one tokio task each).
+    #[arg(default_value_t = 16)]
+    n: usize,
+    /// How long each kernel sleeps, in milliseconds.
+    #[arg(default_value_t = 20)]
+    t_ms: u64,
+    /// RPCs per NAA.
+    #[arg(default_value_t = 10)]
+    k: u64,
+}
+
 fn main() -> anyhow::Result<()> {
-    let args: Vec<u64> = std::env::args()
-        .skip(1)
-        .map(|a| a.parse())
-        .collect::<Result<_, _>>()
-        .map_err(|_| anyhow!("usage: async_rpcs [N [T_ms [K]]]"))?;
-    let n = *args.first().unwrap_or(&16) as usize;
-    let kernel = Duration::from_millis(*args.get(1).unwrap_or(&20));
-    let k = *args.get(2).unwrap_or(&10);
+    let Args { n, t_ms, k } = clap::Parser::parse();
+    let kernel = Duration::from_millis(t_ms);
 
     let code = FunctionCode::new(CODE).context("function code")?;
     let mut servers = Vec::new();

@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, anyhow, bail};
+use anyhow::{Context, bail};
 use naaice::client::naa_set;
 use naaice::swnaa::{KernelContext, KernelRegistry, SoftNaa, SoftNaaConfig, SoftNaaHandle};
 use naaice::transport::soft::{SoftEndpoint, SoftTransport};
@@ -50,18 +50,23 @@ fn start(n: usize, kernel: Duration) -> anyhow::Result<Vec<SoftNaaHandle>> {
         .collect()
 }
 
+/// One thread keeps many NAAs busy: serial RPCs against a set.
+#[derive(clap::Parser)]
+struct Args {
+    /// Software NAAs.
+    #[arg(default_value_t = 16, value_parser = clap::value_parser!(u8).range(1..=64))]
+    n: u8,
+    /// How long each kernel sleeps, in milliseconds.
+    #[arg(default_value_t = 20)]
+    t_ms: u64,
+    /// Rounds of one RPC per NAA.
+    #[arg(default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    r: u64,
+}
+
 fn main() -> anyhow::Result<()> {
-    let args: Vec<u64> = std::env::args()
-        .skip(1)
-        .map(|a| a.parse())
-        .collect::<Result<_, _>>()
-        .map_err(|_| anyhow!("usage: many_naas [N [T_ms [R]]]"))?;
-    let n = *args.first().unwrap_or(&16) as usize;
-    let kernel = Duration::from_millis(*args.get(1).unwrap_or(&20));
-    let rounds = *args.get(2).unwrap_or(&5);
-    if !(1..=64).contains(&n) || rounds == 0 {
-        bail!("N must be 1..=64 and R at least 1");
-    }
+    let Args { n, t_ms, r: rounds } = clap::Parser::parse();
+    let (n, kernel) = (usize::from(n), Duration::from_millis(t_ms));
     let servers = start(n, kernel)?;
     let mut naas: Vec<Naa<SoftEndpoint>> = servers
         .iter()

@@ -12,20 +12,22 @@
 //! 64-byte parameter in place and its result is checked. With `NAAICE_STATS=1` the process's
 //! statistics follow in one line when it exits.
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use naaice::{Naa, Param};
 
+/// RPCs against the NAA of `NAA_SPEC`, then the handle's statistics.
+#[derive(clap::Parser)]
+struct Args {
+    /// RPCs to run.
+    #[arg(default_value_t = 1000)]
+    count: u32,
+    /// Function code.
+    #[arg(default_value_t = 1)]
+    fncode: u8,
+}
+
 fn main() -> anyhow::Result<()> {
-    let count: u32 = match std::env::args().nth(1) {
-        Some(n) => n.parse().with_context(|| format!("the RPC count {n:?}"))?,
-        None => 1000,
-    };
-    let fncode: u8 = match std::env::args().nth(2) {
-        Some(c) => c
-            .parse()
-            .with_context(|| format!("the function code {c:?}"))?,
-        None => 1,
-    };
+    let Args { count, fncode } = clap::Parser::parse();
     let transport = naaice::discovery::environment::transport_from_env()?;
     let data = Param::from_vec(vec![0; 64]);
     let mut naa: Naa = Naa::create(&transport, fncode.into(), vec![data.clone()], vec![data])?;
